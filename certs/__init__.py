@@ -1,0 +1,1 @@
+"""TLS for the webhook where cert-manager is not installed: make, write and inject certificates."""

@@ -1,0 +1,3 @@
+from ganggate.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""The `ganggate` command: one entry point, one subcommand per component.
+
+Each component module exposes `register(subparsers)`, which adds its subcommands and sets
+`func` (a callable taking the parsed args and returning an exit code) on each. Modules keep
+heavy imports inside their command functions so that `ganggate --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from ganggate import __version__
+
+COMMAND_MODULES = (
+    "webhook.cli",  # ganggate webhook
+    "certs.cli",  # ganggate certs generate|inject
+    "gate.cli",  # ganggate controller, ganggate status, ganggate plan
+    "kubesim.cli",  # ganggate sim serve
+    "replay.cli",  # ganggate demo, ganggate replay
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ganggate",
+        description="All-or-nothing (gang) admission of GPU jobs on Kubernetes.",
+    )
+    parser.add_argument("--version", action="version", version=f"ganggate {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging verbosity (default: INFO)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # Only a component that is not installed is skipped; a broken import is an error.
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    return int(func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

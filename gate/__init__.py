@@ -1,0 +1,1 @@
+"""The gate controller: release a gang's pods only when the whole gang fits."""

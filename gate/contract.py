@@ -1,0 +1,123 @@
+"""The annotation contract shared by the webhook and the controller.
+
+A pod joins a gang by carrying two annotations; ganggate holds it behind one scheduling
+gate until the whole gang fits. Everything here is pure: it parses and validates, and
+reports problems as `ContractError` values that name the annotation, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+GROUP_NAME = "scheduling.k8s.io/group-name"
+GROUP_POD_NUM = "scheduling.k8s.io/group-pod-num"
+GROUP_MIN_AVAILABLE = "scheduling.k8s.io/group-min-available"
+GATE_NAME = "scheduling.k8s.io/group-gate"
+
+#: Annotations that are immutable once a pod exists.
+GANG_ANNOTATIONS = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE)
+
+DEFAULT_MAX_POD_NUM = 10000
+DEFAULT_SCHEDULER_NAMES = ("default-scheduler",)
+
+# DNS-1123 label, as k8s.io/apimachinery/pkg/util/validation.IsDNS1123Label.
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL_MAX = 63
+# A plain decimal integer: no sign, no spaces, no leading zeros, no exponent.
+_PLAIN_INT = re.compile(r"^[1-9][0-9]*$")
+
+
+@dataclass(frozen=True)
+class ContractError:
+    """Why a pod's gang annotations are unacceptable."""
+
+    annotation: str
+    value: str | None
+    rule: str
+
+    def message(self) -> str:
+        shown = "<absent>" if self.value is None else repr(self.value)
+        return f"annotation {self.annotation}={shown}: {self.rule}"
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """A pod's parsed gang membership."""
+
+    name: str
+    pod_num: int
+    min_available: int
+
+    @property
+    def is_partial(self) -> bool:
+        """True when the gang may start with fewer than all of its pods."""
+        return self.min_available < self.pod_num
+
+
+def has_gang_annotations(annotations: Mapping[str, str] | None) -> bool:
+    """True when the pod carries any of the gang annotations (so it must be checked)."""
+    return bool(annotations) and any(key in annotations for key in GANG_ANNOTATIONS)
+
+
+def parse_gang(
+    annotations: Mapping[str, str] | None, max_pod_num: int = DEFAULT_MAX_POD_NUM
+) -> GangSpec | ContractError | None:
+    """Parse a pod's gang annotations.
+
+    Returns None for a pod that is not in a gang, a GangSpec for a valid member, and a
+    ContractError naming the first broken rule otherwise.
+    """
+    annotations = annotations or {}
+    if not has_gang_annotations(annotations):
+        return None
+    name = annotations.get(GROUP_NAME)
+    num = annotations.get(GROUP_POD_NUM)
+    min_av = annotations.get(GROUP_MIN_AVAILABLE)
+    if name is None:
+        present = GROUP_POD_NUM if num is not None else GROUP_MIN_AVAILABLE
+        return ContractError(GROUP_NAME, None, f"is required when {present} is set")
+    if num is None:
+        return ContractError(GROUP_POD_NUM, None, f"is required when {GROUP_NAME} is set")
+    if not isinstance(name, str) or len(name) > _DNS1123_LABEL_MAX or not _DNS1123_LABEL.match(name):
+        return ContractError(
+            GROUP_NAME,
+            name,
+            "must be a DNS-1123 label: at most 63 characters, lower-case alphanumerics or '-', "
+            "starting and ending with an alphanumeric",
+        )
+    pod_num = _parse_count(num, max_pod_num)
+    if pod_num is None:
+        return ContractError(
+            GROUP_POD_NUM, num, f"must be a plain decimal integer from 1 to {max_pod_num}"
+        )
+    if min_av is None:
+        return GangSpec(name=name, pod_num=pod_num, min_available=pod_num)
+    min_available = _parse_count(min_av, pod_num)
+    if min_available is None:
+        return ContractError(
+            GROUP_MIN_AVAILABLE,
+            min_av,
+            f"must be a plain decimal integer from 1 to {GROUP_POD_NUM} ({pod_num})",
+        )
+    return GangSpec(name=name, pod_num=pod_num, min_available=min_available)
+
+
+def _parse_count(value: object, maximum: int) -> int | None:
+    if not isinstance(value, str) or not _PLAIN_INT.match(value) or len(value) > 12:
+        return None
+    number = int(value)
+    return number if 1 <= number <= maximum else None
+
+
+def has_gate(pod_spec: Mapping | None) -> bool:
+    """True when the pod spec still carries ganggate's scheduling gate."""
+    gates = (pod_spec or {}).get("schedulingGates") or []
+    return any(isinstance(g, Mapping) and g.get("name") == GATE_NAME for g in gates)
+
+
+def gang_annotations(annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """The subset of annotations that make up the (immutable) gang contract."""
+    annotations = annotations or {}
+    return {key: annotations[key] for key in GANG_ANNOTATIONS if key in annotations}

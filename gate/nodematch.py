@@ -1,0 +1,144 @@
+"""Which nodes a pod may use: readiness, cordons, taints and tolerations, node selection.
+
+Pure functions over plain API objects (dicts as the API serves them). They follow the
+scheduler's filter plugins: NodeUnschedulable, TaintToleration (only NoSchedule and
+NoExecute taints filter; k8s.io/api/core/v1/toleration.go ToleratesTaint) and NodeAffinity
+(k8s.io/component-helpers/scheduling/corev1/nodeaffinity: nodeSelector ANDed with the
+required terms, terms ORed, expressions within a term ANDed, an empty term matches nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+FILTERING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def node_is_ready(node: Mapping) -> bool:
+    """True when the node's Ready condition is True."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def node_is_cordoned(node: Mapping) -> bool:
+    """True when spec.unschedulable is set (kubectl cordon)."""
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def tolerates_cordon(pod: Mapping) -> bool:
+    """NodeUnschedulable lets a pod through that tolerates the unschedulable taint."""
+    taint = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+    return any(toleration_matches(t, taint) for t in pod_tolerations(pod))
+
+
+def pod_tolerations(pod: Mapping) -> list[Mapping]:
+    return list((pod.get("spec") or {}).get("tolerations") or [])
+
+
+def toleration_matches(toleration: Mapping, taint: Mapping) -> bool:
+    """ToleratesTaint from k8s.io/api/core/v1/toleration.go."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return False
+
+
+def untolerated_taint(tolerations: Iterable[Mapping], node: Mapping) -> Mapping | None:
+    """The first NoSchedule/NoExecute taint of the node no toleration matches, if any."""
+    tolerations = list(tolerations)
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in FILTERING_TAINT_EFFECTS:
+            continue
+        if not any(toleration_matches(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def _expression_matches(expr: Mapping, labels: Mapping[str, str]) -> bool:
+    key = expr.get("key")
+    operator = expr.get("operator")
+    values = expr.get("values") or []
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt"):
+        if not present or len(values) != 1:
+            return False
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if operator == "Gt" else have < want
+    return False
+
+
+def _term_matches(term: Mapping, node: Mapping) -> bool:
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    field_values = {"metadata.name": (node.get("metadata") or {}).get("name", "")}
+    return all(_expression_matches(e, labels) for e in expressions) and all(
+        _expression_matches(f, field_values) for f in fields
+    )
+
+
+def required_node_terms(pod: Mapping) -> list[Mapping] | None:
+    """The pod's required node-affinity terms, or None when it has none."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return None
+    return list(required.get("nodeSelectorTerms") or [])
+
+
+def matches_node_selection(pod: Mapping, node: Mapping) -> bool:
+    """NodeAffinity filter: spec.nodeSelector and the required node-affinity terms."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    for key, value in selector.items():
+        if labels.get(key) != value:
+            return False
+    terms = required_node_terms(pod)
+    if terms is None:
+        return True
+    return any(_term_matches(term, node) for term in terms)
+
+
+def node_rejects(pod: Mapping, node: Mapping) -> str | None:
+    """Why the pod may not run on the node apart from resources, or None when it may.
+
+    The reasons use the scheduler's own wording so they can be aggregated into messages
+    such as "0/4 nodes are available: 4 node(s) had untolerated taint {...}.".
+    """
+    if not node_is_ready(node):
+        return "node(s) were not ready"
+    if node_is_cordoned(node) and not tolerates_cordon(pod):
+        return "node(s) were unschedulable"
+    if not matches_node_selection(pod, node):
+        return "node(s) didn't match Pod's node affinity/selector"
+    taint = untolerated_taint(pod_tolerations(pod), node)
+    if taint is not None:
+        shown = taint.get("key", "")
+        if taint.get("value"):
+            shown += f": {taint['value']}"
+        return f"node(s) had untolerated taint {{{shown}}}"
+    return None

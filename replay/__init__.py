@@ -1,0 +1,1 @@
+"""The embedded demo and trace replay: what gang admission buys, in numbers."""

@@ -1,0 +1,1 @@
+"""The mutating admission webhook that holds gang pods behind a scheduling gate."""
