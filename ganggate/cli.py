@@ -17,7 +17,8 @@ from ganggate import __version__
 COMMAND_MODULES = (
     "webhook.cli",  # ganggate webhook
     "certs.cli",  # ganggate certs generate|inject
-    "gate.cli",  # ganggate controller, ganggate status, ganggate plan
+    "gate.cli",  # ganggate controller, ganggate status
+    "gate.plan",  # ganggate plan --snapshot
     "kubesim.cli",  # ganggate sim serve
     "replay.cli",  # ganggate demo, ganggate replay
 )
