@@ -133,12 +133,13 @@ def node_rejects(pod: Mapping, node: Mapping) -> str | None:
         return "node(s) were not ready"
     if node_is_cordoned(node) and not tolerates_cordon(pod):
         return "node(s) were unschedulable"
-    if not matches_node_selection(pod, node):
-        return "node(s) didn't match Pod's node affinity/selector"
+    # The default filter order runs TaintToleration before NodeAffinity
+    # (pkg/scheduler/apis/config/v1/default_plugins.go), and the first failing plugin names
+    # the node's reason; the taint is shown as "{key: value}" even when the value is empty
+    # (pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go Filter).
     taint = untolerated_taint(pod_tolerations(pod), node)
     if taint is not None:
-        shown = taint.get("key", "")
-        if taint.get("value"):
-            shown += f": {taint['value']}"
-        return f"node(s) had untolerated taint {{{shown}}}"
+        return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
+    if not matches_node_selection(pod, node):
+        return "node(s) didn't match Pod's node affinity/selector"
     return None
