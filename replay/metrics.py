@@ -1,0 +1,170 @@
+"""What a replay measured, as pure functions over a recorded timeline.
+
+A replay records a `Sample` after each step of simulated time (the cluster is quiescent then,
+so the values hold until the next sample) and one `JobRecord` per job. From those:
+
+- busy GPUs: GPUs of the pods of jobs whose pods are all running (the job computes);
+- held-idle GPUs: GPUs of bound pods of jobs not all running (they wait for the rest of their
+  gang: a distributed training job cannot take a step before every rank has joined);
+- GPU-hours busy / held idle: the time integrals of the two step functions;
+- deadlocked jobs: jobs that never complete by the end of the run;
+- queueing delay: submit -> all pods running; makespan: first submit -> last completion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """One job at one instant: how many of its pods are bound (not finished) and running."""
+
+    job_id: str
+    pods: int
+    gpus_per_pod: int
+    bound: int
+    running: int
+
+    @property
+    def all_running(self) -> bool:
+        return self.running >= self.pods
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The cluster at `time`, valid until the next sample."""
+
+    time: float
+    busy_gpus: int
+    held_idle_gpus: int
+    jobs_running: int
+    jobs_waiting: int
+    jobs_finished: int
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job's outcome: when it was submitted, started (all pods running) and finished."""
+
+    job_id: str
+    submit_time: float
+    gpus: int
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The figures of one replay run (one admission mode)."""
+
+    mode: str
+    jobs: int
+    completed: int
+    deadlocked: int
+    busy_gpu_hours: float
+    held_idle_gpu_hours: float
+    held_idle_gpus_at_end: int
+    mean_utilisation: float
+    mean_queue_delay: float | None
+    p95_queue_delay: float | None
+    makespan: float | None
+
+
+def split_gpus(jobs: Iterable[JobProgress]) -> tuple[int, int]:
+    """(busy, held idle) GPUs: all-running jobs compute, bound pods of the others wait."""
+    busy = held = 0
+    for job in jobs:
+        if job.all_running:
+            busy += job.running * job.gpus_per_pod
+        else:
+            held += job.bound * job.gpus_per_pod
+    return busy, held
+
+
+def integrate(samples: Sequence[Sample], value: Callable[[Sample], float], end: float) -> float:
+    """The integral over time of a step function that takes `value(sample)` from each
+    sample's time until the next one (the last one until `end`), in value-seconds."""
+    total = 0.0
+    for here, there in zip(samples, list(samples[1:]) + [None]):
+        until = end if there is None else there.time
+        if until > here.time:
+            total += value(here) * (until - here.time)
+    return total
+
+
+def busy_gpu_hours(samples: Sequence[Sample], end: float) -> float:
+    return integrate(samples, lambda s: s.busy_gpus, end) / 3600.0
+
+
+def held_idle_gpu_hours(samples: Sequence[Sample], end: float) -> float:
+    return integrate(samples, lambda s: s.held_idle_gpus, end) / 3600.0
+
+
+def utilisation_series(
+    samples: Sequence[Sample], capacity: int
+) -> list[tuple[float, float, float]]:
+    """(time, busy fraction, held-idle fraction) of the cluster's GPUs at each sample."""
+    if capacity <= 0:
+        raise ValueError("capacity must be positive")
+    return [(s.time, s.busy_gpus / capacity, s.held_idle_gpus / capacity) for s in samples]
+
+
+def deadlocked(records: Iterable[JobRecord]) -> list[str]:
+    """Ids of the jobs that never completed."""
+    return [r.job_id for r in records if r.finished_at is None]
+
+
+def queue_delays(records: Iterable[JobRecord]) -> list[float]:
+    """Submit -> start for each job that started (jobs that never started are not delays
+    but deadlocks or starvation, counted by `deadlocked`)."""
+    return [r.started_at - r.submit_time for r in records if r.started_at is not None]
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank q-th percentile (0 < q <= 100): the smallest value with at least
+    q% of the values at or below it."""
+    if not 0 < q <= 100:
+        raise ValueError("q must be in (0, 100]")
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = math.ceil(q / 100.0 * len(ordered))
+    return ordered[max(rank, 1) - 1]
+
+
+def makespan(records: Sequence[JobRecord]) -> float | None:
+    """First submit -> last completion, over all jobs; None when no job completed."""
+    finished = [r.finished_at for r in records if r.finished_at is not None]
+    if not finished:
+        return None
+    return max(finished) - min(r.submit_time for r in records)
+
+
+def summarise(
+    mode: str, samples: Sequence[Sample], records: Sequence[JobRecord], capacity: int, end: float
+) -> Summary:
+    """All the figures of one run that ended at simulated time `end`."""
+    delays = queue_delays(records)
+    start = min((r.submit_time for r in records), default=0.0)
+    span = end - start
+    busy = busy_gpu_hours(samples, end)
+    return Summary(
+        mode=mode,
+        jobs=len(records),
+        completed=sum(1 for r in records if r.finished_at is not None),
+        deadlocked=len(deadlocked(records)),
+        busy_gpu_hours=busy,
+        held_idle_gpu_hours=held_idle_gpu_hours(samples, end),
+        held_idle_gpus_at_end=samples[-1].held_idle_gpus if samples else 0,
+        mean_utilisation=(busy * 3600.0 / (capacity * span)) if span > 0 and capacity > 0 else 0.0,
+        mean_queue_delay=mean(delays),
+        p95_queue_delay=percentile(delays, 95),
+        makespan=makespan(records),
+    )

@@ -1,0 +1,106 @@
+"""The replay's metrics on hand-made timelines with answers worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from replay.metrics import (
+    JobProgress,
+    JobRecord,
+    Sample,
+    deadlocked,
+    held_idle_gpu_hours,
+    busy_gpu_hours,
+    makespan,
+    percentile,
+    queue_delays,
+    split_gpus,
+    summarise,
+    utilisation_series,
+)
+
+
+def sample(time, busy, held, running=0, waiting=0, finished=0):
+    return Sample(time, busy, held, running, waiting, finished)
+
+
+def test_split_gpus_counts_only_complete_gangs_as_busy():
+    jobs = [
+        JobProgress("whole", pods=2, gpus_per_pod=4, bound=2, running=2),
+        JobProgress("partial", pods=100, gpus_per_pod=1, bound=99, running=99),
+        JobProgress("pending", pods=3, gpus_per_pod=2, bound=0, running=0),
+        JobProgress("bound-not-started", pods=2, gpus_per_pod=1, bound=2, running=1),
+    ]
+    assert split_gpus(jobs) == (8, 99 + 2)
+
+
+def test_gpu_hours_integrate_the_step_function():
+    # 0-1h: 8 busy; 1h-3h: 4 busy + 4 held; 3h-4h (end): 0 busy + 4 held.
+    samples = [sample(0, 8, 0), sample(3600, 4, 4), sample(3 * 3600, 0, 4)]
+    assert busy_gpu_hours(samples, end=4 * 3600) == pytest.approx(8 + 8)
+    assert held_idle_gpu_hours(samples, end=4 * 3600) == pytest.approx(8 + 4)
+
+
+def test_samples_at_the_same_instant_take_no_time():
+    samples = [sample(0, 8, 0), sample(0, 0, 8), sample(1800, 0, 0)]
+    assert held_idle_gpu_hours(samples, end=1800) == pytest.approx(4)
+    assert busy_gpu_hours(samples, end=1800) == 0
+
+
+def test_utilisation_series_is_fractions_of_capacity():
+    samples = [sample(0, 8, 0), sample(10, 2, 6)]
+    assert utilisation_series(samples, 16) == [(0, 0.5, 0.0), (10, 0.125, 0.375)]
+    with pytest.raises(ValueError):
+        utilisation_series(samples, 0)
+
+
+def test_queue_delays_deadlocks_and_makespan():
+    records = [
+        JobRecord("a", submit_time=10, gpus=1, started_at=10, finished_at=70),
+        JobRecord("b", submit_time=20, gpus=8, started_at=80, finished_at=200),
+        JobRecord("c", submit_time=30, gpus=99, started_at=None, finished_at=None),
+    ]
+    assert queue_delays(records) == [0, 60]
+    assert deadlocked(records) == ["c"]
+    assert makespan(records) == 190  # first submit 10 -> last completion 200
+    assert makespan(records[2:]) is None
+
+
+def test_percentile_is_nearest_rank():
+    values = list(range(1, 21))  # 1..20
+    assert percentile(values, 95) == 19
+    assert percentile(values, 100) == 20
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([], 95) is None
+    with pytest.raises(ValueError):
+        percentile(values, 0)
+
+
+def test_summarise_a_deadlocked_run():
+    # 16 GPUs. A 1-pod job runs 0-100 s; a 24-GPU job binds 16 pods at 0 and never runs.
+    samples = [sample(0, 0, 16, waiting=2), sample(100, 0, 16, waiting=1, finished=0)]
+    records = [
+        JobRecord("small", 0, 1, started_at=None, finished_at=None),
+        JobRecord("big", 0, 24, started_at=None, finished_at=None),
+    ]
+    summary = summarise("none", samples, records, capacity=16, end=100)
+    assert summary.deadlocked == 2 and summary.completed == 0
+    assert summary.held_idle_gpu_hours == pytest.approx(16 * 100 / 3600)
+    assert summary.held_idle_gpus_at_end == 16
+    assert summary.mean_queue_delay is None and summary.makespan is None
+    assert summary.mean_utilisation == 0
+
+
+def test_summarise_a_clean_run():
+    samples = [sample(0, 8, 0, running=1), sample(3600, 16, 0, running=2), sample(7200, 0, 0)]
+    records = [
+        JobRecord("a", 0, 8, started_at=0, finished_at=7200),
+        JobRecord("b", 1800, 8, started_at=3600, finished_at=7200),
+    ]
+    summary = summarise("ganggate", samples, records, capacity=16, end=7200)
+    assert summary.held_idle_gpu_hours == 0
+    assert summary.busy_gpu_hours == pytest.approx(24)
+    assert summary.mean_utilisation == pytest.approx(24 / 32)
+    assert summary.mean_queue_delay == pytest.approx(900)
+    assert summary.p95_queue_delay == pytest.approx(1800)
+    assert summary.makespan == 7200 and summary.deadlocked == 0
