@@ -1,0 +1,502 @@
+"""Deciding which gangs to release, and where their pods should go. Pure: no I/O, no clock.
+
+`plan_gang` packs the pods of one gang onto the working free capacity of the nodes: largest
+pods first, each on the node where it leaves the least free GPU (then the least free CPU and
+memory), preferring nodes the gang already uses, so that GPUs stay unfragmented and a gang
+sits on few nodes. Fitting is per node and per resource, as the scheduler's NodeResourcesFit
+filter does it (pkg/scheduler/framework/plugins/noderesources/fit.go); which nodes a pod may
+use at all follows `gate.nodematch.node_rejects`.
+
+`decide` runs one round over the whole cluster: roll-forward of cut-short decisions first,
+then the other gangs by priority (higher first) and age (older first), each against the
+capacity left by the decisions made before it in the same round, so that two gangs that each
+fit alone but not together never both go. A gang that does not fit does not block the ones
+behind it (backfill) until it has waited longer than `starvation_seconds`; then the capacity
+it needs on the nodes its plan would use is held back (see `_hold_back`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from gate.cluster import ClusterState, PodInfo
+from gate.gangs import Gang, GangKey
+from gate.nodematch import node_is_cordoned, node_is_ready, node_rejects
+from gate.resources import CPU, GPU, MEMORY, Resources, add_into, fits, format_amount
+
+POLICIES = ("plan", "count")
+
+
+def gpus(resources: Mapping[str, int]) -> int:
+    """GPU amount (milli) of a request or a free-capacity map: every resource named */gpu."""
+    total = 0
+    for name, amount in resources.items():
+        if name == GPU or name.endswith("/gpu"):
+            total += amount
+    return total
+
+
+@dataclass
+class Decision:
+    """Release these pods now; placement maps pod key -> planned node (None: unpinned)."""
+
+    gang_key: GangKey
+    placement: dict[str, str | None]
+    reason: str
+    roll_forward: bool = False
+
+
+@dataclass
+class Waiting:
+    """A gang that stays gated this round, and the Event that says why."""
+
+    gang_key: GangKey
+    event_reason: str  # "GangWaiting" | "GangUnschedulable" | "GangConflict"
+    message: str
+
+
+@dataclass
+class Unfit:
+    """Why a gang cannot be placed now."""
+
+    message: str
+
+
+# ---- working capacity ------------------------------------------------------------------
+
+
+class _Index:
+    """Nodes eligible for one pod constraint, bucketed by free GPU; each bucket sorted by
+    (free cpu, free memory, name), so best fit is a bisect and a short scan."""
+
+    def __init__(self) -> None:
+        self.members: set[str] = set()
+        self.levels: list[int] = []
+        self.buckets: dict[int, list[tuple[int, int, str]]] = {}
+        self.rejected: Counter[str] = Counter()
+
+    def add(self, name: str, free: Mapping[str, int]) -> None:
+        level = gpus(free)
+        bucket = self.buckets.get(level)
+        if bucket is None:
+            bucket = self.buckets[level] = []
+            bisect.insort(self.levels, level)
+        bisect.insort(bucket, (free.get(CPU, 0), free.get(MEMORY, 0), name))
+
+    def remove(self, name: str, free: Mapping[str, int]) -> None:
+        level = gpus(free)
+        bucket = self.buckets[level]
+        entry = (free.get(CPU, 0), free.get(MEMORY, 0), name)
+        del bucket[bisect.bisect_left(bucket, entry)]
+        if not bucket:
+            del self.buckets[level]
+            del self.levels[bisect.bisect_left(self.levels, level)]
+
+    def room_for(self, gpu: int) -> int:
+        """Upper bound of the pods of `gpu` GPUs that fit: sum of floor(free / gpu)."""
+        start = bisect.bisect_left(self.levels, gpu)
+        return sum(len(self.buckets[lv]) * (lv // gpu) for lv in self.levels[start:])
+
+
+class Capacity:
+    """The free capacity of the nodes as one decision round uses it up.
+
+    free[node] starts as allocatable - used - promised and shrinks with each decision of the
+    round. Nodes are filtered per distinct pod constraint (nodeSelector, required node
+    affinity, tolerations) once, not per pod.
+    """
+
+    def __init__(self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources]) -> None:
+        self.nodes = nodes
+        self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
+        self._indexes: dict[str, _Index] = {}
+        self._node_indexes: dict[str, list[_Index]] = {name: [] for name in nodes}
+
+    @classmethod
+    def from_state(cls, state: ClusterState) -> "Capacity":
+        nodes = {name: info.raw for name, info in state.nodes.items()}
+        return cls(nodes, {name: state.free(name) for name in nodes})
+
+    def index(self, pod: PodInfo) -> _Index:
+        key = pod.constraint_key
+        index = self._indexes.get(key)
+        if index is None:
+            index = self._indexes[key] = _Index()
+            for name, raw in self.nodes.items():
+                reason = node_rejects(pod.raw, raw)
+                if reason is None:
+                    index.members.add(name)
+                    index.add(name, self.free[name])
+                    self._node_indexes[name].append(index)
+                else:
+                    index.rejected[reason] += 1
+        return index
+
+    def take(self, node: str, request: Mapping[str, int], sign: int = 1) -> None:
+        """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
+        indexes = self._node_indexes[node]
+        for index in indexes:
+            index.remove(node, self.free[node])
+        add_into(self.free[node], request, -sign)
+        for index in indexes:
+            index.add(node, self.free[node])
+
+    def best_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
+        """Best fit for the pod: least GPU left, then a node the gang uses, then least CPU
+        and memory left; None when no eligible node has room."""
+        index = self.index(pod)
+        request = pod.request
+        best_gang: tuple[int, int, int, str] | None = None
+        for name in gang_nodes:
+            free = self.free[name]
+            if name in index.members and fits(request, free):
+                key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
+                if best_gang is None or key < best_gang:
+                    best_gang = key
+        gpu = gpus(request)
+        start = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
+        probe = (request.get(CPU, 0),)
+        for level in index.levels[start:]:
+            if best_gang is not None and best_gang[0] <= level:
+                return best_gang[3]
+            bucket = index.buckets[level]
+            for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
+                name = bucket[i][2]
+                if fits(request, self.free[name]):
+                    return name
+        return best_gang[3] if best_gang is not None else None
+
+
+# ---- one gang --------------------------------------------------------------------------
+
+
+def _largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    return sorted(
+        pods,
+        key=lambda p: (-gpus(p.request), -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
+    )
+
+
+def _cpu_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    return sorted(
+        pods,
+        key=lambda p: (-p.request.get(CPU, 0), -p.request.get(MEMORY, 0), -gpus(p.request), p.key),
+    )
+
+
+def plan_gang(
+    pods: Sequence[PodInfo], candidates: Capacity, min_count: int | None = None
+) -> dict[str, str] | Unfit:
+    """Place at least `min_count` (default: all) of the pods, as many as fit.
+
+    On success the placement's requests are taken from `candidates` (so the next gang of
+    the round sees what is left) and pod key -> node is returned; otherwise nothing is taken
+    and Unfit says why.
+    """
+    if not pods:
+        return {}
+    need = len(pods) if min_count is None else max(0, min(min_count, len(pods)))
+    pruned = _prune(pods, candidates, need)
+    if pruned is not None:
+        return pruned
+    orders = [_largest_first(pods)]
+    if len({tuple(sorted(p.request.items())) for p in pods}) > 1:
+        orders.append(_cpu_first(pods))  # a second try for gangs of several shapes
+    first_failure: tuple[PodInfo, int] | None = None
+    for order in orders:
+        placement, taken, failed = _greedy(order, candidates, need)
+        if len(placement) >= need:
+            return placement
+        for node, request in reversed(taken):
+            candidates.take(node, request, -1)
+        if first_failure is None:
+            first_failure = (failed, len(placement))
+    assert first_failure is not None
+    return Unfit(_unfit_message(first_failure[0], pods, candidates, first_failure[1], need))
+
+
+def _greedy(
+    order: list[PodInfo], capacity: Capacity, need: int
+) -> tuple[dict[str, str], list[tuple[str, Resources]], PodInfo | None]:
+    placement: dict[str, str] = {}
+    taken: list[tuple[str, Resources]] = []
+    gang_nodes: dict[str, None] = {}
+    first_failed: PodInfo | None = None
+    misses = 0
+    for pod in order:
+        node = capacity.best_node(pod, gang_nodes)
+        if node is None:
+            misses += 1
+            first_failed = first_failed or pod
+            if len(order) - misses < need:
+                break
+            continue
+        capacity.take(node, pod.request)
+        taken.append((node, pod.request))
+        placement[pod.key] = node
+        gang_nodes[node] = None
+    return placement, taken, first_failed
+
+
+def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | None:
+    """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit."""
+    gpu_pods = [p for p in pods if gpus(p.request) > 0]
+    if not gpu_pods or len({p.constraint_key for p in gpu_pods}) != 1:
+        return None
+    index = capacity.index(gpu_pods[0])
+    smallest = min(gpus(p.request) for p in gpu_pods)
+    largest = max(gpu_pods, key=lambda p: gpus(p.request))
+    top = index.levels[-1] if index.levels else 0
+    if not index.members:
+        return Unfit(_no_nodes_message(index, len(capacity.nodes)))
+    if gpus(largest.request) > top and len(pods) - 1 < need:
+        return Unfit(_gpu_message(gpus(largest.request), top))
+    needed_gpu_pods = need - (len(pods) - len(gpu_pods))
+    room = index.room_for(smallest)
+    if needed_gpu_pods > room:
+        if room == 0:
+            return Unfit(_gpu_message(smallest, top))
+        return Unfit(
+            f"needs {needed_gpu_pods} pods of {format_amount(GPU, smallest)} GPU; "
+            f"the free GPUs have room for {room}"
+        )
+    return None
+
+
+def _gpu_message(gpu: int, top: int) -> str:
+    return (
+        f"needs {format_amount(GPU, gpu)} {GPU} on one node; "
+        f"the largest free is {format_amount(GPU, max(top, 0))}"
+    )
+
+
+def _no_nodes_message(index: _Index, total: int) -> str:
+    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(index.rejected.items()))
+    return f"0/{total} nodes are available: {reasons or 'no nodes'}"
+
+
+def _unfit_message(
+    failed: PodInfo | None, pods: Sequence[PodInfo], capacity: Capacity, placed: int, need: int
+) -> str:
+    if failed is None:
+        return f"only {placed} of {len(pods)} pods can be placed at once; {need} needed"
+    index = capacity.index(failed)
+    if not index.members:
+        return _no_nodes_message(index, len(capacity.nodes))
+    request = failed.request
+    gpu = gpus(request)
+    top = index.levels[-1] if index.levels else 0
+    if gpu > top:
+        return _gpu_message(gpu, top)
+    # Among the nodes with enough GPU, the largest free of each other resource.
+    start = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
+    largest: Resources = {}
+    for level in index.levels[start:]:
+        for _, _, name in index.buckets[level]:
+            for res, amount in capacity.free[name].items():
+                if amount > largest.get(res, 0):
+                    largest[res] = amount
+    short = [res for res, amount in sorted(request.items()) if amount > largest.get(res, 0)]
+    if short:
+        res = short[0]
+        where = f" among nodes with {format_amount(GPU, gpu)} free GPU" if gpu else ""
+        return (
+            f"needs {format_amount(res, request[res])} {res} on one node; "
+            f"the largest free{where} is {format_amount(res, max(largest.get(res, 0), 0))}"
+        )
+    if placed:
+        return f"only {placed} of {len(pods)} pods can be placed at once; {need} needed"
+    shown = ", ".join(f"{format_amount(r, a)} {r}" for r, a in sorted(request.items()) if r != "pods")
+    return f"needs {shown} on one node; no node has all of it free"
+
+
+# ---- the baselines ---------------------------------------------------------------------
+
+
+def count_only_fits(requests: Sequence[Mapping[str, int]], free: Mapping[str, Mapping[str, int]]) -> bool:
+    """The seed's check: sum over nodes of floor(free GPUs / GPUs per pod) >= pods.
+
+    Blind to CPU, memory, selectors and taints; kept as a baseline (policy="count")."""
+    per_pod = max((gpus(r) for r in requests), default=0)
+    if per_pod <= 0:
+        return True
+    room = sum(max(gpus(f), 0) // per_pod for f in free.values())
+    return room >= len(requests)
+
+
+def totals_only_fits(requests: Sequence[Mapping[str, int]], free: Mapping[str, Mapping[str, int]]) -> bool:
+    """Sum of free per resource >= sum of requests: blind to pods being indivisible."""
+    need: Resources = {}
+    for request in requests:
+        add_into(need, request)
+    have: Resources = {}
+    for f in free.values():
+        add_into(have, {k: v for k, v in f.items() if v > 0})
+    return fits(need, have)
+
+
+# ---- one round -------------------------------------------------------------------------
+
+
+def _order(gangs: Iterable[Gang]) -> list[Gang]:
+    return sorted(gangs, key=lambda g: (-g.priority, g.created, g.key))
+
+
+def _candidates(gang: Gang) -> list[PodInfo]:
+    """The gated pods a decision for the gang may release (at most pod_num when waiting)."""
+    gated = gang.gated_pods()
+    if gang.state == "waiting" and gang.spec is not None:
+        return gated[: gang.spec.pod_num]
+    return gated
+
+
+def decide(
+    state: ClusterState, now: float, *, policy: str = "plan", starvation_seconds: float = 300.0
+) -> tuple[list[Decision], list[Waiting]]:
+    """One round: which gangs to release now and where, and why the others wait."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+    waiting: list[Waiting] = []
+    ready: list[Gang] = []
+    for gang in state.gangs.values():
+        if gang.state == "conflict":
+            waiting.append(Waiting(gang.key, "GangConflict", gang.conflict or "pods disagree"))
+        elif gang.state == "incomplete":
+            waiting.append(Waiting(gang.key, "GangWaiting", gang.waiting_message()))
+        elif gang.state in ("waiting", "partial", "started"):
+            ready.append(gang)
+    rolls = _order(g for g in ready if g.state == "partial")
+    rest = _order(g for g in ready if g.state != "partial")
+    if policy == "count":
+        decisions, unfit = _decide_count(state, rolls + rest)
+        return decisions, waiting + unfit
+    capacity = Capacity.from_state(state)
+    decisions: list[Decision] = []
+    for gang in rolls + rest:
+        pods = _candidates(gang)
+        if not pods:
+            continue
+        assert gang.spec is not None
+        if gang.state == "partial":
+            need = min(gang.still_needed, len(pods))
+        elif gang.state == "started":
+            need = 1
+        else:
+            need = min(gang.spec.min_available, len(pods))
+        result = plan_gang(pods, capacity, need)
+        if not isinstance(result, Unfit):
+            decisions.append(Decision(gang.key, dict(result), _reason(gang, result), gang.state == "partial"))
+            continue
+        if gang.state == "started":
+            continue  # extras wait quietly until one fits
+        message = result.message
+        if gang.state == "partial":
+            message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
+        waited = now - (gang.complete_since if gang.complete_since is not None else now)
+        if gang.state == "partial" or waited > starvation_seconds:
+            held = _hold_back(pods, capacity, need, state)
+            if held:
+                message += f"; waited {waited:.0f}s, capacity held back on {held} node(s)"
+        waiting.append(Waiting(gang.key, "GangUnschedulable", message))
+    return decisions, waiting
+
+
+def _reason(gang: Gang, placement: Mapping[str, str]) -> str:
+    nodes = len(set(placement.values()))
+    if gang.state == "partial":
+        ids = ", ".join(gang.decision_ids()) or "?"
+        return f"finishing decision {ids}: {len(placement)} pod(s) on {nodes} node(s)"
+    if gang.state == "started":
+        return f"{len(placement)} more pod(s) of a started gang on {nodes} node(s)"
+    return f"{len(placement)} pod(s) on {nodes} node(s)"
+
+
+def _hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState) -> int:
+    """Hold capacity for a starving gang; returns the number of nodes held (0: none).
+
+    Documented simplification: plan the gang on the capacity the nodes would have if their
+    running pods finished (free + used), filling the nodes with the most free GPU now first
+    (they need the fewest pods to finish), and take the gang's whole request on those nodes
+    from this round's capacity. Later gangs may only use the rest; free capacity on the
+    chosen nodes goes negative until enough running pods there finish. Nothing is held if
+    the gang would not fit even then.
+    """
+    order = _largest_first(pods)
+    index = capacity.index(order[0])
+    if any(p.constraint_key != order[0].constraint_key for p in order):
+        return 0  # several constraints: keep it simple, no hold
+    potential: dict[str, Resources] = {}
+    for name in index.members:
+        room = dict(capacity.free[name])
+        add_into(room, state.nodes[name].used if name in state.nodes else {})
+        potential[name] = room
+    nodes = sorted(index.members, key=lambda n: (-gpus(capacity.free[n]), n))
+    plan: list[tuple[str, PodInfo]] = []
+    remaining = list(order)
+    for name in nodes:
+        if len(plan) >= need or not remaining:
+            break
+        left = []
+        for pod in remaining:
+            if len(plan) < need and fits(pod.request, potential[name]):
+                add_into(potential[name], pod.request, -1)
+                plan.append((name, pod))
+            else:
+                left.append(pod)
+        remaining = left
+    if len(plan) < need:
+        return 0
+    for name, pod in plan:
+        capacity.take(name, pod.request)
+    return len({name for name, _ in plan})
+
+
+def _decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision], list[Waiting]]:
+    """policy="count": the seed's check on Ready, uncordoned nodes, with no promises and no
+    pinning. Within the round the GPUs counted for a released gang are taken (first fit)."""
+    free: dict[str, Resources] = {}
+    for name, node in state.nodes.items():
+        if node_is_ready(node.raw) and not node_is_cordoned(node.raw):
+            room = dict(node.allocatable)
+            add_into(room, node.used, -1)
+            free[name] = {GPU: gpus(room)}
+    decisions: list[Decision] = []
+    waiting: list[Waiting] = []
+    for gang in gangs:
+        pods = _candidates(gang)
+        if not pods:
+            continue
+        requests = [p.request for p in pods]
+        if not count_only_fits(requests, free):
+            if gang.state != "started":
+                per_pod = max(gpus(r) for r in requests)
+                room = sum(max(f[GPU], 0) // per_pod for f in free.values()) if per_pod else 0
+                waiting.append(
+                    Waiting(
+                        gang.key,
+                        "GangUnschedulable",
+                        f"count check: {len(pods)} pods of {format_amount(GPU, per_pod)} GPU, "
+                        f"free GPUs have room for {room}",
+                    )
+                )
+            continue
+        for request in sorted(requests, key=lambda r: -gpus(r)):
+            want = gpus(request)
+            if want <= 0:
+                continue
+            for f in free.values():
+                if f[GPU] >= want:
+                    f[GPU] -= want
+                    break
+        decisions.append(
+            Decision(
+                gang.key,
+                {p.key: None for p in pods},
+                f"count check: {len(pods)} pod(s)",
+                gang.state == "partial",
+            )
+        )
+    return decisions, waiting
