@@ -1,0 +1,113 @@
+"""The controller's Prometheus metrics and its small HTTP server (/metrics, /healthz, /readyz).
+
+Each Controller owns its own CollectorRegistry, so that several controllers in one process
+(tests, two replicas) do not share or collide on metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Mapping
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = logging.getLogger(__name__)
+
+GANG_STATES = ("incomplete", "conflict", "waiting", "partial", "started", "released", "running")
+_WAIT_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
+_RELEASE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    """The controller's metrics in a private registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.gangs = Gauge("ganggate_gangs", "Gangs by state.", ["state"], registry=self.registry)
+        self.wait_seconds = Histogram(
+            "ganggate_gang_wait_seconds",
+            "Time from a gang being complete to its release.",
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.release_seconds = Histogram(
+            "ganggate_release_duration_seconds",
+            "Time to remove the gates of a whole decision (validation and patches).",
+            buckets=_RELEASE_BUCKETS,
+            registry=self.registry,
+        )
+        self.api_errors = Counter(
+            "ganggate_api_errors_total", "API errors by verb and HTTP code (0 = transport).",
+            ["verb", "code"], registry=self.registry,
+        )
+        self.releases = Counter(
+            "ganggate_releases_total", "Decisions released, by kind (new or roll_forward).",
+            ["kind"], registry=self.registry,
+        )
+        self.pods_released = Counter(
+            "ganggate_pods_released_total", "Pods whose gate this controller removed.", registry=self.registry
+        )
+        self.release_failures = Counter(
+            "ganggate_release_failures_total", "Decisions whose release did not finish.", registry=self.registry
+        )
+        self.bind_timeouts = Counter(
+            "ganggate_bind_timeouts_total", "Released pods not bound within the bind timeout, by action.",
+            ["action"], registry=self.registry,
+        )
+        self.events_dropped = Counter(
+            "ganggate_events_dropped_total", "Events not sent because the rate limit queue was full.",
+            registry=self.registry,
+        )
+        self.leader = Gauge("ganggate_leader", "1 while this replica is the leader.", registry=self.registry)
+        self.decide_seconds = Histogram(
+            "ganggate_decide_seconds", "Time of one decision round of the core.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5), registry=self.registry,
+        )
+
+    def set_gang_states(self, counts: Mapping[str, int]) -> None:
+        """Set the gangs-by-state gauge; states absent from counts read 0."""
+        for state in set(GANG_STATES) | set(counts):
+            self.gangs.labels(state=state).set(counts.get(state, 0))
+
+    def api_error(self, verb: str, code: int) -> None:
+        self.api_errors.labels(verb=verb, code=str(code)).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def serve_metrics(
+    metrics: Metrics,
+    port: int,
+    healthy: Callable[[], bool],
+    ready: Callable[[], bool],
+    host: str = "0.0.0.0",
+):
+    """Start the metrics/health server; returns (runner, bound port). The caller cleans up the runner."""
+    from aiohttp import web
+
+    async def handle_metrics(_request: web.Request) -> web.Response:
+        resp = web.Response(body=metrics.render())
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    async def handle_healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok\n") if healthy() else web.Response(status=503, text="decision loop stalled\n")
+
+    async def handle_readyz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok\n") if ready() else web.Response(status=503, text="informers not synced\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle_metrics)
+    app.router.add_get("/healthz", handle_healthz)
+    app.router.add_get("/readyz", handle_readyz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = port
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        bound = server.sockets[0].getsockname()[1]
+    log.info("metrics on http://%s:%d/metrics", host, bound)
+    return runner, bound
