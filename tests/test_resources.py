@@ -1,0 +1,151 @@
+"""Resource arithmetic against the examples of the Kubernetes documentation.
+
+Quantities: https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/
+and "Resource units in Kubernetes" (Managing Resources for Containers). Effective requests:
+"Init containers — resource sharing within containers" and "Sidecar containers" (KEP-753),
+as computed by PodRequests in k8s.io/component-helpers/resource/helpers.go.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gate.resources import (
+    GPU,
+    QuantityError,
+    fits,
+    format_amount,
+    insufficient,
+    node_allocatable,
+    parse_quantity,
+    pod_requests,
+    subtract,
+)
+
+GI = 2**30
+
+
+@pytest.mark.parametrize(
+    "text, milli",
+    [
+        ("1.5", 1500),  # 1.5 CPU
+        ("0.1", 100),  # "0.1 is equivalent to 100m"
+        ("500m", 500),
+        ("1", 1000),
+        ("1Gi", GI * 1000),
+        ("1Mi", 2**20 * 1000),
+        ("1e3", 1000 * 1000),
+        ("1E3", 1000 * 1000),
+        ("2k", 2000 * 1000),
+        ("129M", 129 * 10**6 * 1000),
+        ("129e6", 129 * 10**6 * 1000),  # the documentation's "129e6 == 129M"
+        ("128974848", 128974848 * 1000),
+        ("123Mi", 123 * 2**20 * 1000),
+        ("0.1m", 1),  # below a milli-unit rounds up, as Quantity.MilliValue does
+        ("+2", 2000),
+        (".5", 500),
+    ],
+)
+def test_quantities_from_the_documentation(text: str, milli: int) -> None:
+    assert parse_quantity(text) == milli
+
+
+def test_400m_and_0_4_cpu_are_the_same_amount() -> None:
+    assert parse_quantity("400m") == parse_quantity("0.4") == parse_quantity("4e-1")
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1.5.5", "1 Gi", "Gi", "1Gb", "0x10", "--1", "1e", True])
+def test_malformed_quantities_are_refused(text: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(text)  # type: ignore[arg-type]
+
+
+def container(name: str, requests: dict | None = None, limits: dict | None = None, **extra) -> dict:
+    resources = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": name, "image": "x", "resources": resources, **extra}
+
+
+def pod(containers: list[dict], init: list[dict] | None = None, overhead: dict | None = None) -> dict:
+    spec: dict = {"containers": containers}
+    if init:
+        spec["initContainers"] = init
+    if overhead:
+        spec["overhead"] = overhead
+    return {"metadata": {"name": "p"}, "spec": spec}
+
+
+def test_containers_add_up_and_every_pod_counts_one_against_the_pod_limit() -> None:
+    got = pod_requests(
+        pod([container("a", {"cpu": "250m", "memory": "64Mi"}), container("b", {"cpu": "250m", "memory": "64Mi"})])
+    )
+    assert got == {"cpu": 500, "memory": 128 * 2**20 * 1000, "pods": 1000}
+
+
+def test_a_missing_request_defaults_to_the_limit() -> None:
+    # SetDefaults_Pod: GPUs are usually given as limits only; they count as requests.
+    got = pod_requests(pod([container("a", {"cpu": "1"}, {"cpu": "2", GPU: "4", "memory": "1Gi"})]))
+    assert got["cpu"] == 1000  # the explicit request wins over the limit
+    assert got[GPU] == 4000
+    assert got["memory"] == GI * 1000
+
+
+def test_init_containers_count_by_their_largest_step() -> None:
+    # "the highest of any particular resource request ... on all init containers is the
+    # effective init request"; the pod's request is the higher of that and the app containers.
+    got = pod_requests(
+        pod(
+            [container("app", {"cpu": "1", "memory": "1Gi"})],
+            init=[container("i1", {"cpu": "2"}), container("i2", {"memory": "4Gi"})],
+        )
+    )
+    assert got["cpu"] == 2000
+    assert got["memory"] == 4 * GI * 1000
+
+
+def test_sidecars_add_to_the_app_and_to_every_later_init_step() -> None:
+    # KEP-753: max(sum(app) + sum(sidecars), max over init steps of step + sidecars started before it)
+    init = [
+        container("early", {"cpu": "2"}),  # runs before the sidecar: 2
+        container("proxy", {"cpu": "1", "memory": "100Mi"}, restartPolicy="Always"),
+        container("late", {"cpu": "3"}),  # runs beside the sidecar: 3 + 1 = 4
+    ]
+    got = pod_requests(pod([container("app", {"cpu": "1", "memory": "1Gi"})], init=init))
+    assert got["cpu"] == 4000
+    assert got["memory"] == (GI + 100 * 2**20) * 1000  # app + sidecar
+
+    small_init = [container("proxy", {"cpu": "1"}, restartPolicy="Always"), container("late", {"cpu": "500m"})]
+    got = pod_requests(pod([container("app", {"cpu": "2"})], init=small_init))
+    assert got["cpu"] == 3000  # app + sidecar beats the init step (0.5 + 1)
+
+
+def test_overhead_is_added_on_top() -> None:
+    # RuntimeClass overhead example: 250m CPU and 120Mi on top of the containers.
+    got = pod_requests(pod([container("a", {"cpu": "500m", "memory": "100Mi"})], overhead={"cpu": "250m", "memory": "120Mi"}))
+    assert got["cpu"] == 750
+    assert got["memory"] == 220 * 2**20 * 1000
+
+
+def test_fits_is_per_resource_and_names_what_is_short() -> None:
+    free = {"cpu": 4000, GPU: 2000, "pods": 10000}
+    assert fits({"cpu": 4000, GPU: 2000}, free)
+    assert not fits({"cpu": 4001}, free)
+    assert not fits({"example.com/fpga": 1000}, free)  # a resource the node lacks
+    assert fits({"example.com/fpga": 0}, free)  # asking for none of it is fine
+    assert insufficient({"cpu": 8000, GPU: 4000, "pods": 1000}, free) == ["cpu", GPU]
+    assert subtract(free, {"cpu": 5000}) == {"cpu": -1000, GPU: 2000, "pods": 10000}
+
+
+def test_node_allocatable_prefers_allocatable_over_capacity() -> None:
+    node = {"status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "7500m"}}}
+    assert node_allocatable(node) == {"cpu": 7500}
+    assert node_allocatable({"status": {"capacity": {"cpu": "8"}}}) == {"cpu": 8000}
+
+
+def test_amounts_are_shown_in_units_people_read() -> None:
+    assert format_amount(GPU, 8000) == "8"
+    assert format_amount("cpu", 1500) == "1500m"
+    assert format_amount("memory", 512 * GI * 1000) == "512Gi"
