@@ -1,0 +1,71 @@
+"""`ganggate status` formatting (pure): gangs with their state and why they wait, nodes with their GPUs."""
+
+from __future__ import annotations
+
+from gate.cluster import ClusterState
+from gate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from gate.planner import decide
+from gate.status import age, format_status
+
+NOW = 1_800_000_000.0
+
+
+def node(name, gpus=8, unschedulable=False):
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"unschedulable": unschedulable} if unschedulable else {},
+        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def pod(name, group, num, gpus, ns="ml", gated=True, node_name=None):
+    spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE_NAME}]
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{ns}-{name}", "creationTimestamp": "2027-01-15T08:00:00Z",
+                     "annotations": {GROUP_NAME: group, GROUP_POD_NUM: str(num)}},
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def render(nodes, pods, namespace=None):
+    state = ClusterState()
+    state.reset(nodes, pods)
+    decisions, waitings = decide(state, NOW)
+    return format_status(state, decisions, waitings, NOW, namespace)
+
+
+def test_status_shows_each_gang_why_it_waits_and_node_gpus():
+    nodes = [node("gpu-0"), node("gpu-1", unschedulable=True)]
+    pods = (
+        [pod(f"big-{i}", "big", 2, 8) for i in range(2)]  # needs two 8-GPU nodes, one is cordoned
+        + [pod("half-0", "half", 2, 1)]  # incomplete
+        + [pod(f"run-{i}", "run", 2, 2, gated=False, node_name="gpu-0") for i in range(2)]
+    )
+    text = render(nodes, pods)
+    gang_lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("ml/")}
+    assert gang_lines["ml/big"].split()[1:4] == ["waiting", "2/2", "16"]
+    assert "GangUnschedulable" in gang_lines["ml/big"]
+    assert "GangWaiting: 1 of 2 pods exist" in gang_lines["ml/half"]
+    assert gang_lines["ml/run"].split()[1:3] == ["running", "2/2"]
+    node_lines = {line.split()[0]: line.split() for line in text.splitlines() if line.startswith("gpu-")}
+    assert node_lines["gpu-0"] == ["gpu-0", "Ready", "8", "4", "0", "4"]
+    assert node_lines["gpu-1"][1] == "Ready,SchedulingDisabled"
+
+
+def test_status_says_when_a_gang_fits_now_and_filters_by_namespace():
+    nodes = [node("gpu-0")]
+    pods = [pod(f"a-{i}", "a", 2, 2) for i in range(2)] + [pod("b-0", "b", 1, 1, ns="other")]
+    text = render(nodes, pods, namespace="ml")
+    assert "ml/a" in text and "fits: 2 pods to release" in text
+    assert "other/b" not in text
+    assert "No gangs in namespace nowhere." in render(nodes, pods, namespace="nowhere")
+
+
+def test_age_reads_like_kubectl():
+    assert [age(s) for s in (5, 192, 7500, 3 * 86400 + 4 * 3600)] == ["5s", "3m12s", "2h5m", "3d4h"]
