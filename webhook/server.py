@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import ssl
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +170,28 @@ def make_ssl_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return context
 
 
+def load_pair_safely(context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
+    """Load a certificate and key into a live context only once they are known to match.
+
+    OpenSSL installs the certificate before it checks the key, so a failed `load_cert_chain`
+    on the live context would leave it serving a certificate without its key. The files are
+    read once into a private temporary file, tried on a scratch context, then loaded for real
+    from the same bytes, so a rotation racing with the read cannot slip a mismatch in.
+    """
+    with open(cert_file, "rb") as handle:
+        cert = handle.read()
+    with open(key_file, "rb") as handle:
+        key = handle.read()
+    with tempfile.TemporaryDirectory(prefix="ganggate-tls-") as tmp:
+        combined = os.path.join(tmp, "pair.pem")
+        fd = os.open(combined, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(cert.rstrip(b"\n") + b"\n" + key)
+        scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        scratch.load_cert_chain(combined)
+        context.load_cert_chain(combined)
+
+
 def _stamp(*paths: str) -> tuple[tuple[int, int, int], ...]:
     """What changes when a file is replaced: inode, size, mtime (symlinks followed, as a Secret
     volume swaps its ..data link)."""
@@ -208,7 +231,7 @@ class CertReloader:
         if stamp == self._loaded:
             return False
         try:
-            self.context.load_cert_chain(self.cert_file, self.key_file)
+            load_pair_safely(self.context, self.cert_file, self.key_file)
         except (OSError, ssl.SSLError) as exc:
             self.metrics.cert_reloads.labels(result="error").inc()
             log.warning("new certificate files not loaded yet (will retry): %s", exc)
