@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from gate.contract import (
     DEFAULT_MAX_POD_NUM,
@@ -282,6 +282,14 @@ class ClusterState:
                 self._expired.add((key, promise.uid))
                 self._end_promise(key)
         return [(gang, sorted(keys)) for gang, keys in sorted(by_gang.items())]
+
+    def cancel_promises(self, pod_keys: Iterable[str]) -> None:
+        """Give back what was promised to pods that were not released after all (a release
+        whose validation failed): only pods still gated, or gone, lose their promise."""
+        for pod_key in pod_keys:
+            pod = self.pods.get(pod_key)
+            if pod is None or pod.gated:
+                self._end_promise(pod_key)
 
     def promised_pods(self, node_name: str) -> list[str]:
         """Keys of the pods holding a promise on the node."""
