@@ -140,6 +140,8 @@ def _agree(pods: list["PodInfo"]) -> tuple[GangSpec | None, str | None]:
         values: dict[int, list[str]] = {}
         for spec, names in specs.items():
             values.setdefault(getattr(spec, attr), []).extend(names)
+        if attr == "min_available" and not any(spec.is_partial for spec in specs):
+            continue  # min-available only follows group-pod-num: not a disagreement of its own
         if len(values) > 1:
             shown = ", ".join(
                 f"{value} ({_names(sorted(names))})" for value, names in sorted(values.items())
