@@ -281,14 +281,7 @@ class Controller:
 
     def _cancel_promises(self, placement: dict[str, str | None]) -> None:
         """Give back the capacity promised to pods that were not released."""
-        cancel = getattr(self.state, "cancel_promises", None)
-        if cancel is not None:
-            cancel(list(placement))
-            return
-        for pod_key in placement:  # the core has no public call for this yet
-            pod = self.state.pods.get(pod_key)
-            if pod is None or pod.gated:
-                self.state._end_promise(pod_key)  # noqa: SLF001
+        self.state.cancel_promises(list(placement))
 
     async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
         """Wait (bounded) until the watch shows the released pods without their gate."""
