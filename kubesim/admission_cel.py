@@ -1,0 +1,99 @@
+"""A webhook's CEL matchConditions, compiled once per expression text and evaluated with cel-python.
+
+Semantics follow k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions/matcher.go:
+any condition that is false skips the webhook (even when others failed to evaluate); otherwise
+evaluation errors are reported, and the caller applies the webhook's failurePolicy. Error texts
+follow k8s.io/apiserver/pkg/admission/plugin/cel/filter.go ("expression '<e>' resulted in
+error: ...", "compilation error: ...").
+
+Variables: `object`, `oldObject` (null on CREATE), `request` (the AdmissionRequest as a map)
+and `namespaceObject`, which is null for webhook conditions as in the real matcher (it passes no
+namespace to the filter). `authorizer` is not provided: kubesim has no authorizer, so an
+expression using it fails to evaluate and the failurePolicy decides.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import celpy
+from celpy import celtypes
+
+_ENV = celpy.Environment()
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled expression, or the compilation error."""
+
+    program: Any | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ConditionsResult:
+    """matches: call the webhook; error: evaluation failed (failurePolicy decides); failed: which condition was false."""
+
+    matches: bool
+    error: str | None = None
+    failed_condition: str | None = None
+
+
+def _short(exc: BaseException) -> str:
+    """cel-python's messages can embed the whole activation; keep the useful head."""
+    text = str(exc.args[0]) if exc.args else str(exc)
+    return text.split(" (in activation", 1)[0]
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_expression(expression: str) -> Compiled:
+    """Compile a CEL expression once; the cache is keyed by its text."""
+    try:
+        return Compiled(_ENV.program(_ENV.compile(expression)), None)
+    except Exception as exc:  # celpy raises CELParseError and friends
+        return Compiled(None, f"compilation error: {_short(exc)}")
+
+
+def build_activation(
+    obj: Mapping[str, Any] | None, old_obj: Mapping[str, Any] | None, request: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The CEL variables for one evaluation."""
+    return {
+        "object": celpy.json_to_cel(obj),
+        "oldObject": celpy.json_to_cel(old_obj),
+        "request": celpy.json_to_cel(dict(request)),
+        "namespaceObject": celpy.json_to_cel(None),
+    }
+
+
+def _evaluate_one(expression: str, activation: Mapping[str, Any]) -> bool | str:
+    """True/False, or an error message."""
+    compiled = compile_expression(expression)
+    if compiled.program is None:
+        return compiled.error or "compilation error"
+    try:
+        result = compiled.program.evaluate(dict(activation))
+    except Exception as exc:  # CELEvalError and anything the evaluator lets through
+        return f"expression '{expression}' resulted in error: {_short(exc)}"
+    if isinstance(result, celpy.CELEvalError):
+        return f"expression '{expression}' resulted in error: {_short(result)}"
+    if not isinstance(result, (bool, celtypes.BoolType)):
+        # The real server rejects a non-bool expression when the configuration is written.
+        return f"expression '{expression}' resulted in error: must evaluate to bool, got {type(result).__name__}"
+    return bool(result)
+
+
+def evaluate_conditions(conditions: list[Mapping[str, Any]], activation: Mapping[str, Any]) -> ConditionsResult:
+    """All conditions true → call; any false → skip; otherwise the errors (aggregated as utilerrors does)."""
+    errors: list[str] = []
+    for condition in conditions:
+        outcome = _evaluate_one(str(condition.get("expression", "")), activation)
+        if outcome is False:
+            return ConditionsResult(False, None, str(condition.get("name", "")))
+        if isinstance(outcome, str):
+            errors.append(outcome)
+    if errors:
+        return ConditionsResult(False, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+    return ConditionsResult(True)

@@ -1,0 +1,717 @@
+"""kubesim's mutating admission chain against a real HTTPS webhook server.
+
+Each test starts a small aiohttp webhook over TLS (a CA and serving certificate made with
+certs.authority), registers MutatingWebhookConfigurations the way the API server stores them,
+and calls `AdmissionChain.admit` as the API server does; the webhook records every review it
+receives and answers as the test configures it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import datetime as dt
+import json
+import socket
+import ssl
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+from certs.authority import KeyPair, build_ca, build_serving_cert, cert_pem, key_pem, new_key
+from kubesim.admission import AdmissionChain, AdmissionDenied
+
+POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
+POD_RESOURCE = {"group": "", "version": "v1", "resource": "pods"}
+GANG_CONDITION = "has(object.metadata.annotations) && 'scheduling.k8s.io/group-name' in object.metadata.annotations"
+GATE_PATCH = [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "scheduling.k8s.io/group-gate"}]}]
+
+NAMESPACES = {
+    name: {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}}
+    for name in ("default", "kube-system", "team-a")
+}
+
+
+# --- certificates -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tls:
+    ca_bundle: str  # base64 PEM, as in clientConfig.caBundle
+    cert_file: str
+    key_file: str
+
+
+def _make_tls(directory: Path, label: str) -> Tls:
+    now = dt.datetime.now(dt.timezone.utc)
+    ca_key = new_key()
+    ca = KeyPair(build_ca(ca_key, f"{label}-ca", now, 1), ca_key)
+    key = new_key()
+    cert = build_serving_cert(ca, key, ["localhost"], ["127.0.0.1"], now, 1)
+    cert_file, key_file = directory / f"{label}.crt", directory / f"{label}.key"
+    cert_file.write_bytes(cert_pem(cert))
+    key_file.write_bytes(key_pem(key))
+    return Tls(base64.b64encode(cert_pem(ca.cert)).decode(), str(cert_file), str(key_file))
+
+
+@pytest.fixture(scope="module")
+def tls_pair() -> tuple[Tls, Tls]:
+    """The webhook's TLS material, and an unrelated CA's (to present the wrong caBundle)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        yield _make_tls(Path(tmp), "webhook"), _make_tls(Path(tmp), "other")
+
+
+# --- the recording webhook server ---------------------------------------------------------
+
+Behaviour = Callable[[dict], Awaitable[web.Response | dict] | web.Response | dict]
+
+
+@dataclass
+class Call:
+    path: str
+    query: dict[str, str]
+    review: dict
+
+    @property
+    def request(self) -> dict:
+        return self.review["request"]
+
+
+@dataclass
+class RecordingWebhook:
+    """An HTTPS webhook that records reviews and answers per path with a configured behaviour."""
+
+    base_url: str
+    ca_bundle: str
+    behaviours: dict[str, Behaviour] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path}"
+
+    def on(self, path: str, behaviour: Behaviour) -> str:
+        self.behaviours[path] = behaviour
+        return self.url(path)
+
+    def calls_to(self, path: str) -> list[Call]:
+        return [c for c in self.calls if c.path == path]
+
+    async def handle(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        review = await request.json()
+        self.calls.append(Call(path, dict(request.query), review))
+        answer = self.behaviours[path](review["request"])
+        if asyncio.iscoroutine(answer):
+            answer = await answer
+        if isinstance(answer, web.Response):
+            return answer
+        return web.json_response({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": answer})
+
+
+@pytest.fixture
+async def webhook(tls_pair):
+    tls, _ = tls_pair
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tls.cert_file, tls.key_file)
+    server = RecordingWebhook("", tls.ca_bundle)
+    app = web.Application()
+    app.router.add_post("/{path}", server.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    server.base_url = f"https://127.0.0.1:{port}"
+    yield server
+    server.release.set()
+    await runner.cleanup()
+
+
+def allow(patch: list | None = None, **extra: Any) -> Behaviour:
+    def answer(request: dict) -> dict:
+        response = {"uid": request["uid"], "allowed": True, **extra}
+        if patch is not None:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+        return response
+
+    return answer
+
+
+def deny(status: dict | None) -> Behaviour:
+    def answer(request: dict) -> dict:
+        response = {"uid": request["uid"], "allowed": False}
+        if status is not None:
+            response["status"] = status
+        return response
+
+    return answer
+
+
+def add_label(key: str, value: str) -> Behaviour:
+    """Adds a label unless it is already there (a well-behaved, idempotent mutation)."""
+
+    def answer(request: dict) -> dict:
+        labels = (request["object"].get("metadata") or {}).get("labels")
+        if labels is None:
+            return allow([{"op": "add", "path": "/metadata/labels", "value": {key: value}}])(request)
+        if labels.get(key) == value:
+            return allow()(request)
+        return allow([{"op": "add", "path": "/metadata/labels/" + key.replace("/", "~1"), "value": value}])(request)
+
+    return answer
+
+
+# --- configurations and requests ----------------------------------------------------------
+
+
+def hook(name: str, url: str, ca_bundle: str, **fields: Any) -> dict:
+    spec: dict[str, Any] = {
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "*"}],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 10,
+    }
+    spec.update(fields)
+    return spec
+
+
+def configuration(name: str, *webhooks: dict) -> dict:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": list(webhooks),
+    }
+
+
+def pod(name: str = "worker-0", *, labels: dict | None = None, annotations: dict | None = None) -> dict:
+    metadata: dict[str, Any] = {"name": name, "namespace": "default"}
+    if labels is not None:
+        metadata["labels"] = labels
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+def gang_pod(name: str = "worker-0") -> dict:
+    return pod(name, annotations={"scheduling.k8s.io/group-name": "train", "scheduling.k8s.io/group-pod-num": "2"})
+
+
+def chain_of(*configurations: dict) -> AdmissionChain:
+    return AdmissionChain(lambda: [copy.deepcopy(c) for c in configurations], NAMESPACES.get)
+
+
+async def admit(chain: AdmissionChain, obj: dict, *, operation: str = "CREATE", old_obj: dict | None = None,
+                namespace: str = "default", sub_resource: str | None = None, dry_run: bool = False) -> dict:
+    try:
+        return await chain.admit(
+            operation=operation, kind=POD_KIND, resource=POD_RESOURCE, sub_resource=sub_resource,
+            namespace=namespace, name=obj["metadata"]["name"], obj=obj, old_obj=old_obj, dry_run=dry_run,
+            user_info={"username": "alice", "uid": "u-1", "groups": ["system:authenticated"]},
+        )
+    finally:
+        await chain.close()
+
+
+# --- calling and patching -----------------------------------------------------------------
+
+
+async def test_patch_is_applied_and_the_review_carries_the_request(webhook):
+    url = webhook.on("gate", allow(GATE_PATCH))
+    chain = chain_of(configuration("ganggate", hook("gate.ganggate.io", url, webhook.ca_bundle)))
+    original = gang_pod()
+    snapshot = copy.deepcopy(original)
+
+    admitted = await admit(chain, original)
+
+    assert admitted["spec"]["schedulingGates"] == [{"name": "scheduling.k8s.io/group-gate"}]
+    assert original == snapshot, "the argument must not be mutated"
+    (call,) = webhook.calls_to("gate")
+    assert call.review["apiVersion"] == "admission.k8s.io/v1" and call.review["kind"] == "AdmissionReview"
+    request = call.request
+    assert request["kind"] == POD_KIND and request["requestKind"] == POD_KIND
+    assert request["resource"] == POD_RESOURCE and request["requestResource"] == POD_RESOURCE
+    assert "subResource" not in request
+    assert (request["operation"], request["namespace"], request["name"]) == ("CREATE", "default", "worker-0")
+    assert request["userInfo"]["username"] == "alice" and request["userInfo"]["groups"] == ["system:authenticated"]
+    assert request["object"] == snapshot and request["oldObject"] is None
+    assert request["dryRun"] is False
+    assert request["options"] == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+    assert call.query == {"timeout": "10s"}
+
+
+async def test_every_review_has_a_fresh_uid_and_update_sends_the_old_object(webhook):
+    url = webhook.on("gate", allow())
+    chain = chain_of(configuration("ganggate", hook("gate", url, webhook.ca_bundle)))
+    old = pod(labels={"v": "1"})
+    new = pod(labels={"v": "2"})
+    await admit(chain, new, operation="UPDATE", old_obj=old)
+    await admit(chain, new, operation="UPDATE", old_obj=old)
+
+    first, second = webhook.calls_to("gate")
+    assert first.request["uid"] != second.request["uid"]
+    assert first.request["oldObject"] == old and first.request["object"] == new
+    assert first.request["options"]["kind"] == "UpdateOptions"
+
+
+async def test_configurations_run_in_name_order_and_each_webhook_sees_earlier_patches(webhook):
+    seen: list[tuple[str, dict]] = []
+
+    def recorder(path: str) -> Behaviour:
+        def answer(request: dict) -> dict:
+            seen.append((path, dict(request["object"]["metadata"].get("labels") or {})))
+            return add_label(path, "done")(request)
+
+        return answer
+
+    ca = webhook.ca_bundle
+    chain = chain_of(
+        configuration("zeta", hook("z1", webhook.on("z1", recorder("z1")), ca)),
+        configuration("alpha", hook("a1", webhook.on("a1", recorder("a1")), ca), hook("a2", webhook.on("a2", recorder("a2")), ca)),
+    )
+    admitted = await admit(chain, pod())
+
+    assert [path for path, _ in seen] == ["a1", "a2", "z1"]
+    assert seen[1][1] == {"a1": "done"} and seen[2][1] == {"a1": "done", "a2": "done"}
+    assert admitted["metadata"]["labels"] == {"a1": "done", "a2": "done", "z1": "done"}
+
+
+async def test_no_configuration_returns_an_equal_copy():
+    chain = chain_of()
+    original = pod()
+    admitted = await admit(chain, original)
+    assert admitted == original and admitted is not original
+
+
+# --- matching -----------------------------------------------------------------------------
+
+
+async def test_rules_select_operations(webhook):
+    ca = webhook.ca_bundle
+    create_only = hook("create-only", webhook.on("create", allow()), ca, rules=[
+        {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}])
+    everything = hook("all-ops", webhook.on("all", allow()), ca, rules=[
+        {"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}])
+    chain = chain_of(configuration("c", create_only, everything))
+
+    await admit(chain, pod(), operation="UPDATE", old_obj=pod())
+
+    assert webhook.calls_to("create") == []
+    assert len(webhook.calls_to("all")) == 1
+
+
+@pytest.mark.parametrize(
+    ("resources", "sub_resource", "called"),
+    [
+        (["pods"], None, True),
+        (["pods"], "status", False),
+        (["pods/status"], "status", True),
+        (["pods/status"], None, False),
+        (["pods/*"], "status", True),
+        (["*"], "status", False),
+        (["*/*"], "status", True),
+        (["nodes"], None, False),
+    ],
+)
+async def test_rules_match_resources_and_subresources(webhook, resources, sub_resource, called):
+    rule = {"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": resources}
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, rules=[rule])))
+    await admit(chain, pod(), operation="UPDATE", old_obj=pod(), sub_resource=sub_resource)
+    calls = webhook.calls_to("h")
+    assert len(calls) == (1 if called else 0)
+    if called and sub_resource:
+        assert calls[0].request["subResource"] == sub_resource
+
+
+async def test_cluster_scoped_rule_does_not_match_a_namespaced_pod(webhook):
+    rule = {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Cluster"}
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, rules=[rule])))
+    await admit(chain, pod())
+    assert webhook.calls_to("h") == []
+
+
+async def test_namespace_selector_excludes_kube_system(webhook):
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]}
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow(GATE_PATCH)), webhook.ca_bundle, namespaceSelector=selector)))
+
+    in_default = await admit(chain, gang_pod(), namespace="default")
+    in_kube_system = await admit(chain, gang_pod(), namespace="kube-system")
+
+    assert [c.request["namespace"] for c in webhook.calls_to("h")] == ["default"]
+    assert "schedulingGates" in in_default["spec"]
+    assert "schedulingGates" not in in_kube_system["spec"]
+
+
+async def test_namespace_selector_on_a_missing_namespace_is_404(webhook):
+    selector = {"matchLabels": {"team": "a"}}
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, namespaceSelector=selector)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod(), namespace="nowhere")
+    assert denied.value.code == 404 and denied.value.reason == "NotFound"
+    assert denied.value.message == 'namespaces "nowhere" not found'
+
+
+async def test_object_selector_matches_new_or_old_labels(webhook):
+    selector = {"matchLabels": {"gang": "yes"}}
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, objectSelector=selector)))
+
+    await admit(chain, pod("plain"))
+    await admit(chain, pod("labelled", labels={"gang": "yes"}))
+    await admit(chain, pod("unlabelled-now", labels={}), operation="UPDATE", old_obj=pod("unlabelled-now", labels={"gang": "yes"}))
+
+    assert [c.request["name"] for c in webhook.calls_to("h")] == ["labelled", "unlabelled-now"]
+
+
+async def test_match_conditions_send_only_gang_pods(webhook):
+    conditions = [{"name": "gang-pods-only", "expression": GANG_CONDITION}]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow(GATE_PATCH)), webhook.ca_bundle, matchConditions=conditions)))
+
+    plain = await admit(chain, pod("plain"))
+    other_annotation = await admit(chain, pod("other", annotations={"team": "a"}))
+    gang = await admit(chain, gang_pod("member"))
+
+    assert [c.request["name"] for c in webhook.calls_to("h")] == ["member"]
+    assert "schedulingGates" not in plain["spec"] and "schedulingGates" not in other_annotation["spec"]
+    assert gang["spec"]["schedulingGates"] == [{"name": "scheduling.k8s.io/group-gate"}]
+
+
+async def test_match_conditions_see_request_and_old_object(webhook):
+    conditions = [
+        {"name": "create", "expression": "request.operation == 'CREATE' && oldObject == null"},
+        {"name": "user", "expression": "request.userInfo.username == 'alice'"},
+    ]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, matchConditions=conditions)))
+    await admit(chain, pod("created"))
+    await admit(chain, pod("updated"), operation="UPDATE", old_obj=pod("updated"))
+    assert [c.request["name"] for c in webhook.calls_to("h")] == ["created"]
+
+
+async def test_match_condition_error_fails_closed_with_forbidden(webhook):
+    conditions = [{"name": "broken", "expression": "object.metadata.annotations['x'] == 'y'"}]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, matchConditions=conditions)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod("no-annotations"))
+    assert denied.value.code == 403 and denied.value.reason == "Forbidden"
+    assert denied.value.message.startswith('pods "no-annotations" is forbidden: expression ')
+    assert "resulted in error" in denied.value.message
+    assert webhook.calls_to("h") == []
+
+
+async def test_match_condition_error_with_ignore_skips_the_webhook(webhook):
+    conditions = [{"name": "broken", "expression": "object.metadata.annotations['x'] == 'y'"}]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow(GATE_PATCH)), webhook.ca_bundle,
+                                             matchConditions=conditions, failurePolicy="Ignore")))
+    admitted = await admit(chain, pod())
+    assert "schedulingGates" not in admitted["spec"] and webhook.calls_to("h") == []
+
+
+async def test_a_false_condition_wins_over_an_erroring_one(webhook):
+    conditions = [
+        {"name": "broken", "expression": "object.metadata.annotations['x'] == 'y'"},
+        {"name": "never", "expression": "false"},
+    ]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, matchConditions=conditions)))
+    await admit(chain, pod())
+    assert webhook.calls_to("h") == []
+
+
+# --- denial -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "reason", "message"),
+    [
+        ({"code": 422, "reason": "Invalid", "message": "group-pod-num must be a positive integer"}, 422, "Invalid",
+         'admission webhook "gate.ganggate.io" denied the request: group-pod-num must be a positive integer'),
+        ({"message": "no code given"}, 400, "",
+         'admission webhook "gate.ganggate.io" denied the request: no code given'),
+        ({"code": 200, "reason": "NotAllowed"}, 400, "NotAllowed",
+         'admission webhook "gate.ganggate.io" denied the request: NotAllowed'),
+        (None, 400, "", 'admission webhook "gate.ganggate.io" denied the request without explanation'),
+    ],
+)
+async def test_denial_carries_the_webhook_status(webhook, status, code, reason, message):
+    chain = chain_of(configuration("c", hook("gate.ganggate.io", webhook.on("deny", deny(status)), webhook.ca_bundle)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, gang_pod())
+    assert (denied.value.code, denied.value.reason, denied.value.message) == (code, reason, message)
+    status_body = denied.value.status()
+    assert (status_body["kind"], status_body["status"], status_body["code"]) == ("Status", "Failure", code)
+
+
+async def test_denial_stops_the_chain_even_with_ignore(webhook):
+    ca = webhook.ca_bundle
+    chain = chain_of(configuration("c", hook("no", webhook.on("no", deny({"message": "nope"})), ca, failurePolicy="Ignore"),
+                                   hook("later", webhook.on("later", allow()), ca)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert "nope" in denied.value.message and webhook.calls_to("later") == []
+
+
+# --- failures and failurePolicy -----------------------------------------------------------
+
+
+async def test_wrong_ca_bundle_fails_closed_with_500(webhook, tls_pair):
+    _, other = tls_pair
+    chain = chain_of(configuration("c", hook("gate.ganggate.io", webhook.on("h", allow()), other.ca_bundle)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert denied.value.code == 500 and denied.value.reason == "InternalError"
+    assert denied.value.message.startswith(
+        'Internal error occurred: failed calling webhook "gate.ganggate.io": failed to call webhook: Post "https://127.0.0.1:')
+    assert "tls: failed to verify certificate" in denied.value.message
+    assert webhook.calls_to("h") == []
+
+
+async def test_wrong_ca_bundle_with_ignore_skips_only_that_webhook(webhook, tls_pair):
+    _, other = tls_pair
+    chain = chain_of(configuration("c",
+                                   hook("untrusted", webhook.on("a", allow(GATE_PATCH)), other.ca_bundle, failurePolicy="Ignore"),
+                                   hook("trusted", webhook.on("b", add_label("seen", "yes")), webhook.ca_bundle)))
+    admitted = await admit(chain, pod())
+    assert "schedulingGates" not in admitted["spec"]
+    assert admitted["metadata"]["labels"] == {"seen": "yes"}
+
+
+async def test_connection_refused_fails_closed(webhook):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    chain = chain_of(configuration("c", hook("gone", f"https://127.0.0.1:{port}/mutate", webhook.ca_bundle)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert denied.value.code == 500
+    assert f"dial tcp 127.0.0.1:{port}: connect: connection refused" in denied.value.message
+
+
+async def test_timeout_fails_closed_or_is_ignored(webhook):
+    async def hang(request: dict) -> dict:
+        await webhook.release.wait()
+        return allow()(request)
+
+    url = webhook.on("slow", hang)
+    failing = chain_of(configuration("c", hook("slow", url, webhook.ca_bundle, timeoutSeconds=1)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(failing, pod())
+    assert denied.value.code == 500 and "context deadline exceeded" in denied.value.message
+    assert webhook.calls_to("slow")[0].query == {"timeout": "1s"}
+
+    ignoring = chain_of(configuration("c", hook("slow", url, webhook.ca_bundle, timeoutSeconds=1, failurePolicy="Ignore"),
+                                      hook("next", webhook.on("next", add_label("after", "timeout")), webhook.ca_bundle)))
+    admitted = await admit(ignoring, pod())
+    assert admitted["metadata"]["labels"] == {"after": "timeout"}
+
+
+async def test_response_uid_must_match(webhook):
+    wrong_uid = lambda request: {"uid": "not-" + request["uid"], "allowed": True}  # noqa: E731
+    chain = chain_of(configuration("c", hook("liar", webhook.on("liar", wrong_uid), webhook.ca_bundle)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert denied.value.code == 500
+    assert 'failed calling webhook "liar": received invalid webhook response: expected response.uid="' in denied.value.message
+
+
+async def test_bad_json_and_http_errors_are_call_failures(webhook):
+    ca = webhook.ca_bundle
+    not_json = lambda request: web.Response(text="<html>oops</html>", content_type="text/html")  # noqa: E731
+    server_error = lambda request: web.Response(status=500, text="boom")  # noqa: E731
+    for path, behaviour in (("html", not_json), ("500", server_error)):
+        chain = chain_of(configuration("c", hook(path, webhook.on(path, behaviour), ca)))
+        with pytest.raises(AdmissionDenied) as denied:
+            await admit(chain, pod())
+        assert denied.value.code == 500 and f'failed calling webhook "{path}"' in denied.value.message
+        ignoring = chain_of(configuration("c", hook(path, webhook.on(path, behaviour), ca, failurePolicy="Ignore")))
+        assert await admit(ignoring, pod()) == pod()
+
+
+async def test_patch_that_does_not_apply_is_an_internal_error_whatever_the_policy(webhook):
+    bad = [{"op": "remove", "path": "/spec/doesNotExist"}]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow(bad)), webhook.ca_bundle, failurePolicy="Ignore")))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert denied.value.code == 500 and denied.value.message.startswith("Internal error occurred: ")
+
+
+async def test_undecodable_patch_follows_the_failure_policy(webhook):
+    def garbage(request: dict) -> dict:
+        return {"uid": request["uid"], "allowed": True, "patchType": "JSONPatch",
+                "patch": base64.b64encode(b"{not a patch").decode()}
+
+    url = webhook.on("garbage", garbage)
+    failing = chain_of(configuration("c", hook("garbage", url, webhook.ca_bundle)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(failing, pod())
+    assert "received undecodable patch in webhook response" in denied.value.message
+    ignoring = chain_of(configuration("c", hook("garbage", url, webhook.ca_bundle, failurePolicy="Ignore")))
+    assert await admit(ignoring, pod()) == pod()
+
+
+async def test_service_reference_needs_the_url_form(webhook):
+    service_hook = hook("in-cluster", "unused", webhook.ca_bundle)
+    service_hook["clientConfig"] = {"service": {"namespace": "ganggate-system", "name": "ganggate-webhook", "path": "/mutate"},
+                                    "caBundle": webhook.ca_bundle}
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain_of(configuration("c", service_hook)), pod())
+    assert denied.value.code == 500 and "clientConfig.url" in denied.value.message
+    assert "ganggate-system/ganggate-webhook" in denied.value.message
+
+    service_hook["failurePolicy"] = "Ignore"
+    assert await admit(chain_of(configuration("c", service_hook)), pod()) == pod()
+
+
+# --- reinvocation -------------------------------------------------------------------------
+
+
+async def test_if_needed_webhook_is_reinvoked_once_after_a_later_change(webhook):
+    ca = webhook.ca_bundle
+    chain = chain_of(configuration(
+        "c",
+        hook("first", webhook.on("first", add_label("first", "1")), ca, reinvocationPolicy="IfNeeded"),
+        hook("never", webhook.on("never", allow()), ca, reinvocationPolicy="Never"),
+        hook("second", webhook.on("second", add_label("second", "2")), ca),
+    ))
+    admitted = await admit(chain, pod())
+
+    first_calls = webhook.calls_to("first")
+    assert len(first_calls) == 2
+    assert first_calls[1].request["object"]["metadata"]["labels"] == {"first": "1", "second": "2"}
+    assert len(webhook.calls_to("never")) == 1 and len(webhook.calls_to("second")) == 1
+    assert admitted["metadata"]["labels"] == {"first": "1", "second": "2"}
+
+
+async def test_a_webhook_is_not_reinvoked_for_its_own_change(webhook):
+    ca = webhook.ca_bundle
+    chain = chain_of(configuration(
+        "c",
+        hook("only", webhook.on("only", add_label("only", "1")), ca, reinvocationPolicy="IfNeeded"),
+        hook("quiet", webhook.on("quiet", allow()), ca),
+    ))
+    await admit(chain, pod())
+    assert len(webhook.calls_to("only")) == 1
+
+
+async def test_reinvocation_is_a_single_extra_round(webhook):
+    counter = {"n": 0}
+
+    def ever_changing(request: dict) -> dict:
+        counter["n"] += 1
+        return allow([{"op": "add", "path": "/metadata/labels", "value": {"round": str(counter["n"])}}])(request)
+
+    ca = webhook.ca_bundle
+    chain = chain_of(configuration(
+        "c",
+        hook("a", webhook.on("a", ever_changing), ca, reinvocationPolicy="IfNeeded"),
+        hook("b", webhook.on("b", add_label("b", "x")), ca, reinvocationPolicy="IfNeeded"),
+    ))
+    await admit(chain, pod())
+    # round 0: a, b (b changed: a is marked); round 1: a changes again, which marks b, still
+    # ahead in the same round (reinvocationcontext.go); there is no round 2, so each ran twice.
+    assert [c.path for c in webhook.calls] == ["a", "b", "a", "b"]
+
+
+# --- dry run ------------------------------------------------------------------------------
+
+
+async def test_dry_run_is_passed_to_side_effect_free_webhooks(webhook):
+    ca = webhook.ca_bundle
+    chain = chain_of(configuration(
+        "c",
+        hook("none", webhook.on("none", allow(GATE_PATCH)), ca, sideEffects="None"),
+        hook("on-dry-run", webhook.on("on-dry-run", allow()), ca, sideEffects="NoneOnDryRun"),
+    ))
+    admitted = await admit(chain, gang_pod(), dry_run=True)
+    assert "schedulingGates" in admitted["spec"]
+    for path in ("none", "on-dry-run"):
+        (call,) = webhook.calls_to(path)
+        assert call.request["dryRun"] is True and call.request["options"]["dryRun"] == ["All"]
+
+
+@pytest.mark.parametrize("side_effects", ["Unknown", "Some"])
+async def test_dry_run_with_side_effects_is_rejected(webhook, side_effects):
+    chain = chain_of(configuration("c", hook("effects", webhook.on("effects", allow()), webhook.ca_bundle,
+                                             sideEffects=side_effects, failurePolicy="Ignore")))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod(), dry_run=True)
+    assert (denied.value.code, denied.value.reason) == (400, "BadRequest")
+    assert denied.value.message == 'admission webhook "effects" does not support dry run'
+    assert webhook.calls_to("effects") == []
+    # Without dryRun the same webhook is called normally.
+    await admit(chain, pod())
+    assert len(webhook.calls_to("effects")) == 1
+
+
+# --- review versions ----------------------------------------------------------------------
+
+
+async def test_v1beta1_only_webhook_gets_a_v1beta1_review(webhook):
+    def v1beta1(request: dict) -> dict:
+        # v1beta1 answers were never checked for uid; a patch is always a JSONPatch.
+        return {"allowed": True, "patch": base64.b64encode(json.dumps(GATE_PATCH).encode()).decode()}
+
+    chain = chain_of(configuration("c", hook("old", webhook.on("old", v1beta1), webhook.ca_bundle,
+                                             admissionReviewVersions=["v1beta1"])))
+    admitted = await admit(chain, pod())
+    assert webhook.calls_to("old")[0].review["apiVersion"] == "admission.k8s.io/v1beta1"
+    assert "schedulingGates" in admitted["spec"]
+
+
+async def test_unknown_review_versions_follow_the_failure_policy(webhook):
+    chain = chain_of(configuration("c", hook("future", webhook.on("future", allow()), webhook.ca_bundle,
+                                             admissionReviewVersions=["v2"])))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert "webhook does not accept known AdmissionReview versions" in denied.value.message
+
+
+# --- broken configurations and the CEL cache ----------------------------------------------
+
+
+async def test_a_broken_selector_is_an_error_only_when_the_rules_match(webhook):
+    broken = {"matchExpressions": [{"key": "gang", "operator": "Near", "values": ["x"]}]}
+    matching = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, objectSelector=broken)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(matching, pod())
+    assert denied.value.code == 500
+    assert denied.value.message == 'Internal error occurred: "Near" is not a valid label selector operator'
+    assert denied.value.status()["details"]["causes"] == [{"message": '"Near" is not a valid label selector operator'}]
+
+    delete_only = [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]
+    unrelated = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle,
+                                               objectSelector=broken, rules=delete_only)))
+    assert await admit(unrelated, pod()) == pod()
+
+
+async def test_a_condition_that_does_not_compile_fails_closed(webhook):
+    conditions = [{"name": "typo", "expression": "object.metadata.(("}]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, matchConditions=conditions)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert denied.value.code == 403 and "compilation error" in denied.value.message
+
+
+def test_conditions_are_compiled_once_per_expression_text():
+    from kubesim.admission_cel import build_activation, compile_expression, evaluate_conditions
+
+    expression = GANG_CONDITION + " && true"  # a text no other test compiles
+    compile_expression.cache_clear()
+    conditions = [{"name": "gang", "expression": expression}]
+    for obj, expected in ((gang_pod(), True), (pod(), False), (gang_pod("b"), True)):
+        result = evaluate_conditions(conditions, build_activation(obj, None, {"operation": "CREATE"}))
+        assert result.matches is expected
+    info = compile_expression.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
