@@ -250,6 +250,10 @@ async def test_response_echoes_uid_and_version(client):
          b'{"metadata": {"annotations": "x"}}}}', "annotations"),
         (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", '
          b'"kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "UPDATE", "object": {}}}', "oldObject"),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", '
+         b'"kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE", "object": '
+         b'{"metadata": {"annotations": {"scheduling.k8s.io/group-name": "a"}}, "spec": {"schedulerName": [1]}}}}',
+         "schedulerName"),
         (b"", "not JSON"),
     ],
 )

@@ -123,7 +123,10 @@ def _annotations(pod: Mapping[str, Any], where: str) -> Mapping[str, Any]:
 
 def scheduler_name(spec: Mapping[str, Any]) -> str:
     """The scheduler a pod spec asks for; absent or empty counts as default-scheduler."""
-    return spec.get("schedulerName") or DEFAULT_SCHEDULER
+    name = spec.get("schedulerName")
+    if name is not None and not isinstance(name, str):
+        raise MalformedReview(f"spec.schedulerName must be a string, not {type(name).__name__}")
+    return name or DEFAULT_SCHEDULER
 
 
 def gate_patch(spec: Mapping[str, Any] | None) -> list[dict[str, Any]]:
