@@ -271,7 +271,9 @@ async def post_review(
     except asyncio.TimeoutError:
         raise fail("context deadline exceeded") from None
     except aiohttp.ClientConnectorCertificateError as exc:
-        raise fail(f"tls: failed to verify certificate: {exc.certificate_error}") from None
+        cert_error = exc.certificate_error
+        detail = getattr(cert_error, "verify_message", None) or str(cert_error)
+        raise fail(f"tls: failed to verify certificate: x509: {detail}") from None
     except aiohttp.ClientSSLError as exc:
         raise fail(f"tls: {exc}") from None
     except aiohttp.ClientConnectorError as exc:
