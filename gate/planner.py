@@ -377,8 +377,8 @@ def decide(
     decisions: list[Decision] = []
     for gang in rolls + rest:
         pods = _candidates(gang)
-        if not pods:
-            continue
+        if not pods or any(p.key in state.promises for p in pods):
+            continue  # nothing to release, or a release is in flight: its promises hold
         assert gang.spec is not None
         if gang.state == "partial":
             need = min(gang.still_needed, len(pods))
@@ -467,7 +467,7 @@ def _decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision
     waiting: list[Waiting] = []
     for gang in gangs:
         pods = _candidates(gang)
-        if not pods:
+        if not pods or any(p.key in state.promises for p in pods):
             continue
         requests = [p.request for p in pods]
         if not count_only_fits(requests, free):
