@@ -1,0 +1,39 @@
+"""A kubeconfig for the simulator that kubectl and kubernetes-asyncio accept.
+
+One cluster with `server: http://127.0.0.1:PORT` (plain HTTP: no certificate to trust), one
+user with a dummy bearer token (the simulator does not authenticate), one context, selected as
+current-context (clientcmd/api/v1 Config).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONTEXT = "kubesim"
+
+
+def kubeconfig_dict(server: str, name: str = CONTEXT, namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "users": [{"name": name, "user": {"token": "kubesim-dummy-token"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
+        "current-context": name,
+    }
+
+
+def write_kubeconfig(path: str | os.PathLike[str], server: str, name: str = CONTEXT) -> Path:
+    """Write the kubeconfig (mode 0600, as kubectl writes its own) and return its path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(kubeconfig_dict(server, name), sort_keys=False)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return target
