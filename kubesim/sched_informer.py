@@ -1,0 +1,148 @@
+"""List + watch over HTTP with raw JSON: the reflector kubesim's scheduler and kubelet share.
+
+Like client-go's Reflector (tools/cache/reflector.go ListAndWatch): list, hand the items to
+the handler as a Replace (objects that disappeared become DELETED), then watch from the
+list's resourceVersion; a watch that ends normally is resumed from the last resourceVersion
+seen (bookmarks included); a 410 Gone, as an HTTP status or as an ERROR event, means that
+version is compacted away and forces a relist; any other failure is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from typing import Any, Callable, Mapping
+
+import aiohttp
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str, dict, "dict | None"], None]
+"""handler(event_type, obj, previous): ADDED/MODIFIED with the new object, DELETED with the last."""
+
+MIN_WATCH_TIMEOUT_SECONDS = 300  # reflector.go minWatchTimeout: watches last 5-10 minutes
+
+
+class Expired(Exception):
+    """The resourceVersion we resume from is gone (410): relist."""
+
+
+def object_key(obj: Mapping) -> str:
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{metadata.get('name')}" if namespace else str(metadata.get("name"))
+
+
+class Reflector:
+    """Keeps `store` in step with one collection of the API server and reports each change."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        path: str,
+        handler: Handler,
+        *,
+        max_backoff_seconds: float = 5.0,
+    ) -> None:
+        self.session = session
+        self.url = base_url.rstrip("/") + path
+        self.handler = handler
+        self.store: dict[str, dict] = {}
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.max_backoff = max_backoff_seconds
+        self.relists = 0
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        backoff = 0.05
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                await self._watch()
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except Expired:
+                need_list = True
+                self.relists += 1
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+                log.debug("reflector %s: %s; retrying in %.2fs", self.url, exc, backoff)
+                await asyncio.sleep(backoff * (1 + random.random() / 2))
+                backoff = min(backoff * 2, self.max_backoff)
+
+    async def _list(self) -> None:
+        async with self.session.get(self.url) as response:
+            if response.status == 410:
+                raise Expired()
+            if response.status != 200:
+                raise aiohttp.ClientResponseError(
+                    response.request_info, (), status=response.status, message=await response.text()
+                )
+            body = await response.json(content_type=None)
+        self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        fresh = {object_key(item): item for item in body.get("items") or []}
+        for key in [k for k in self.store if k not in fresh]:
+            old = self.store.pop(key)
+            self.handler("DELETED", old, old)
+        for key, item in fresh.items():
+            old = self.store.get(key)
+            self.store[key] = item
+            self.handler("MODIFIED" if old is not None else "ADDED", item, old)
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        params = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": self.resource_version,
+            "timeoutSeconds": str(int(MIN_WATCH_TIMEOUT_SECONDS * (1 + random.random()))),
+        }
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None, sock_connect=10)
+        async with self.session.get(self.url, params=params, timeout=timeout) as response:
+            if response.status == 410:
+                raise Expired()
+            if response.status != 200:
+                raise aiohttp.ClientResponseError(
+                    response.request_info, (), status=response.status, message=await response.text()
+                )
+            buffer = bytearray()
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                start = 0
+                while True:
+                    end = buffer.find(b"\n", start)
+                    if end < 0:
+                        break
+                    line = bytes(buffer[start:end]).strip()
+                    start = end + 1
+                    if line:
+                        self._event(json.loads(line))
+                del buffer[:start]
+
+    def _event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
+                raise Expired()
+            raise ValueError(f"watch error: {obj.get('message')}")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self.resource_version = str(rv)
+        if kind == "BOOKMARK":
+            return
+        key = object_key(obj)
+        old = self.store.get(key)
+        if kind == "DELETED":
+            self.store.pop(key, None)
+            self.handler("DELETED", obj, old)
+        elif kind in ("ADDED", "MODIFIED"):
+            self.store[key] = obj
+            self.handler(kind, obj, old)
