@@ -1,0 +1,127 @@
+"""Properties of the planner over random clusters (hypothesis).
+
+Whatever it decides is feasible: every pod on a node it may use, no node over-committed on
+any resource it is asked for (counting what is used and promised), at least min-available
+pods of a gang, and all of them or none when there is no min-available. And it misses no
+homogeneous gang that fits.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gate.cluster import ClusterState
+from gate.nodematch import node_rejects
+from gate.planner import decide
+from gate.resources import add_into
+from gate.snapshot import make_node, make_pod
+
+T0 = 1704067200.0
+
+
+@st.composite
+def clusters(draw) -> tuple[ClusterState, float, float]:
+    nodes = []
+    for i in range(draw(st.integers(1, 6))):
+        taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if draw(st.integers(0, 4)) == 0 else []
+        nodes.append(
+            make_node(
+                f"n{i}",
+                gpus=draw(st.sampled_from([0, 4, 8])),
+                cpu=draw(st.sampled_from(["8", "16", "64"])),
+                memory=draw(st.sampled_from(["32Gi", "256Gi"])),
+                pods=draw(st.sampled_from(["3", "110"])),
+                labels={"pool": draw(st.sampled_from(["a", "b"]))},
+                taints=taints,
+                ready=draw(st.integers(0, 5)) > 0,
+                unschedulable=draw(st.integers(0, 6)) == 0,
+            )
+        )
+    names = [n["metadata"]["name"] for n in nodes]
+    pods = []
+    for i in range(draw(st.integers(0, 6))):  # running pods, possibly over-committing a node
+        pods.append(make_pod(f"r{i}", namespace="busy", gpus=draw(st.sampled_from([0, 1, 2, 4])),
+                             cpu=draw(st.sampled_from(["1", "6"])), node_name=draw(st.sampled_from(names)),
+                             phase="Running"))
+    for g in range(draw(st.integers(1, 5))):
+        size = draw(st.integers(1, 6))
+        min_available = draw(st.one_of(st.none(), st.integers(1, size)))
+        selector = draw(st.sampled_from([None, {"pool": "a"}]))
+        tolerate = draw(st.booleans())
+        released = draw(st.integers(0, size)) if draw(st.integers(0, 3)) == 0 else 0
+        decision_node = draw(st.sampled_from(names))
+        for i in range(size):
+            pod = make_pod(
+                f"g{g}-{i}", namespace="ml", gang=f"g{g}", pod_num=size, min_available=min_available,
+                gpus=draw(st.sampled_from([0, 1, 2, 4, 8])), cpu=draw(st.sampled_from(["1", "4", "16"])),
+                created=f"2024-01-01T00:00:{draw(st.integers(0, 59)):02d}Z", priority=draw(st.sampled_from([0, 0, 100])),
+                node_selector=selector,
+                tolerations=[{"key": "dedicated", "operator": "Exists"}] if tolerate else [],
+            )
+            if i < released:  # a release cut short: released, unbound, with a decision
+                pod["spec"]["schedulingGates"] = []
+                pod["metadata"]["annotations"]["ganggate.io/decision"] = json.dumps(
+                    {"id": "d", "time": "2024-01-01T00:01:00Z", "node": decision_node, "gang": f"ml/g{g}", "pods": size})
+            pods.append(pod)
+    state = ClusterState()
+    state.reset(nodes, pods)
+    return state, T0 + draw(st.sampled_from([0, 100, 1000])), draw(st.sampled_from([0.0, 300.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters())
+def test_every_decision_is_feasible_and_whole(case) -> None:
+    state, now, starvation = case
+    states_before = {key: gang.state for key, gang in state.gangs.items()}
+    decisions, waiting = decide(state, now, starvation_seconds=starvation)
+    decided = [d.gang_key for d in decisions]
+    assert len(decided) == len(set(decided))
+    assert not set(decided) & {w.gang_key for w in waiting}
+    placed: dict[str, dict[str, int]] = {}
+    for decision in decisions:
+        gang = state.gangs[decision.gang_key]
+        assert gang.state in ("waiting", "partial", "started")
+        gated = {p.key for p in gang.gated_pods()}
+        assert decision.placement and set(decision.placement) <= gated
+        assert decision.roll_forward == (gang.state == "partial")
+        for pod_key, node in decision.placement.items():
+            pod = state.pods[pod_key]
+            assert node_rejects(pod.raw, state.nodes[node].raw) is None
+            add_into(placed.setdefault(node, {}), pod.request)
+        spec = gang.spec
+        if gang.state == "waiting":
+            assert len(decision.placement) >= spec.min_available
+            if spec.min_available == spec.pod_num:
+                assert len(decision.placement) == spec.pod_num
+        if gang.state == "partial":
+            assert len(decision.placement) >= min(gang.still_needed, len(gated))
+    for node, amounts in placed.items():
+        info = state.nodes[node]
+        for resource, amount in amounts.items():
+            if amount > 0:
+                total = info.used.get(resource, 0) + info.promised.get(resource, 0) + amount
+                assert total <= info.allocatable.get(resource, 0), (node, resource)
+    assert {key: gang.state for key, gang in state.gangs.items()} == states_before  # decide is pure
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    frees=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 64)), min_size=1, max_size=8),
+    size=st.integers(1, 12),
+    gpus=st.sampled_from([1, 2, 3, 4, 8]),
+    cpu=st.sampled_from([1, 4, 10]),
+)
+def test_a_homogeneous_gang_that_fits_is_found_to_fit(frees, size, gpus, cpu) -> None:
+    nodes = [make_node(f"n{i}", gpus=g, cpu=str(c)) for i, (g, c) in enumerate(frees)]
+    pods = [make_pod(f"w{i}", namespace="ml", gang="job", pod_num=size, gpus=gpus, cpu=str(cpu), memory="1Gi")
+            for i in range(size)]
+    state = ClusterState()
+    state.reset(nodes, pods)
+    room = sum(min(g // gpus, c // cpu) for g, c in frees)
+    decisions, waiting = decide(state, T0)
+    assert (len(decisions) == 1) == (room >= size)
+    if decisions:
+        assert len(decisions[0].placement) == size
