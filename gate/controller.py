@@ -264,12 +264,14 @@ class Controller:
                 self.metrics.release_failures.inc()
                 log.warning("gang %s: release cut short (%s); it will be rolled forward", request.gang,
                             outcome.failed)
+            log.info("GangReleased %s: %d pods released by decision %s", request.gang, len(outcome.released),
+                     request.decision_id)
             for pod_key in outcome.released:
                 node = request.placement.get(pod_key)
                 where = f" onto node {node}" if node and request.pinned else ""
                 self.events.emit(request.pods[pod_key], "GangReleased",
                                  f"gang {request.gang} released: {request.pod_count} pods together{where} "
-                                 f"(decision {request.decision_id})")
+                                 f"(decision {request.decision_id})", log_it=False)
             await self._await_echo(request, outcome.released)
         except ApiCallError as exc:
             self.metrics.release_failures.inc()
@@ -303,8 +305,12 @@ class Controller:
                 continue
             live.append(waiting.gang_key)
             pods = [p.raw for p in gang.pods.values() if not p.terminated]
-            for pod in self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now):
-                self.events.emit(pod, waiting.event_reason, waiting.message)
+            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now)
+            if targets:
+                level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
+                log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)
+            for pod in targets:
+                self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
         self.notifier.forget_except(live)
 
     def _handle_expired(self, now: float) -> None:

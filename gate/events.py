@@ -68,11 +68,12 @@ class EventRecorder:
         self._sent: dict[tuple[str, str], _Sent] = {}
         self.sent_count = 0
 
-    def emit(self, pod: dict | PodRef, reason: str, message: str) -> None:
-        """Queue an Event (non-blocking) and log the same line."""
+    def emit(self, pod: dict | PodRef, reason: str, message: str, log_it: bool = True) -> None:
+        """Queue an Event (non-blocking) and log the same line (unless the caller logs it per gang)."""
         ref = pod if isinstance(pod, PodRef) else PodRef.from_pod(pod)
-        level = logging.WARNING if reason in WARNING_REASONS else logging.INFO
-        log.log(level, "%s %s/%s: %s", reason, ref.namespace, ref.name, message)
+        if log_it:
+            level = logging.WARNING if reason in WARNING_REASONS else logging.INFO
+            log.log(level, "%s %s/%s: %s", reason, ref.namespace, ref.name, message)
         try:
             self.queue.put_nowait((ref, reason, message))
         except asyncio.QueueFull:
