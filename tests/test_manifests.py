@@ -1,0 +1,359 @@
+"""deploy/, examples/ and the Dockerfile: they parse, validate against Kubernetes 1.30, and say
+what the issue asks (least-privilege RBAC, hardened pods, a webhook that cannot block ordinary pods)."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gate.contract import GANG_ANNOTATIONS, GangSpec, parse_gang
+from webhook.review import ReviewPolicy, decide_create
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+K8S_VERSION = "1.30"
+MANIFESTS = sorted(p for p in list(DEPLOY.rglob("*.yaml")) + list((REPO / "examples").glob("*.yaml"))
+                   if p.name != "kustomization.yaml")
+KUSTOMIZATIONS = sorted(DEPLOY.rglob("kustomization.yaml"))
+
+
+def docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def base_objects() -> list[dict]:
+    objects = []
+    for name in yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text())["resources"]:
+        objects += docs(DEPLOY / "base" / name)
+    return objects
+
+
+def find(objects: list[dict], kind: str, name: str) -> dict:
+    (match,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return match
+
+
+# --- cert-manager CRs are not in the Kubernetes schema: checked by hand ------------------------
+
+CERT_MANAGER_REQUIRED = {
+    "Issuer": lambda spec: sum(k in spec for k in ("selfSigned", "ca", "acme", "vault", "venafi")) == 1,
+    "Certificate": lambda spec: bool(spec.get("secretName")) and bool(spec.get("issuerRef", {}).get("name"))
+    and bool(spec.get("dnsNames") or spec.get("commonName") or spec.get("isCA")),
+}
+
+
+def check_cert_manager(obj: dict) -> None:
+    assert obj["apiVersion"] == "cert-manager.io/v1"
+    assert obj["kind"] in CERT_MANAGER_REQUIRED, obj["kind"]
+    assert obj["metadata"]["name"] and obj["metadata"]["namespace"] == "ganggate-system"
+    assert CERT_MANAGER_REQUIRED[obj["kind"]](obj["spec"]), obj
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_manifest_parses_and_validates(path):
+    objects = docs(path)
+    assert objects, f"{path} is empty"
+    for obj in objects:
+        if obj["apiVersion"].startswith("cert-manager.io/"):
+            check_cert_manager(obj)
+        else:
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_validation_would_catch_a_mistake():
+    service = copy.deepcopy(find(base_objects(), "Service", "ganggate-webhook"))
+    service["spec"]["ports"][0]["prot"] = 443
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(service, K8S_VERSION, strict=True)
+    with pytest.raises(AssertionError):
+        check_cert_manager({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                            "metadata": {"name": "x", "namespace": "ganggate-system"}, "spec": {"dnsNames": ["a"]}})
+
+
+@pytest.mark.parametrize("path", KUSTOMIZATIONS, ids=lambda p: str(p.relative_to(REPO)))
+def test_kustomization_references_exist(path):
+    kustomization = yaml.safe_load(path.read_text())
+    assert kustomization["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
+    assert kustomization["kind"] == "Kustomization"
+    for entry in kustomization.get("resources", []):
+        target = (path.parent / entry).resolve()
+        assert target.exists(), f"{path}: {entry} does not exist"
+        if target.is_dir():
+            assert (target / "kustomization.yaml").exists()
+    for patch in kustomization.get("patches", []):
+        assert (path.parent / patch["path"]).exists()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+@pytest.mark.parametrize("overlay", ["cert-manager", "self-signed"])
+def test_overlays_build_with_kustomize(overlay):
+    proc = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "overlays" / overlay)],
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0 and "unknown command" in proc.stderr:
+        pytest.skip("this kubectl has no kustomize")
+    assert proc.returncode == 0, proc.stderr
+    objects = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert ("MutatingWebhookConfiguration", "ganggate") in kinds
+    assert ("Deployment", "ganggate-webhook") in kinds and ("Deployment", "ganggate-controller") in kinds
+    mwc = find(objects, "MutatingWebhookConfiguration", "ganggate")
+    injected = (mwc["metadata"].get("annotations") or {}).get("cert-manager.io/inject-ca-from")
+    if overlay == "cert-manager":
+        assert injected == "ganggate-system/ganggate-webhook"
+        cert = find(objects, "Certificate", "ganggate-webhook")
+        assert cert["spec"]["secretName"] == "ganggate-webhook-tls"
+        # The Certificate named by the annotation exists and issues the secret the webhook mounts.
+    else:
+        assert injected is None
+    for obj in objects:
+        if obj["apiVersion"].startswith("cert-manager.io/"):
+            check_cert_manager(obj)
+        else:
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    images = {c["image"] for o in objects if o["kind"] == "Deployment"
+              for c in o["spec"]["template"]["spec"]["containers"]}
+    assert images == {"ghcr.io/ganggate/ganggate:0.1.0"}
+
+
+# --- RBAC: exactly what the controller needs, nothing for the webhook --------------------------
+
+EXPECTED_CONTROLLER_RULES = {
+    ("", "pods"): {"get", "list", "watch", "patch", "delete"},
+    ("", "nodes"): {"get", "list", "watch"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+    ("coordination.k8s.io", "leases"): {"get", "create", "update"},
+}
+
+
+def granted(objects: list[dict], service_account: str) -> dict[tuple[str, str], set[str]]:
+    """Every (apiGroup, resource) -> verbs bound to the service account, by any (Cluster)Role."""
+    roles = {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    grants: dict[tuple[str, str], set[str]] = {}
+    for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == service_account
+                   and s["namespace"] == "ganggate-system" for s in binding["subjects"]):
+            continue
+        role = roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
+        for rule in role["rules"]:
+            assert "resourceNames" not in rule or rule["resourceNames"]
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    grants.setdefault((group, resource), set()).update(rule["verbs"])
+    return grants
+
+
+def test_controller_rbac_is_exactly_what_it_needs():
+    objects = base_objects()
+    grants = granted(objects, "ganggate-controller")
+    assert grants == EXPECTED_CONTROLLER_RULES
+    assert all("*" not in verbs for verbs in grants.values())
+    # Leases only in ganggate-system (a Role, not a ClusterRole).
+    lease_role = [o for o in objects if o["kind"] == "Role"
+                  and any("leases" in r["resources"] for r in o["rules"])]
+    assert [r["metadata"]["namespace"] for r in lease_role] == ["ganggate-system"]
+    assert not any("leases" in r["resources"] for o in objects if o["kind"] == "ClusterRole" for r in o["rules"])
+
+
+def test_webhook_has_no_api_access():
+    objects = base_objects()
+    assert granted(objects, "ganggate-webhook") == {}
+    assert find(objects, "ServiceAccount", "ganggate-webhook")["automountServiceAccountToken"] is False
+
+
+# --- Deployments: hardened, probed, bounded ------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ganggate-webhook", "ganggate-controller"])
+def test_deployments_are_hardened(name):
+    deployment = find(base_objects(), "Deployment", name)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"]:
+        sc = container["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
+        assert set(container["resources"]["requests"]) >= {"cpu", "memory"}
+        assert set(container["resources"]["limits"]) >= {"cpu", "memory"}
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert container["args"][0] == name.removeprefix("ganggate-")
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_webhook_serves_its_mounted_secret_behind_the_service():
+    objects = base_objects()
+    deployment = find(objects, "Deployment", "ganggate-webhook")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = dict(a.split("=", 1) for a in container["args"][1:])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    tls_volume = volumes[mounts[str(Path(args["--cert-file"]).parent)]]
+    assert tls_volume["secret"]["secretName"] == "ganggate-webhook-tls"
+    assert Path(args["--key-file"]).parent == Path(args["--cert-file"]).parent
+    assert "/tmp" in mounts  # the certificate reloader needs a writable /tmp on a read-only root
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    service = find(objects, "Service", "ganggate-webhook")
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    (port,) = service["spec"]["ports"]
+    assert port["targetPort"] in ("https", int(args["--port"]))
+    mwc = find(objects, "MutatingWebhookConfiguration", "ganggate")
+    svc_ref = mwc["webhooks"][0]["clientConfig"]["service"]
+    assert (svc_ref["name"], svc_ref["namespace"], svc_ref["port"], svc_ref["path"]) == (
+        "ganggate-webhook", "ganggate-system", port["port"], "/mutate")
+    pdbs = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert any(p["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+               for p in pdbs)
+
+
+# --- the MutatingWebhookConfiguration -------------------------------------------------------------
+
+def webhook_configurations() -> list[dict]:
+    return [find(base_objects(), "MutatingWebhookConfiguration", "ganggate"),
+            docs(DEPLOY / "kubesim" / "webhook-url.yaml")[0]]
+
+
+@pytest.mark.parametrize("mwc", webhook_configurations(), ids=["service", "url"])
+def test_webhook_configuration_settings(mwc):
+    (hook,) = mwc["webhooks"]
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["sideEffects"] == "None"
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["timeoutSeconds"] == 5
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    (rule,) = hook["rules"]
+    assert rule["resources"] == ["pods"] and set(rule["operations"]) == {"CREATE", "UPDATE"}
+    (expr,) = hook["namespaceSelector"]["matchExpressions"]
+    assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
+    assert set(expr["values"]) == {"kube-system", "ganggate-system"}
+
+
+def test_kubesim_configuration_is_the_base_one_with_a_url():
+    base, url = webhook_configurations()
+    assert url["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:8443/mutate"}
+    for mwc in (base, url):
+        del mwc["webhooks"][0]["clientConfig"]
+    assert base == url
+
+
+def match_condition(mwc: dict):
+    """The CEL matchCondition, compiled with cel-python as a predicate on (object, oldObject)."""
+    import celpy
+
+    (condition,) = mwc["webhooks"][0]["matchConditions"]
+    env = celpy.Environment()
+    program = env.program(env.compile(condition["expression"]))
+
+    def matches(obj: dict, old: dict | None) -> bool:
+        request = {"operation": "CREATE" if old is None else "UPDATE"}
+        activation = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
+                      "request": celpy.json_to_cel(request)}
+        result = program.evaluate(activation)
+        assert isinstance(result, celpy.celtypes.BoolType), result  # never an error
+        return bool(result)
+
+    return matches
+
+
+def pod(annotations: dict | None) -> dict:
+    metadata = {"name": "p", "namespace": "ml"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"containers": []}}
+
+
+def test_match_conditions_send_only_gang_pods():
+    matches = match_condition(webhook_configurations()[0])
+    # CREATE (oldObject null): only pods with a gang annotation.
+    assert not matches(pod(None), None)
+    assert not matches(pod({"team": "a"}), None)
+    for key in GANG_ANNOTATIONS:
+        assert matches(pod({key: "x"}), None)
+    # UPDATE: annotations removed must still be sent; annotations never present are not.
+    assert matches(pod(None), pod({GANG_ANNOTATIONS[0]: "ddp"}))
+    assert matches(pod({GANG_ANNOTATIONS[1]: "2"}), pod(None))
+    assert not matches(pod({"team": "b"}), pod({"team": "a"}))
+
+
+# --- examples --------------------------------------------------------------------------------------
+
+def pod_templates(obj: dict) -> list[dict]:
+    if obj["kind"] == "Pod":
+        return [obj]
+    if obj["kind"] in ("Job", "Deployment", "StatefulSet"):
+        return [obj["spec"]["template"]]
+    return []
+
+
+def test_examples_behave_as_their_comments_say():
+    policy = ReviewPolicy()
+    outcomes = {}
+    for path in sorted((REPO / "examples").glob("*.yaml")):
+        for obj in docs(path):
+            for template in pod_templates(obj):
+                outcomes.setdefault(path.name, set()).add(decide_create(template, policy).outcome)
+    assert outcomes == {
+        "pytorch-ddp-job.yaml": {"gated"},
+        "elastic-min-available-job.yaml": {"gated"},
+        "mpi-gang-pods.yaml": {"gated"},
+        "volcano-pod.yaml": {"other_scheduler"},
+        "invalid-gang-pod.yaml": {"denied"},
+    }
+    invalid = docs(REPO / "examples" / "invalid-gang-pod.yaml")[0]
+    message = decide_create(invalid, policy).message
+    comment = " ".join(line.lstrip("# ").strip() for line in
+                       (REPO / "examples" / "invalid-gang-pod.yaml").read_text().splitlines() if line.startswith("#"))
+    assert message in comment
+    ddp = docs(REPO / "examples" / "pytorch-ddp-job.yaml")[1]
+    gang = parse_gang(ddp["spec"]["template"]["metadata"]["annotations"])
+    assert isinstance(gang, GangSpec) and gang.pod_num == ddp["spec"]["parallelism"]
+
+
+# --- Dockerfile ---------------------------------------------------------------------------------------
+
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """Instructions per stage, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
+    stages: list[list[tuple[str, str]]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        instruction, _, rest = line.partition(" ")
+        if instruction.upper() == "FROM":
+            stages.append([])
+        stages[-1].append((instruction.upper(), rest.strip()))
+    return stages
+
+
+def test_dockerfile_is_multi_stage_non_root_with_ganggate_entrypoint():
+    stages = dockerfile_stages()
+    assert len(stages) >= 2
+    builder, final = stages[0], stages[-1]
+    assert builder[0][1].startswith("python:3.11-slim AS builder")
+    assert any(i == "RUN" and "pip wheel" in r for i, r in builder)
+    assert final[0][1].startswith("python:3.11-slim")
+    assert any(i == "COPY" and "--from=builder" in r for i, r in final)
+    assert any(i == "RUN" and "pip install" in r and "ganggate" in r for i, r in final)
+    users = [r for i, r in final if i == "USER"]
+    assert users and users[-1].split(":")[0] == "65532"
+    (entrypoint,) = [r for i, r in final if i == "ENTRYPOINT"]
+    assert entrypoint == '["ganggate"]'
+    # Every package the wheel is built from is copied into the builder.
+    import tomllib
+
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    copied = {r.split()[0] for i, r in builder if i == "COPY"}
+    assert {p.rstrip("*") for p in packages} <= copied
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert not {p.rstrip("*") for p in packages} & set(ignored)
