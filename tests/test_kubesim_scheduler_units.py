@@ -370,3 +370,56 @@ def test_a_failed_pod_queues_behind_pods_that_waited_longer():
     queue.move_all_to_active_or_backoff()
     assert [queue.pop().key, queue.pop().key] == ["b", "a"]
 
+
+
+# -- the shell's bookkeeping, without I/O --------------------------------------------------
+
+
+def test_the_unschedulable_condition_is_written_only_when_the_message_changes():
+    from kubesim.scheduler import Scheduler
+
+    scheduler = Scheduler("http://127.0.0.1:1", pod_initial_backoff_seconds=0)
+    written: list[str] = []
+
+    def capture(coro):
+        written.append(coro.cr_frame.f_locals["message"])
+        coro.close()
+
+    scheduler._spawn = capture
+    scheduler.on_node("ADDED", make_node("n0", gpus=8), None)
+    pod = make_pod("big", gpus=9)
+    scheduler.on_pod("ADDED", pod, None)
+
+    def cycle():
+        queued = scheduler.queue.pop()
+        assert queued is not None
+        return scheduler.schedule_one(queued)
+
+    assert cycle() is None
+    assert written == ["0/1 nodes are available: 1 Insufficient nvidia.com/gpu."]
+    # The condition comes back through the watch: a status change is no reason to retry.
+    with_condition = dict(pod, status={"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": written[0]}]})
+    scheduler.on_pod("MODIFIED", with_condition, pod)
+    assert scheduler.queue.pop() is None
+    # A node update retries the pod; the same verdict is not written again.
+    scheduler.on_node("MODIFIED", make_node("n0", gpus=8, labels={"x": "y"}), None)
+    assert cycle() is None
+    assert len(written) == 1
+    # A new node changes the message: written once more.
+    scheduler.on_node("ADDED", make_node("n1", gpus=4), None)
+    assert cycle() is None
+    assert written[1:] == ["0/2 nodes are available: 2 Insufficient nvidia.com/gpu."]
+    # Room at last: the pod is assumed onto the node, counted before any bind round-trip.
+    scheduler.on_node("ADDED", make_node("n2", gpus=16), None)
+    assert cycle() == "n2"
+    assert scheduler.cache.free("n2")[GPU] == 7000
+    # The watch shows our own status write while the bind is in flight: still not pending.
+    scheduler.on_pod("MODIFIED", with_condition, with_condition)
+    assert scheduler.queue.pop() is None
+    bound = dict(with_condition, spec=dict(pod["spec"], nodeName="n2"))
+    scheduler.on_pod("MODIFIED", bound, with_condition)
+    assert not scheduler.cache.pods["default/big"].assumed
+    finished = dict(bound, status={"phase": "Succeeded"})
+    scheduler.on_pod("MODIFIED", finished, bound)
+    assert scheduler.cache.free("n2")[GPU] == 16000
