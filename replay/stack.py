@@ -1,0 +1,148 @@
+"""The whole system in one process on loopback: kubesim, and for a gated mode the webhook
+(over HTTPS with certificates made on the spot, registered by a MutatingWebhookConfiguration
+with a URL clientConfig and caBundle, as in deploy/) and the gate controller.
+
+Modes: `none` (the default scheduler alone), `count` (webhook + controller with the seed's
+count-only check) and `ganggate` (webhook + controller with the planner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gate.contract import GATE_NAME
+
+MODES = ("none", "count", "ganggate")
+POLICY = {"count": "count", "ganggate": "plan"}
+WEBHOOK_CONFIGURATION = "ganggate"
+log = logging.getLogger("ganggate.replay")
+
+
+def webhook_configuration(url: str, ca_pem: bytes) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration for a webhook served at `url` (deploy/'s, URL form)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIGURATION},
+        "webhooks": [
+            {
+                "name": "gate.ganggate.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "reinvocationPolicy": "Never",
+                "clientConfig": {
+                    "url": url.rstrip("/") + "/mutate",
+                    "caBundle": base64.b64encode(ca_pem).decode(),
+                },
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                # Only pods that ask to join a gang go through the webhook.
+                "objectSelector": {},
+                "namespaceSelector": {},
+            }
+        ],
+    }
+
+
+@dataclass
+class Stack:
+    """A running simulator plus, for a gated mode, webhook and controller. Use `start_stack`."""
+
+    mode: str
+    sim: Any
+    api: Any = None
+    webhook: Any = None
+    controller: Any = None
+    controller_task: asyncio.Task | None = None
+    workdir: tempfile.TemporaryDirectory | None = None
+    extras: list[Any] = field(default_factory=list)
+
+    async def close(self) -> None:
+        if self.controller_task is not None:
+            self.controller_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.controller_task
+        if self.webhook is not None:
+            await self.webhook.close()
+        if self.api is not None:
+            await self.api.close()
+        if self.workdir is not None:
+            self.workdir.cleanup()
+
+    def controller_failed(self) -> BaseException | None:
+        """The controller's exception if it stopped by itself (a replay must not go on)."""
+        task = self.controller_task
+        if task is not None and task.done() and not task.cancelled():
+            return task.exception() or RuntimeError("the gate controller stopped")
+        return None
+
+
+async def start_gate(stack: Stack, *, debounce: float | None = None) -> None:
+    """Start the webhook (HTTPS, port 0), register it, and start the controller."""
+    from certs import files as certfiles
+    from gate.controller import Controller, ControllerConfig
+    from webhook.server import WebhookConfig, start_webhook
+
+    stack.workdir = tempfile.TemporaryDirectory(prefix="ganggate-demo-")
+    out = Path(stack.workdir.name)
+    certfiles.generate(out, "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))
+    stack.webhook = await start_webhook(
+        WebhookConfig(
+            cert_file=str(out / certfiles.TLS_CERT),
+            key_file=str(out / certfiles.TLS_KEY),
+            host="127.0.0.1",
+            port=0,
+            cert_reload_seconds=0,
+        )
+    )
+    ca_pem = (out / certfiles.CA_CERT).read_bytes()
+    await create_object(stack.api, webhook_configuration(stack.webhook.url, ca_pem))
+    options: dict[str, Any] = {"policy": POLICY[stack.mode], "leader_election": False, "metrics_port": None}
+    if debounce is not None:
+        options["debounce_seconds"] = debounce
+    config = ControllerConfig(**_known_fields(ControllerConfig, options))
+    stack.controller = Controller(stack.api, config)
+    stack.controller_task = asyncio.create_task(stack.controller.run(), name=f"ganggate-controller-{stack.mode}")
+
+
+def _known_fields(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Only the options ControllerConfig has (the field set may grow or shrink)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return {k: v for k, v in options.items() if k in names}
+    return options
+
+
+async def create_object(api: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """POST an object through the API (the kubernetes-asyncio client's REST layer)."""
+    from kubernetes_asyncio import client
+
+    if obj["kind"] == "MutatingWebhookConfiguration":
+        return await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(obj)
+    if obj["kind"] == "Pod":
+        return await client.CoreV1Api(api).create_namespaced_pod(obj["metadata"]["namespace"], obj)
+    if obj["kind"] == "Namespace":
+        return await client.CoreV1Api(api).create_namespace(obj)
+    raise ValueError(f"cannot create a {obj['kind']}")
+
+
+def is_gated(pod: dict) -> bool:
+    return any(g.get("name") == GATE_NAME for g in (pod.get("spec") or {}).get("schedulingGates") or [])
