@@ -55,8 +55,8 @@ async def inject_ca_bundle(api_client: Any, name: str, ca_pem: bytes) -> int:
 
     check_ca_pem(ca_pem)
     api = client.AdmissionregistrationV1Api(api_client)
-    current = await api.read_mutating_webhook_configuration(name, _preload_content=False)
-    configuration = await current.json()
+    current = await api.read_mutating_webhook_configuration(name)
+    configuration = api_client.sanitize_for_serialization(current)  # the JSON form, camelCase
     ops = ca_bundle_patch(configuration, ca_pem)
     await api.patch_mutating_webhook_configuration(name, body=ops)
     return len(configuration["webhooks"])
