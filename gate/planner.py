@@ -114,6 +114,7 @@ class Capacity:
         self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
         self._indexes: dict[str, _Index] = {}
         self._node_indexes: dict[str, list[_Index]] = {name: [] for name in nodes}
+        self._used_gpus: dict[str, int] = {}
 
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
@@ -134,6 +135,14 @@ class Capacity:
                 else:
                     index.rejected[reason] += 1
         return index
+
+    def used_gpus(self, node: str, state: ClusterState) -> int:
+        """GPUs the node's bound pods use (cached for the round)."""
+        value = self._used_gpus.get(node)
+        if value is None:
+            info = state.nodes.get(node)
+            value = self._used_gpus[node] = gpus(info.used) if info is not None else 0
+        return value
 
     def take(self, node: str, request: Mapping[str, int], sign: int = 1) -> None:
         """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
@@ -428,25 +437,29 @@ def _hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cl
     index = capacity.index(order[0])
     if any(p.constraint_key != order[0].constraint_key for p in order):
         return 0  # several constraints: keep it simple, no hold
-    potential: dict[str, Resources] = {}
-    for name in index.members:
-        room = dict(capacity.free[name])
-        add_into(room, state.nodes[name].used if name in state.nodes else {})
-        potential[name] = room
-    nodes = sorted(index.members, key=lambda n: (-gpus(capacity.free[n]), n))
     plan: list[tuple[str, PodInfo]] = []
-    remaining = list(order)
-    for name in nodes:
+    remaining = order
+    # Visit nodes by most free GPU first, straight from the index (no pass over all nodes
+    # unless the gang would not fit even then).
+    smallest = min(gpus(p.request) for p in order)
+    for level in reversed(index.levels):
+        for _, _, name in list(index.buckets.get(level, ())):
+            if len(plan) >= need or not remaining:
+                break
+            if level + capacity.used_gpus(name, state) < smallest:
+                continue  # not even the smallest pod would fit here once it empties
+            room = dict(capacity.free[name])
+            add_into(room, state.nodes[name].used)
+            left = []
+            for pod in remaining:
+                if len(plan) < need and fits(pod.request, room):
+                    add_into(room, pod.request, -1)
+                    plan.append((name, pod))
+                else:
+                    left.append(pod)
+            remaining = left
         if len(plan) >= need or not remaining:
             break
-        left = []
-        for pod in remaining:
-            if len(plan) < need and fits(pod.request, potential[name]):
-                add_into(potential[name], pod.request, -1)
-                plan.append((name, pod))
-            else:
-                left.append(pod)
-        remaining = left
     if len(plan) < need:
         return 0
     for name, pod in plan:
