@@ -206,11 +206,20 @@ class SchedulingQueue:
 
     def flush(self) -> None:
         """Backed-off pods whose time has come, and long-unschedulable ones, to activeQ."""
+        self.flush_backoff()
+        self.flush_unschedulable_leftover()
+
+    def flush_backoff(self) -> None:
+        """Backed-off pods whose time has come to activeQ (flushBackoffQCompleted; cheap)."""
         now = self._now()
         while self._backoff and self._backoff[0][0] <= now:
             _, entry, key = heapq.heappop(self._backoff)
             if self._backoff_entry.get(key) == entry:
                 self._to_active(self.pods[key])
+
+    def flush_unschedulable_leftover(self) -> None:
+        """Pods unschedulable for `max_unschedulable_seconds` are retried (a scan: call it rarely)."""
+        now = self._now()
         stale = [key for key, since in self.unschedulable.items() if now - since >= self.max_unschedulable]
         for key in stale:
             self._requeue(self.pods[key])

@@ -170,8 +170,12 @@ class Scheduler:
 
     async def _loop(self, bind_slots: asyncio.Semaphore) -> None:
         cycles = 0
+        last_leftover_flush = time.monotonic()
         while True:
-            self.queue.flush()
+            self.queue.flush_backoff()
+            if time.monotonic() - last_leftover_flush >= 1.0:  # kube-scheduler scans every 30 s
+                last_leftover_flush = time.monotonic()
+                self.queue.flush_unschedulable_leftover()
             queued = self.queue.pop()
             if queued is None:
                 self._wake.clear()
