@@ -577,6 +577,7 @@ class ApiServer:
             validation.prepare_pod_create(obj)
         elif info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
             meta["generation"] = 1
+        validation.drop_empty(obj)
         causes = validation.validate_create(info.kind, obj, info.namespaced)
         if causes:
             raise self._invalid(info, obj, causes)
@@ -656,6 +657,7 @@ class ApiServer:
                 if info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
                     changed = validation._normal(new.get("webhooks")) != validation._normal(old.get("webhooks"))
                     meta["generation"] = old_meta.get("generation", 1) + (1 if changed else 0)
+        validation.drop_empty(new)
         causes = validation.validate_update(info.kind, new, old, info.namespaced, target.subresource)
         if causes:
             raise self._invalid(info, new, causes)

@@ -60,7 +60,11 @@ def apply_patch(content_type: str, original: dict[str, Any], patch: Any) -> dict
         try:
             result = jsonpatch.apply_patch(original, patch)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
-            raise errors.ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {exc}") from exc
+            # handlers/patch.go applyJSPatch: NewGenericServerResponse(422, ...) with the error as a cause.
+            raise errors.ApiError(
+                422, "Invalid", "the server rejected our request due to an error in our request",
+                causes=[errors.Cause("", "UnexpectedServerResponse", str(exc))],
+            ) from exc
         if not isinstance(result, dict):
             raise errors.bad_request("patched object is not a JSON object")
         return result

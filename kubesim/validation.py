@@ -703,3 +703,39 @@ def _validate_webhooks(config: Mapping[str, Any]) -> list[Cause]:
         if not hook.get("admissionReviewVersions"):
             causes.append(required(f"{here}.admissionReviewVersions", "must specify one of v1, v1beta1"))
     return causes
+
+
+# ---- encoding as the Go types do -------------------------------------------------------------------
+_OMITEMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
+_OMITEMPTY_SPEC = (
+    "schedulingGates", "tolerations", "nodeSelector", "initContainers", "ephemeralContainers", "volumes",
+    "imagePullSecrets", "hostAliases", "readinessGates", "topologySpreadConstraints", "resourceClaims",
+    "overhead", "taints", "podCIDRs",
+)
+_OMITEMPTY_CONTAINER = ("env", "envFrom", "ports", "args", "command", "volumeMounts", "volumeDevices", "resizePolicy")
+_OMITEMPTY_STATUS = ("conditions", "containerStatuses", "initContainerStatuses", "podIPs", "capacity", "allocatable",
+                     "addresses", "images")
+
+
+def drop_empty(obj: dict[str, Any]) -> None:
+    """Drop empty optional maps and lists, as a round trip through the Go types (`omitempty`) does.
+
+    The real server decodes into typed structs and encodes back, so `labels: {}` or
+    `schedulingGates: []` are never served; clients see the field absent.
+    """
+    def prune(holder: Any, keys: tuple[str, ...]) -> None:
+        if isinstance(holder, dict):
+            for key in keys:
+                if key in holder and holder[key] in ({}, [], None):
+                    del holder[key]
+
+    prune(obj.get("metadata"), _OMITEMPTY_META)
+    spec = obj.get("spec")
+    prune(spec, _OMITEMPTY_SPEC)
+    if isinstance(spec, dict):
+        for kind in ("containers", "initContainers"):
+            for container in spec.get(kind) or []:
+                prune(container, _OMITEMPTY_CONTAINER)
+                if isinstance(container, dict):
+                    prune(container.get("resources"), ("limits", "requests", "claims"))
+    prune(obj.get("status"), _OMITEMPTY_STATUS)

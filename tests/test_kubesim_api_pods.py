@@ -284,11 +284,15 @@ async def test_json_patch(api):
     await core.create_namespaced_pod("default", pod_manifest("jp", labels={"a": "1"}))
     pod = await core.patch_namespaced_pod("jp", "default", [
         {"op": "replace", "path": "/metadata/labels/a", "value": "2"},
-        {"op": "add", "path": "/metadata/annotations/x", "value": "y"},
+        {"op": "add", "path": "/metadata/annotations", "value": {"x": "y"}},
     ])
     assert pod.metadata.labels == {"a": "2"} and pod.metadata.annotations == {"x": "y"}
     with pytest.raises(ApiException) as info:
         await core.patch_namespaced_pod("jp", "default", [{"op": "test", "path": "/metadata/labels/a", "value": "9"}])
+    assert info.value.status == 422
+    assert status_of(info.value)["message"] == "the server rejected our request due to an error in our request"
+    with pytest.raises(ApiException) as info:
+        await core.patch_namespaced_pod("jp", "default", [{"op": "remove", "path": "/metadata/finalizers/0"}])
     assert info.value.status == 422
 
 
