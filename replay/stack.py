@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
 import logging
 import tempfile
 from dataclasses import dataclass, field
@@ -25,39 +26,57 @@ WEBHOOK_CONFIGURATION = "ganggate"
 log = logging.getLogger("ganggate.replay")
 
 
+DEPLOY_URL_FORM = Path(__file__).resolve().parents[1] / "deploy" / "kubesim" / "webhook-url.yaml"
+
+# deploy/kubesim/webhook-url.yaml in short, for an installed copy without the deploy/ tree.
+_GANG_ANNOTATIONS_CEL = " || ".join(
+    f"'{a}' in {{o}}.metadata.annotations"
+    for a in ("scheduling.k8s.io/group-name", "scheduling.k8s.io/group-pod-num",
+              "scheduling.k8s.io/group-min-available")
+)
+_FALLBACK = {
+    "apiVersion": "admissionregistration.k8s.io/v1",
+    "kind": "MutatingWebhookConfiguration",
+    "metadata": {"name": WEBHOOK_CONFIGURATION},
+    "webhooks": [{
+        "name": "gang-gate.ganggate.io",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 5,
+        "reinvocationPolicy": "IfNeeded",
+        "matchPolicy": "Equivalent",
+        "clientConfig": {"url": "https://127.0.0.1:8443/mutate"},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                   "resources": ["pods"], "scope": "Namespaced"}],
+        "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                                    "values": ["kube-system", "ganggate-system"]}]},
+        "matchConditions": [{
+            "name": "carries-gang-annotation",
+            "expression": (
+                "(has(object.metadata.annotations) && (" + _GANG_ANNOTATIONS_CEL.format(o="object") + ")) || "
+                "(request.operation == 'UPDATE' && (has(oldObject.metadata.annotations) && ("
+                + _GANG_ANNOTATIONS_CEL.format(o="oldObject") + ")))"
+            ),
+        }],
+    }],
+}
+
+
 def webhook_configuration(url: str, ca_pem: bytes) -> dict[str, Any]:
-    """The MutatingWebhookConfiguration for a webhook served at `url` (deploy/'s, URL form)."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": WEBHOOK_CONFIGURATION},
-        "webhooks": [
-            {
-                "name": "gate.ganggate.io",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "timeoutSeconds": 10,
-                "reinvocationPolicy": "Never",
-                "clientConfig": {
-                    "url": url.rstrip("/") + "/mutate",
-                    "caBundle": base64.b64encode(ca_pem).decode(),
-                },
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods"],
-                        "scope": "Namespaced",
-                    }
-                ],
-                # Only pods that ask to join a gang go through the webhook.
-                "objectSelector": {},
-                "namespaceSelector": {},
-            }
-        ],
-    }
+    """deploy/'s MutatingWebhookConfiguration in the URL form, pointed at `url` with the CA."""
+    if DEPLOY_URL_FORM.exists():
+        import yaml
+
+        configuration = yaml.safe_load(DEPLOY_URL_FORM.read_text(encoding="utf-8"))
+    else:
+        configuration = copy.deepcopy(_FALLBACK)
+    for webhook in configuration["webhooks"]:
+        webhook["clientConfig"] = {
+            "url": url.rstrip("/") + "/mutate",
+            "caBundle": base64.b64encode(ca_pem).decode(),
+        }
+    return configuration
 
 
 @dataclass
