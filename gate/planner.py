@@ -214,17 +214,16 @@ def plan_gang(
     orders = [_largest_first(pods)]
     if len({tuple(sorted(p.request.items())) for p in pods}) > 1:
         orders.append(_cpu_first(pods))  # a second try for gangs of several shapes
-    first_failure: tuple[PodInfo, int] | None = None
+    message = ""
     for order in orders:
         placement, taken, failed = _greedy(order, candidates, need)
         if len(placement) >= need:
             return placement
+        if not message:  # said against what is left once the pods that fit are placed
+            message = _unfit_message(failed, pods, candidates, len(placement), need)
         for node, request in reversed(taken):
             candidates.take(node, request, -1)
-        if first_failure is None:
-            first_failure = (failed, len(placement))
-    assert first_failure is not None
-    return Unfit(_unfit_message(first_failure[0], pods, candidates, first_failure[1], need))
+    return Unfit(message)
 
 
 def _greedy(

@@ -61,6 +61,22 @@ def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[
     return nodes, pods
 
 
+def check_objects(nodes: list[dict], pods: list[dict]) -> None:
+    """Raise SnapshotError naming the first object whose resource amounts cannot be read."""
+    from gate.resources import QuantityError, node_allocatable, pod_requests
+
+    for kind, objects, read in (("node", nodes, node_allocatable), ("pod", pods, pod_requests)):
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            name = meta.get("name") or "?"
+            if kind == "pod":
+                name = f"{meta.get('namespace') or 'default'}/{name}"
+            try:
+                read(obj)
+            except (QuantityError, AttributeError, TypeError) as exc:
+                raise SnapshotError(f"{kind} {name}: {exc}") from exc
+
+
 def make_node(
     name: str,
     *,

@@ -1,0 +1,142 @@
+"""`ganggate plan --snapshot`: the offline what-if, run as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ganggate.cli import main
+from gate.snapshot import make_node, make_pod
+
+DATA = Path(__file__).parent / "data"
+SMALL = DATA / "snapshot-small.json"
+NEVER_STARVING = ["--starvation-seconds", "1e12"]
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows(table: str) -> dict[str, list[str]]:
+    """GANG -> the other columns, split on runs of two or more spaces."""
+    import re
+
+    lines = table.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("GANG"))
+    return {cols[0]: cols[1:] for cols in (re.split(r"\s{2,}", line) for line in lines[start + 1 :]) if cols[0]}
+
+
+def test_the_table_says_which_gangs_fit_where_and_why_not(capsys) -> None:
+    code, out, err = run(capsys, "--snapshot", str(SMALL), *NEVER_STARVING)
+    assert code == 0 and err == ""
+    assert out.splitlines()[0] == (
+        "5 nodes (4 ready, 20 GPUs free), 13 pods; 4 gated gang(s), 2 would be released now"
+    )
+    table = rows(out)
+    assert table["ml/llama"] == ["waiting", "2/2", "16", "yes", "gpu-1: 1, gpu-2: 1", "2 pod(s) on 2 node(s)"]
+    # big (older than bert) does not fit; bert still goes where big could not (backfill).
+    assert table["ml/big"][3:] == ["no", "-", "GangUnschedulable: needs 8 nvidia.com/gpu on one node; the largest free is 4"]
+    assert table["ml/bert"][3:5] == ["yes", "gpu-0: 1"]
+    assert table["ml/sweep"] == ["incomplete", "3/4", "6", "no", "-", "GangWaiting: 3 of 4 pods exist"]
+    assert "vc/volcano-job" not in table  # another scheduler's gang is not ganggate's
+
+
+def test_json_output_and_other_schedulers(capsys) -> None:
+    code, out, _ = run(capsys, "--snapshot", str(SMALL), "--output", "json", "--scheduler-name", "volcano")
+    assert code == 0
+    report = json.loads(out)
+    assert [g["gang"] for g in report["gangs"]] == ["vc/volcano-job"]
+    assert report["gangs"][0]["fits"] is True and report["gangs"][0]["nodes"] == {"gpu-0": 1}
+    code, out, _ = run(capsys, "--snapshot", str(SMALL), "-o", "json", *NEVER_STARVING)
+    report = json.loads(out)
+    placed = {g["gang"]: g["placement"] for g in report["gangs"] if g["fits"]}
+    assert placed == {
+        "ml/bert": {"ml/bert-0": "gpu-0"},
+        "ml/llama": {"ml/llama-0": "gpu-1", "ml/llama-1": "gpu-2"},
+    }
+
+
+def test_yaml_from_stdin_with_the_console_script(tmp_path) -> None:
+    text = yaml.safe_dump(json.loads(SMALL.read_text()))
+    script = Path(sys.executable).parent / "ganggate"
+    done = subprocess.run([str(script), "plan", "--snapshot", "-", *NEVER_STARVING], input=text,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert rows(done.stdout)["ml/llama"][3] == "yes"
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("not json: [", "neither JSON nor YAML"),
+        ('{"kind": "List", "items": [{"kind": "Service", "metadata": {"name": "s"}}]}', "no Node or Pod objects"),
+        ('{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "many"}}}]}',
+         "node n: not a quantity: 'many'"),
+        ("[1, 2]", "expected a Kubernetes List object"),
+    ],
+)
+def test_bad_snapshots_get_a_clear_error_and_exit_2(capsys, tmp_path, content, message) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(content)
+    code, out, err = run(capsys, "--snapshot", str(path))
+    assert code == 2 and out == ""
+    assert message in err and err.startswith("ganggate plan: ")
+
+
+def test_a_missing_file(capsys, tmp_path) -> None:
+    code, _, err = run(capsys, "--snapshot", str(tmp_path / "nope.json"))
+    assert code == 2 and "cannot read" in err
+
+
+# ---- on real nodes: six GPU nodes of Alibaba's production cluster ---------------------------
+
+MODEL = "alibaba.com/gpu-model"
+
+
+def alibaba_nodes() -> list[dict]:
+    """Nodes from tests/data/alibaba-gpu-v2023-nodes.csv (CC-BY 4.0, Weng et al., ATC 2023)."""
+    with (DATA / "alibaba-gpu-v2023-nodes.csv").open() as f:
+        lines = [line for line in f if not line.startswith("#")]
+    return [
+        make_node(row["sn"], gpus=int(row["gpu"]), cpu=f"{row['cpu_milli']}m", memory=f"{row['memory_mib']}Mi",
+                  labels={MODEL: row["model"]})
+        for row in csv.DictReader(lines)
+    ]
+
+
+def test_what_if_on_nodes_of_a_real_gpu_cluster(capsys, tmp_path) -> None:
+    nodes = alibaba_nodes()
+    assert [n["status"]["allocatable"]["nvidia.com/gpu"] for n in nodes] == ["2", "2", "4", "8", "8", "8"]
+
+    def job(name: str, n: int, gpus: int, cpu: str, model: str | None, created: str) -> list[dict]:
+        return [make_pod(f"{name}-{i}", namespace="ai", gang=name, pod_num=n, gpus=gpus, cpu=cpu, memory="64Gi",
+                         created=created, node_selector={MODEL: model} if model else None) for i in range(n)]
+
+    pods = [make_pod("infer", namespace="ai", gpus=4, cpu="16", node_name="openb-node-0026", phase="Running")]
+    pods += job("wide", 2, 8, "100", None, "2024-05-01T08:59:00Z")  # 100 CPUs: only the G3 node has them
+    pods += job("v100-pair", 2, 4, "12", "V100M32", "2024-05-01T09:00:00Z")  # 4 + 8 GPUs of V100M32
+    pods += job("t4-quad", 4, 2, "8", "T4", "2024-05-01T09:01:00Z")  # one T4 node of 2 GPUs: no
+    pods += job("small", 3, 2, "8", None, "2024-05-01T09:03:00Z")
+    path = tmp_path / "alibaba.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
+    code, out, _ = run(capsys, "--snapshot", str(path), "-o", "json", *NEVER_STARVING)
+    assert code == 0
+    report = {g["gang"]: g for g in json.loads(out)["gangs"]}
+    assert report["ai/v100-pair"]["nodes"] == {"openb-node-0023": 1, "openb-node-0247": 1}
+    assert report["ai/t4-quad"]["why"] == "GangUnschedulable: needs 4 pods of 2 GPU; the free GPUs have room for 1"
+    assert not report["ai/wide"]["fits"]
+    assert report["ai/wide"]["why"] == (
+        "GangUnschedulable: needs 100 cpu on one node; the largest free among nodes with 8 free GPU is 96"
+    )
+    # The small gang fills leftovers best-fit: the 2-GPU nodes first, then the G2 node's 4.
+    assert report["ai/small"]["fits"]
+    assert sum(report["ai/small"]["nodes"].values()) == 3
+    assert set(report["ai/small"]["nodes"]) <= {"openb-node-0000", "openb-node-0036", "openb-node-0026"}
