@@ -291,3 +291,29 @@ async def test_each_app_has_its_own_metrics(aiohttp_client):
     await post(first, review(gang_pod()))
     text = await (await second.get("/metrics")).text()
     assert 'outcome="gated"' not in text
+
+
+async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
+    """docs/webhook.md quotes every denial message; each must be what the webhook answers."""
+    import re
+    from pathlib import Path
+
+    client = await aiohttp_client(make_app(WebhookConfig()))  # the default --max-pod-num
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "webhook.md").read_text()
+    section = text.split("## Denial messages", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| [^|]+ \| `(.+)` \|$", section, flags=re.M)
+    assert len(documented) == 10
+    created = [gang_pod(pod_num=None), gang_pod(group=None, pod_num="4"),
+               gang_pod(group=None, pod_num=None, min_available="2"), gang_pod(group="Train"),
+               gang_pod(pod_num="0"), gang_pod(pod_num="4", min_available="5"), gang_pod(node_name="gpu-1")]
+    bodies = [review(pod) for pod in created]
+    old = gang_pod(name="u")
+    changed, removed = copy.deepcopy(old), copy.deepcopy(old)
+    changed["metadata"]["annotations"][GROUP_POD_NUM] = "8"
+    del removed["metadata"]["annotations"]
+    bodies += [review(changed, operation="UPDATE", old=old), review(removed, operation="UPDATE", old=old)]
+    plain = gang_pod(name="a", group=None, pod_num=None)
+    bodies.append(review(gang_pod(name="a", group="ddp"), operation="UPDATE", old=plain))
+    actual = {(await post(client, body))["status"]["message"] for body in bodies}
+    assert set(documented) == actual
