@@ -12,7 +12,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="make and rotate the webhook's certificates, inject the CA bundle",
         description="Self-signed CA and serving certificates for the webhook, and caBundle injection.",
     )
-    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    def usage(_: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=usage)
     sub = parser.add_subparsers(dest="certs_command", metavar="COMMAND")
 
     gen = sub.add_parser(

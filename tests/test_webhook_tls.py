@@ -212,3 +212,27 @@ def test_cli_serves_https_and_stops_on_sigterm(cert_dir):
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert f"listening on https://127.0.0.1:{port}" in out
+
+
+async def test_rotation_by_a_secret_volume_symlink_swap(tmp_path):
+    """The kubelet updates a mounted Secret by swapping a `..data` symlink (AtomicWriter,
+    pkg/volume/util/atomic_writer.go): tls.crt -> ..data/tls.crt -> ..<timestamp>/tls.crt."""
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    first = make_certs(tmp_path / "v1")
+    (mount / "..v1").symlink_to(first)
+    (mount / "..data").symlink_to("..v1")
+    for name in (TLS_CERT, TLS_KEY, "ca.crt"):
+        (mount / name).symlink_to(f"..data/{name}")
+    async with await start_webhook(tls_config(mount, cert_reload_seconds=0.05)) as running:
+        before, _ = await handshake(running.port, client_context(mount / "ca.crt"))
+        second = tmp_path / "v2"
+        second.mkdir()
+        for name in ("ca.crt", "ca.key"):
+            (second / name).write_bytes((first / name).read_bytes())
+        generate(second, "ganggate-webhook", "ganggate-system")
+        (mount / "..data_tmp").symlink_to("..v2")
+        (mount / "..v2").symlink_to(second)
+        os.replace(mount / "..data_tmp", mount / "..data")
+        after = await poll_serial(running.port, mount / "ca.crt", before.serial_number)
+        assert after == x509.load_pem_x509_certificate((second / TLS_CERT).read_bytes()).serial_number
