@@ -1,0 +1,133 @@
+"""The API server's use of the admission chain: when it is called, with what, in which order
+relative to defaulting and validation, and how a denial reaches the client.
+
+The chain itself (webhook calls, matching, reinvocation) is tested in test_kubesim_admission.py;
+here a recording chain with AdmissionChain's interface stands in for it, and also the real chain
+with no configurations stored.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from kubesim.admission import AdmissionChain, AdmissionDenied
+from tests.kubesim_support import GATE, api, pod_manifest, sim, status_of  # noqa: F401
+
+
+class RecordingChain:
+    """Records each call; adds the gate and a label like ganggate's webhook, or denies."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.deny: AdmissionDenied | None = None
+        self.add_gate = True
+
+    async def admit(self, **kwargs: Any) -> dict:
+        self.calls.append(copy.deepcopy(kwargs))
+        if self.deny is not None:
+            raise self.deny
+        obj = copy.deepcopy(kwargs["obj"])
+        obj["metadata"].setdefault("labels", {})["admitted"] = kwargs["operation"].lower()
+        if self.add_gate and kwargs["operation"] == "CREATE":
+            obj["spec"]["schedulingGates"] = [{"name": GATE}]
+        return obj
+
+
+@pytest.fixture
+def chain(sim) -> RecordingChain:
+    recorder = RecordingChain()
+    sim.server.set_admission(recorder)
+    return recorder
+
+
+async def test_create_is_admitted_after_defaulting_and_before_validation(api, chain, sim):
+    core = client.CoreV1Api(api)
+    pod = await core.create_namespaced_pod("default", pod_manifest("a", gpus=1))
+    [call] = chain.calls
+    assert call["operation"] == "CREATE" and call["old_obj"] is None and call["sub_resource"] is None
+    assert call["kind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert call["resource"] == {"group": "", "version": "v1", "resource": "pods"}
+    assert (call["namespace"], call["name"], call["dry_run"]) == ("default", "a", False)
+    # The chain saw the defaulted object (requests from limits, scheduler name) ...
+    assert call["obj"]["spec"]["schedulerName"] == "default-scheduler"
+    assert call["obj"]["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1"}
+    # ... but not the strategy's status, which comes after admission.
+    assert "status" not in call["obj"] or not call["obj"]["status"].get("phase")
+    # The mutation is stored, and the strategy saw the gate it added.
+    assert pod.metadata.labels == {"admitted": "create"}
+    assert [g.name for g in pod.spec.scheduling_gates] == [GATE]
+    assert pod.status.conditions[0].reason == "SchedulingGated"
+
+
+async def test_a_mutation_is_validated(api, chain):
+    core = client.CoreV1Api(api)
+    with pytest.raises(ApiException) as info:
+        await core.create_namespaced_pod("default", pod_manifest("n", node_name="node-0"))
+    assert info.value.status == 422
+    assert "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared" in status_of(info.value)["message"]
+
+
+async def test_patch_and_update_are_admitted_as_update_with_the_old_object(api, chain):
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod("default", pod_manifest("u"))
+    await core.patch_namespaced_pod("u", "default", {"metadata": {"annotations": {"x": "y"}}})
+    update = chain.calls[-1]
+    assert update["operation"] == "UPDATE"
+    assert update["old_obj"]["metadata"]["labels"] == {"admitted": "create"}
+    assert update["obj"]["metadata"]["annotations"] == {"x": "y"}
+    pod = await core.read_namespaced_pod("u", "default")
+    replaced = await core.replace_namespaced_pod("u", "default", pod)
+    assert chain.calls[-1]["operation"] == "UPDATE" and replaced.metadata.labels == {"admitted": "update"}
+
+
+async def test_subresources_are_not_admitted(api, chain):
+    core = client.CoreV1Api(api)
+    chain.add_gate = False
+    await core.create_namespaced_pod("default", pod_manifest("s"))
+    calls = len(chain.calls)
+    await core.patch_namespaced_pod_status("s", "default", {"status": {"phase": "Running"}})
+    await core.create_namespaced_pod_binding("s", "default", {"metadata": {"name": "s"}, "target": {"name": "node-0"}},
+                                             _preload_content=False)
+    assert len(chain.calls) == calls
+
+
+async def test_other_resources_are_not_admitted(api, chain):
+    await client.CoordinationV1Api(api).create_namespaced_lease("default", {"metadata": {"name": "l"}, "spec": {}})
+    assert chain.calls == []
+
+
+async def test_dry_run_is_passed_to_the_chain(api, chain, sim):
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod("default", pod_manifest("d"), dry_run="All")
+    assert chain.calls[-1]["dry_run"] is True
+    assert sim.store.get("pods", "default", "d") is None
+
+
+async def test_a_denial_is_served_with_the_webhook_code_and_message(api, chain, sim):
+    core = client.CoreV1Api(api)
+    chain.deny = AdmissionDenied(400, "BadRequest",
+                                 'admission webhook "gate.ganggate.io" denied the request: annotation is not a number')
+    with pytest.raises(ApiException) as info:
+        await core.create_namespaced_pod("default", pod_manifest("x"))
+    status = status_of(info.value)
+    assert info.value.status == 400 and status["kind"] == "Status" and status["status"] == "Failure"
+    assert status["message"] == 'admission webhook "gate.ganggate.io" denied the request: annotation is not a number'
+    assert sim.store.get("pods", "default", "x") is None
+
+
+async def test_the_real_chain_with_no_configurations_lets_pods_through(api, sim):
+    chain = AdmissionChain(lambda: sim.store.list("mutatingwebhookconfigurations"),
+                           lambda name: sim.store.get("namespaces", None, name))
+    sim.server.set_admission(chain)
+    pod = await client.CoreV1Api(api).create_namespaced_pod("default", pod_manifest("plain"))
+    assert pod.spec.scheduling_gates is None
+    await chain.close()
+
+
+async def test_the_simulator_loads_the_real_chain_by_default(sim):
+    assert isinstance(sim.server.admission(), AdmissionChain)
