@@ -169,7 +169,9 @@ async def main() -> None:
                 payloads = bodies()
                 url = f"{base}/mutate"
                 print(f"webhook on {base}: {len(payloads[0])}-byte AdmissionReviews, "
-                      f"{args.connections} keep-alive TLS connections, {os.cpu_count()} CPUs", flush=True)
+                      f"{args.connections} keep-alive TLS connections, {os.cpu_count()} CPUs, "
+                      f"load average {os.getloadavg()[0]:.1f} (other work on the machine skews the figures)",
+                      flush=True)
                 await closed_loop(session, url, payloads, args.connections, 1.0, quiet=True)  # warm-up, TLS handshakes
                 for rate in (float(r) for r in args.rates.split(",")):
                     await open_loop(session, url, payloads, rate, args.seconds)
