@@ -76,6 +76,11 @@ class Reflector:
                 log.debug("reflector %s: %s; retrying in %.2fs", self.url, exc, backoff)
                 await asyncio.sleep(backoff * (1 + random.random() / 2))
                 backoff = min(backoff * 2, self.max_backoff)
+            except Exception:  # a handler bug must not end the watch for good: start over
+                log.exception("reflector %s: handler failed; relisting", self.url)
+                need_list = True
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.max_backoff)
 
     async def _list(self) -> None:
         async with self.session.get(self.url) as response:

@@ -184,7 +184,12 @@ class Scheduler:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
-            node = self.schedule_one(queued)
+            try:
+                node = self.schedule_one(queued)
+            except Exception:  # one odd pod must not stop the scheduler: back off and go on
+                log.exception("scheduling %s failed", queued.key)
+                self.queue.error_failed(queued)
+                continue
             if node is not None:
                 await bind_slots.acquire()
                 self._spawn(self._bind(queued, node, bind_slots))
