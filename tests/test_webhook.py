@@ -289,8 +289,9 @@ async def test_each_app_has_its_own_metrics(aiohttp_client):
     first = await aiohttp_client(make_app(WebhookConfig()))
     second = await aiohttp_client(make_app(WebhookConfig()))
     await post(first, review(gang_pod()))
+    assert 'ganggate_webhook_requests_total{outcome="gated"} 1.0' in await (await first.get("/metrics")).text()
     text = await (await second.get("/metrics")).text()
-    assert 'outcome="gated"' not in text
+    assert 'ganggate_webhook_requests_total{outcome="gated"} 0.0' in text
 
 
 async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):

@@ -24,6 +24,7 @@ from gate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
 from webhook.review import (
     DENIED,
     MALFORMED,
+    OUTCOMES,
     MalformedReview,
     ReviewPolicy,
     decide,
@@ -69,6 +70,8 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        for outcome in OUTCOMES:  # every series exists from the start, at 0
+            self.requests.labels(outcome=outcome)
         self.latency = Histogram(
             "ganggate_webhook_request_duration_seconds",
             "Time to answer one /mutate request",
