@@ -185,3 +185,18 @@ async def test_no_nodes_at_all():
     async with simulator(nodes=0) as (sim, api):
         await api.create_pod(pod_manifest("p"))
         assert await unschedulable_message(api, "p") == "no nodes available to schedule pods"
+
+
+async def test_a_gated_pod_pinned_and_released_in_one_patch_lands_on_its_node():
+    """ganggate's release: add a nodeSelector to the gated pod and drop the gate together."""
+    async with simulator(nodes=4, gpus_per_node=8) as (sim, api):
+        await api.create_pod(pod_manifest("member", gpus=8, gated=True))
+        await api.patch(
+            "/api/v1/namespaces/default/pods/member",
+            [
+                {"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/hostname": "node-2"}},
+                {"op": "remove", "path": "/spec/schedulingGates/0"},
+            ],
+            JSON_PATCH,
+        )
+        assert await bound_node(api, "member") == "node-2"
