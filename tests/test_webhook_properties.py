@@ -127,10 +127,14 @@ def test_nothing_invalid_is_ever_allowed(webhook, group, pod_num, min_available,
         assert any(key in message for key in (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, "spec.nodeName"))
 
 
+# Values include JSON null and non-strings: never sent by a real API server, but they must not crash.
+update_values = st.sampled_from(["a", "2", "3", None, 2])
+
+
 @SETTINGS
 @given(
-    old=st.dictionaries(st.sampled_from([GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, "team"]), st.sampled_from(["a", "2", "3"])),
-    new=st.dictionaries(st.sampled_from([GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, "team"]), st.sampled_from(["a", "2", "3"])),
+    old=st.dictionaries(st.sampled_from([GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, "team"]), update_values),
+    new=st.dictionaries(st.sampled_from([GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, "team"]), update_values),
 )
 def test_updates_never_change_gang_annotations(webhook, old, new):
     old_pod = gang_pod(name="p", group=None, pod_num=None, extra_annotations=old)
@@ -139,7 +143,7 @@ def test_updates_never_change_gang_annotations(webhook, old, new):
     status, answer = webhook.post(json.dumps(body).encode())
     response = check_well_formed(status, answer, body)
     gang_keys = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE)
-    unchanged = all(old.get(k) == new.get(k) for k in gang_keys)
+    unchanged = all((k in old) == (k in new) and old.get(k) == new.get(k) for k in gang_keys)
     assert response["allowed"] is unchanged
     assert "patch" not in response
 

@@ -192,7 +192,7 @@ def decide_update(old: Mapping[str, Any], new: Mapping[str, Any], policy: Review
     if isinstance(spec, Mapping) and scheduler_name(spec) not in policy.scheduler_names:
         return Decision(OTHER_SCHEDULER)
     for key in GANG_ANNOTATIONS:
-        if before.get(key) != after.get(key):
+        if (key in before) != (key in after) or before.get(key) != after.get(key):
             was = "<absent>" if key not in before else repr(before[key])
             return _deny(
                 ContractError(key, after.get(key), f"is immutable once the pod exists (was {was})")
