@@ -159,7 +159,9 @@ class Scheduler:
         if decision.node is None:
             self.failed_attempts += 1
             self.queue.unschedulable_failed(queued)
-            if needs_unschedulable_update(queued.pod, decision.message) and self._written.get(queued.key) != decision.message:
+            # What we wrote last is newer than what the watch may have shown us yet.
+            last = self._written.get(queued.key)
+            if (last != decision.message) if last is not None else needs_unschedulable_update(queued.pod, decision.message):
                 self._written[queued.key] = decision.message
                 self._spawn(self._mark_unschedulable(queued.pod, decision.message))
             return None

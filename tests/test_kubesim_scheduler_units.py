@@ -410,6 +410,12 @@ def test_the_unschedulable_condition_is_written_only_when_the_message_changes():
     scheduler.on_node("ADDED", make_node("n1", gpus=4), None)
     assert cycle() is None
     assert written[1:] == ["0/2 nodes are available: 2 Insufficient nvidia.com/gpu."]
+    # Back to the first verdict before the watch showed the second write: written again,
+    # since the server holds the second message whatever our stale copy of the pod says.
+    scheduler.on_node("DELETED", make_node("n1", gpus=4), None)
+    scheduler.on_node("MODIFIED", make_node("n0", gpus=8, labels={"x": "z"}), None)
+    assert cycle() is None
+    assert written[2:] == ["0/1 nodes are available: 1 Insufficient nvidia.com/gpu."]
     # Room at last: the pod is assumed onto the node, counted before any bind round-trip.
     scheduler.on_node("ADDED", make_node("n2", gpus=16), None)
     assert cycle() == "n2"
