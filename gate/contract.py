@@ -22,7 +22,8 @@ GANG_ANNOTATIONS = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE)
 DEFAULT_MAX_POD_NUM = 10000
 DEFAULT_SCHEDULER_NAMES = ("default-scheduler",)
 
-# DNS-1123 label, as k8s.io/apimachinery/pkg/util/validation.IsDNS1123Label.
+# DNS-1123 label, as k8s.io/apimachinery/pkg/util/validation.IsDNS1123Label. Matched with
+# fullmatch: "$" alone would also accept a trailing newline ("ddp\n").
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_LABEL_MAX = 63
 # A plain decimal integer: no sign, no spaces, no leading zeros, no exponent.
@@ -80,7 +81,7 @@ def parse_gang(
         return ContractError(GROUP_NAME, None, f"is required when {present} is set")
     if num is None:
         return ContractError(GROUP_POD_NUM, None, f"is required when {GROUP_NAME} is set")
-    if not isinstance(name, str) or len(name) > _DNS1123_LABEL_MAX or not _DNS1123_LABEL.match(name):
+    if not isinstance(name, str) or len(name) > _DNS1123_LABEL_MAX or not _DNS1123_LABEL.fullmatch(name):
         return ContractError(
             GROUP_NAME,
             name,
@@ -105,7 +106,7 @@ def parse_gang(
 
 
 def _parse_count(value: object, maximum: int) -> int | None:
-    if not isinstance(value, str) or not _PLAIN_INT.match(value) or len(value) > 12:
+    if not isinstance(value, str) or not _PLAIN_INT.fullmatch(value) or len(value) > 12:
         return None
     number = int(value)
     return number if 1 <= number <= maximum else None

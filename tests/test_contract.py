@@ -63,6 +63,20 @@ def test_errors_name_the_annotation(annotations, field):
     assert error.message().startswith(f"annotation {field}=")
 
 
+@pytest.mark.parametrize(
+    "annotations, field",
+    [
+        ({GROUP_NAME: "ddp\n", GROUP_POD_NUM: "2"}, GROUP_NAME),
+        ({GROUP_NAME: "ddp", GROUP_POD_NUM: "2\n"}, GROUP_POD_NUM),
+        ({GROUP_NAME: "ddp", GROUP_POD_NUM: "2", GROUP_MIN_AVAILABLE: "1\n"}, GROUP_MIN_AVAILABLE),
+    ],
+)
+def test_a_trailing_newline_is_not_a_valid_value(annotations, field):
+    # A regex "$" matches before a final newline; the contract must not.
+    error = parse_gang(annotations)
+    assert isinstance(error, ContractError) and error.annotation == field
+
+
 def test_error_message_shows_value_and_rule():
     error = parse_gang({GROUP_NAME: "ddp", GROUP_POD_NUM: "0"}, max_pod_num=64)
     assert error.message() == f"annotation {GROUP_POD_NUM}='0': must be a plain decimal integer from 1 to 64"
@@ -92,8 +106,14 @@ def oracle_count(value: str, maximum: int) -> int | None:
     return number if 1 <= number <= maximum else None
 
 
-labels = st.one_of(st.from_regex(r"[a-z0-9-]{1,65}", fullmatch=True), st.text(max_size=70))
-counts = st.one_of(st.integers(-5, 200).map(str), st.text(alphabet="0123456789 +-e.x", max_size=6), st.text(max_size=4))
+def with_suffix(strategy):
+    """Also draw the value with a trailing newline or space appended."""
+    return st.one_of(strategy, st.tuples(strategy, st.sampled_from(["\n", " ", "\t"])).map("".join))
+
+
+labels = with_suffix(st.one_of(st.from_regex(r"[a-z0-9-]{1,65}", fullmatch=True), st.text(max_size=70)))
+counts = with_suffix(st.one_of(st.integers(-5, 200).map(str), st.text(alphabet="0123456789 +-e.x", max_size=6),
+                               st.text(max_size=4)))
 
 
 @settings(max_examples=500, deadline=None)
