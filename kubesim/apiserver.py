@@ -101,6 +101,11 @@ def verb_of(method: str, target: Target, query: dict[str, str]) -> str:
     raise errors.method_not_allowed(method, target.info.plural)
 
 
+def wants_table(accept: str) -> bool:
+    """kubectl get asks for `application/json;as=Table;v=v1;g=meta.k8s.io` first."""
+    return "as=Table" in accept and "g=meta.k8s.io" in accept
+
+
 def parse_bool(value: str | None) -> bool:
     """strconv.ParseBool, as the query parameter decoder uses it (kubernetes-asyncio sends `True`)."""
     return value in ("1", "t", "T", "TRUE", "true", "True")
@@ -314,8 +319,14 @@ class ApiServer:
             if verb == "watch":
                 return await self._watch(request, target, query)
             if verb == "get":
+                if wants_table(request.headers.get("Accept", "")) and target.subresource is None:
+                    return self._table(target, [self._current(target)], str(self.store.resource_version))
                 return self._get(target)
             if verb == "list":
+                if wants_table(request.headers.get("Accept", "")):
+                    listed = json.loads(self._list(target, query).body)
+                    return self._table(target, listed["items"], listed["metadata"].get("resourceVersion", ""),
+                                       listed["metadata"].get("continue"))
                 return self._list(target, query)
             body = await self._body(request) if request.method in ("POST", "PUT", "PATCH") else None
             if verb == "create":
@@ -418,6 +429,22 @@ class ApiServer:
         head = dumps({"kind": info.list_kind, "apiVersion": info.api_version, "metadata": meta})
         body = head[:-1] + b',"items":[' + b",".join(items) + b"]}"
         return _json_response(None, raw=body)
+
+    def _table(self, target: Target, items: list[dict[str, Any]], rv: str, token: str | None = None) -> web.Response:
+        """A meta.k8s.io/v1 Table, as `kubectl get` asks for (pkg/printers/internalversion/printers.go)."""
+        columns, cells = discovery.columns_for(target.info.kind)
+        rows = []
+        for obj in items:
+            meta = obj.get("metadata") or {}
+            rows.append({
+                "cells": cells(obj),
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
+            })
+        table_meta: dict[str, Any] = {"resourceVersion": rv}
+        if token:
+            table_meta["continue"] = token
+        return _json_response({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": table_meta,
+                               "columnDefinitions": columns, "rows": rows})
 
     # ---- watch ---------------------------------------------------------------------------------------
     async def _watch(self, request: web.Request, target: Target, query: dict[str, str]) -> web.StreamResponse:

@@ -9,7 +9,8 @@ kube-apiserver (pkg/registry/*/rest/storage_*.go, `kubectl api-resources`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Callable
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -176,3 +177,124 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         return None
     group_version = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": items}
+
+
+# ---- server-side printing for `kubectl get` ------------------------------------------------------
+# meta.k8s.io/v1 Table columns and cells as pkg/printers/internalversion/printers.go prints them
+# (printPod, printNode, printNamespace), the default table convertor (Name, Age) for other kinds,
+# ages as k8s.io/apimachinery/pkg/util/duration.HumanDuration renders them.
+
+Cells = Callable[[dict[str, Any]], list[Any]]
+
+
+def _column(name: str, type_: str = "string", description: str = "", fmt: str = "", priority: int = 0) -> dict[str, Any]:
+    return {"name": name, "type": type_, "format": fmt, "description": description, "priority": priority}
+
+
+def human_duration(seconds: float) -> str:
+    """duration.HumanDuration."""
+    s = int(max(seconds, 0))
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    return f"{hours // (24 * 365)}y"
+
+
+def age(obj: dict[str, Any]) -> str:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return "<unknown>"
+    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return human_duration((datetime.now(timezone.utc) - created).total_seconds())
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("name", "")
+
+
+def pod_status_reason(pod: dict[str, Any]) -> str:
+    """printPod's STATUS: the phase, or status.reason, or SchedulingGated, or a waiting reason."""
+    status = pod.get("status") or {}
+    reason = status.get("reason") or status.get("phase") or ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        if (state.get("waiting") or {}).get("reason"):
+            reason = state["waiting"]["reason"]
+        elif (state.get("terminated") or {}).get("reason"):
+            reason = state["terminated"]["reason"]
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        reason = "Terminating"
+    return reason
+
+
+def _pod_cells(pod: dict[str, Any]) -> list[Any]:
+    spec = pod.get("spec") or {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    ready = sum(1 for c in statuses if c.get("ready"))
+    restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
+    status = pod.get("status") or {}
+    return [_name(pod), f"{ready}/{len(spec.get('containers') or [])}", pod_status_reason(pod), restarts, age(pod),
+            status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
+            status.get("nominatedNodeName") or "<none>", "<none>"]
+
+
+def _node_cells(node: dict[str, Any]) -> list[Any]:
+    conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
+    state = {"True": "Ready", "False": "NotReady"}.get(conditions.get("Ready", ""), "Unknown")
+    if (node.get("spec") or {}).get("unschedulable"):
+        state += ",SchedulingDisabled"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")) or ["<none>"]
+    version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
+    return [_name(node), state, ",".join(roles), age(node), version]
+
+
+def _namespace_cells(namespace: dict[str, Any]) -> list[Any]:
+    return [_name(namespace), (namespace.get("status") or {}).get("phase", ""), age(namespace)]
+
+
+_NAME = _column("Name", fmt="name", description="Name must be unique within a namespace.")
+_AGE = _column("Age", description="CreationTimestamp is a timestamp representing the server time when this object was created.")
+
+TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
+    "Pod": ([
+        _NAME,
+        _column("Ready", description="The aggregate readiness state of this pod for accepting traffic."),
+        _column("Status", description="The aggregate status of the containers in this pod."),
+        _column("Restarts", "integer", "The number of times the containers in this pod have been restarted."),
+        _AGE,
+        _column("IP", description="IP address allocated to the pod.", priority=1),
+        _column("Node", description="Name of the node where the pod is scheduled.", priority=1),
+        _column("Nominated Node", description="Nominated node name.", priority=1),
+        _column("Readiness Gates", description="Readiness gates of the pod.", priority=1),
+    ], _pod_cells),
+    "Node": ([
+        _NAME,
+        _column("Status", description="The status of the node"),
+        _column("Roles", description="The roles of the node"),
+        _AGE,
+        _column("Version", description="Kubelet Version reported by the node."),
+    ], _node_cells),
+    "Namespace": ([_NAME, _column("Status", description="The status of the namespace"), _AGE], _namespace_cells),
+}
+
+
+def columns_for(kind: str) -> tuple[list[dict[str, Any]], Cells]:
+    """The columns and the cell function of a kind (Name and Age for kinds without a printer)."""
+    return TABLES.get(kind, ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)]))
