@@ -1,0 +1,142 @@
+"""End to end: kubesim's API server calls the real HTTPS webhook, configured with the shipped
+deploy/kubesim/webhook-url.yaml and a caBundle injected by `certs inject`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from certs.files import TLS_CERT, TLS_KEY
+from certs.inject import inject_ca_bundle
+from gate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME
+from tests.webhook_support import gang_pod, make_certs
+from webhook.server import WebhookConfig, start_webhook
+
+pytest.importorskip("kubesim.simulator")
+from kubernetes_asyncio import client  # noqa: E402
+from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
+
+from kubesim import Simulator  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def gates(pod) -> list[str]:
+    return [g.name for g in (pod.spec.scheduling_gates or [])]
+
+
+async def kubectl(kubeconfig: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl", "--kubeconfig", kubeconfig, *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    """kubesim with the webhook registered from the shipped manifest; yields (sim, core, webhook)."""
+    cert_dir = make_certs(tmp_path / "certs")
+    webhook = await start_webhook(WebhookConfig(cert_file=str(cert_dir / TLS_CERT), key_file=str(cert_dir / TLS_KEY),
+                                                host="127.0.0.1", port=0))
+    try:
+        async with Simulator(nodes=2, scheduler=False, kubelet=False) as sim:
+            async with sim.api_client() as api_client:
+                mwc = yaml.safe_load((REPO / "deploy" / "kubesim" / "webhook-url.yaml").read_text())
+                mwc["webhooks"][0]["clientConfig"]["url"] = f"https://127.0.0.1:{webhook.port}/mutate"
+                await client.AdmissionregistrationV1Api(api_client).create_mutating_webhook_configuration(mwc)
+                await inject_ca_bundle(api_client, "ganggate", (cert_dir / "ca.crt").read_bytes())
+                core = client.CoreV1Api(api_client)
+                await core.create_namespace({"metadata": {"name": "ml"}})
+                yield sim, core, webhook
+    finally:
+        await webhook.close()
+
+
+def strip(pod: dict) -> dict:
+    del pod["metadata"]["namespace"]
+    return pod
+
+
+async def test_gang_pods_are_gated_and_others_are_not(cluster):
+    sim, core, _ = cluster
+    created = await core.create_namespaced_pod("ml", strip(gang_pod(name="w-0", pod_num="2")))
+    assert gates(created) == [GATE_NAME]
+    stored = await core.read_namespaced_pod("w-0", "ml")
+    assert gates(stored) == [GATE_NAME]
+    ordinary = await core.create_namespaced_pod("ml", strip(gang_pod(name="plain", group=None, pod_num=None)))
+    assert gates(ordinary) == []
+    volcano = await core.create_namespaced_pod("ml", strip(gang_pod(name="vc", scheduler="volcano")))
+    assert gates(volcano) == []
+    other_gate = strip(gang_pod(name="w-1", pod_num="2", gates=[{"name": "example.com/quota"}]))
+    assert gates(await core.create_namespaced_pod("ml", other_gate)) == ["example.com/quota", GATE_NAME]
+
+
+async def test_invalid_gang_pods_are_refused_with_the_reason(cluster):
+    _, core, _ = cluster
+    with pytest.raises(ApiException) as refused:
+        await core.create_namespaced_pod("ml", strip(gang_pod(name="bad", pod_num="4", min_available="6")))
+    assert refused.value.status in (400, 422)
+    message = json.loads(refused.value.body)["message"]
+    assert f"annotation {GROUP_MIN_AVAILABLE}='6'" in message
+    with pytest.raises(ApiException):
+        await core.read_namespaced_pod("bad", "ml")
+
+
+async def test_annotations_are_immutable_but_the_gate_can_be_removed(cluster):
+    _, core, _ = cluster
+    await core.create_namespaced_pod("ml", strip(gang_pod(name="w-0", group="ddp", pod_num="1")))
+    with pytest.raises(ApiException) as refused:
+        await core.patch_namespaced_pod("w-0", "ml", [{"op": "remove", "path": "/metadata/annotations"}])
+    assert refused.value.status in (400, 422)
+    assert GROUP_NAME in json.loads(refused.value.body)["message"] and "immutable" in refused.value.body
+    # What the controller does: remove the gate (and pin a node), plus annotate its decision.
+    released = await core.patch_namespaced_pod("w-0", "ml", [
+        {"op": "remove", "path": "/spec/schedulingGates"},
+        {"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/hostname": "node-1"}},
+        {"op": "add", "path": "/metadata/annotations/ganggate.io~1decision", "value": "released"},
+    ])
+    assert gates(released) == [] and released.metadata.annotations[GROUP_NAME] == "ddp"
+
+
+async def test_dry_run_answers_the_same_and_stores_nothing(cluster):
+    _, core, _ = cluster
+    dry = await core.create_namespaced_pod("ml", strip(gang_pod(name="dry")), dry_run="All")
+    assert gates(dry) == [GATE_NAME]
+    with pytest.raises(ApiException) as missing:
+        await core.read_namespaced_pod("dry", "ml")
+    assert missing.value.status == 404
+
+
+async def test_a_webhook_outage_blocks_gang_pods_only(cluster):
+    _, core, webhook = cluster
+    await webhook.close()
+    plain = await core.create_namespaced_pod("ml", strip(gang_pod(name="plain", group=None, pod_num=None)))
+    assert plain.metadata.name == "plain"
+    with pytest.raises(ApiException) as refused:
+        await core.create_namespaced_pod("ml", strip(gang_pod(name="w-0")))
+    assert "gang-gate.ganggate.io" in refused.value.body
+    # Ordinary updates go on too (the condition never sends pods without gang annotations).
+    await core.patch_namespaced_pod("plain", "ml", {"metadata": {"labels": {"x": "y"}}})
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+async def test_examples_with_kubectl(cluster):
+    # --validate=false: kubesim serves no /openapi/v2 for kubectl's client-side schema check.
+    sim, core, _ = cluster
+    code, out, err = await kubectl(sim.kubeconfig, "-n", "ml", "apply", "--validate=false", "-f", str(REPO / "examples" / "mpi-gang-pods.yaml"))
+    assert code == 0, err
+    pods = (await core.list_namespaced_pod("ml")).items
+    assert sorted(p.metadata.name for p in pods) == ["mpi-launcher", "mpi-worker-0", "mpi-worker-1", "mpi-worker-2"]
+    assert all(gates(p) == [GATE_NAME] for p in pods)
+    code, out, err = await kubectl(sim.kubeconfig, "-n", "ml", "apply", "--validate=false", "-f", str(REPO / "examples" / "invalid-gang-pod.yaml"))
+    assert code != 0
+    assert 'admission webhook "gang-gate.ganggate.io" denied the request' in err
+    assert f"annotation {GROUP_MIN_AVAILABLE}='6'" in err
