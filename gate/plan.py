@@ -93,7 +93,9 @@ def plan_snapshot(
         else:
             row.why = "release in progress" if gang.state != "started" else "extra pods wait for room"
         rows.append(row)
-    free_gpus = sum(max(gpus(state.free(n)), 0) for n, info in state.nodes.items() if info.ready)
+    free_gpus = sum(
+        max(gpus(state.free(n)), 0) for n, info in state.nodes.items() if info.ready and not info.cordoned
+    )
     return PlanReport(
         nodes=len(state.nodes),
         ready_nodes=sum(1 for n in state.nodes.values() if node_is_ready(n.raw)),
@@ -108,7 +110,8 @@ def format_table(report: PlanReport) -> str:
     """The report as text for people (pure)."""
     fitting = sum(1 for g in report.gangs if g.fits)
     lines = [
-        f"{report.nodes} nodes ({report.ready_nodes} ready, {report.free_gpus} GPUs free), {report.pods} pods; "
+        f"{report.nodes} nodes ({report.ready_nodes} ready, {report.free_gpus} GPUs free on schedulable nodes), "
+        f"{report.pods} pods; "
         f"{len(report.gangs)} gated gang(s), {fitting} would be released now"
         + (f"; {report.other_gangs} already released" if report.other_gangs else "")
     ]

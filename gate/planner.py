@@ -261,17 +261,25 @@ def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | No
     if not index.members:
         return Unfit(_no_nodes_message(index, len(capacity.nodes)))
     if gpus(largest.request) > top and len(pods) - 1 < need:
-        return Unfit(_gpu_message(gpus(largest.request), top))
+        return Unfit(_gpu_message(gpus(largest.request), top) + _scope(index))
     needed_gpu_pods = need - (len(pods) - len(gpu_pods))
     room = index.room_for(smallest)
     if needed_gpu_pods > room:
         if room == 0:
-            return Unfit(_gpu_message(smallest, top))
+            return Unfit(_gpu_message(smallest, top) + _scope(index))
         return Unfit(
             f"needs {needed_gpu_pods} pods of {format_amount(GPU, smallest)} GPU; "
-            f"the free GPUs have room for {room}"
+            f"the free GPUs have room for {room}" + _scope(index)
         )
     return None
+
+
+def _scope(index: _Index) -> str:
+    """Which nodes a shortage is about, when the pods may not use them all."""
+    if not index.rejected:
+        return ""
+    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(index.rejected.items()))
+    return f" (on the {len(index.members)} node(s) its pods may use; {reasons})"
 
 
 def _gpu_message(gpu: int, top: int) -> str:
@@ -287,6 +295,14 @@ def _no_nodes_message(index: _Index, total: int) -> str:
 
 
 def _unfit_message(
+    failed: PodInfo | None, pods: Sequence[PodInfo], capacity: Capacity, placed: int, need: int
+) -> str:
+    index = capacity.index(failed or pods[0])
+    text = _unfit_text(failed, pods, capacity, placed, need)
+    return text if text.startswith("0/") else text + _scope(index)
+
+
+def _unfit_text(
     failed: PodInfo | None, pods: Sequence[PodInfo], capacity: Capacity, placed: int, need: int
 ) -> str:
     if failed is None:
