@@ -70,7 +70,7 @@ class Algorithm:
         """The first numFeasibleNodesToFind feasible slots from nextStartNodeIndex on."""
         feasible = np.flatnonzero(fits)
         limit = sched_filters.num_feasible_nodes_to_find(self.cache.num_nodes, self.percentage_of_nodes_to_score)
-        span = max(len(fits), 1)
+        span = max(self.cache.slots_in_use, 1)
         start = self.next_start_index % span
         if len(feasible) <= limit:
             # Every node was examined: the start index moves by all of them (a full turn).

@@ -85,6 +85,11 @@ class ClusterCache:
     def num_nodes(self) -> int:
         return len(self.index)
 
+    @property
+    def slots_in_use(self) -> int:
+        """One past the highest slot ever given to a node (the nodes' order is slot order)."""
+        return self._next_slot
+
     def _grow(self) -> None:
         old = self._capacity
         new = old * 2

@@ -429,3 +429,16 @@ def test_the_unschedulable_condition_is_written_only_when_the_message_changes():
     finished = dict(bound, status={"phase": "Succeeded"})
     scheduler.on_pod("MODIFIED", finished, bound)
     assert scheduler.cache.free("n2")[GPU] == 16000
+
+
+def test_each_cycle_scores_the_next_slice_of_feasible_nodes():
+    # 200 nodes: numFeasibleNodesToFind is 100, and the next cycle starts where this one stopped
+    # (schedule_one.go nextStartNodeIndex), so consecutive pods look at different nodes.
+    algorithm = cluster(200)
+    fits = algorithm.cache.valid.copy()
+    first = algorithm._candidates(fits)
+    assert list(first) == list(range(100)) and algorithm.next_start_index == 100
+    second = algorithm._candidates(fits)
+    assert list(second) == list(range(100, 200)) and algorithm.next_start_index == 0
+    fits[:150] = False  # only 50 feasible: all of them are scored
+    assert list(algorithm._candidates(fits)) == list(range(150, 200))
