@@ -134,6 +134,8 @@ class Scheduler:
             if info is not None:
                 request, nonzero = info["request"], info["nonzero"]
                 self.cache.add_pod(key, PodEntry(node, request, nonzero[0], nonzero[1]))
+                if entry is not None and entry.request != request:
+                    self._cluster_changed()  # AssignedPodUpdate: a resize may have made room
             return
         if entry is not None and entry.assumed:
             return  # our bind is in flight (cache.IsAssumedPod): not a pending pod any more
