@@ -422,8 +422,10 @@ def decide(
         waited = now - (gang.complete_since if gang.complete_since is not None else now)
         if gang.state == "partial" or waited > starvation_seconds:
             held = _hold_back(pods, capacity, need, state)
-            if held:
+            if held > 0:
                 message += f"; waited {waited:.0f}s, capacity held back on {held} node(s)"
+            elif held < 0:
+                message += "; it would not fit even if the running pods on the nodes it may use finished"
         waiting.append(Waiting(gang.key, "GangUnschedulable", message))
     return decisions, waiting
 
@@ -439,7 +441,8 @@ def _reason(gang: Gang, placement: Mapping[str, str]) -> str:
 
 
 def _hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState) -> int:
-    """Hold capacity for a starving gang; returns the number of nodes held (0: none).
+    """Hold capacity for a starving gang; returns the number of nodes held (0: none held,
+    -1: none, because the gang would not fit even on emptied nodes).
 
     Documented simplification: plan the gang on the capacity the nodes would have if their
     running pods finished (free + used), filling the nodes with the most free GPU now first
@@ -476,7 +479,7 @@ def _hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cl
         if len(plan) >= need or not remaining:
             break
     if len(plan) < need:
-        return 0
+        return -1
     for name, pod in plan:
         capacity.take(name, pod.request)
     return len({name for name, _ in plan})

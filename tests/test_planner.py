@@ -228,6 +228,26 @@ def test_a_starving_gang_gets_capacity_held_back_until_it_fits() -> None:
     assert {w.gang_key[1] for w in waiting} == {"big", "quarter"}
     big = next(w for w in waiting if w.gang_key[1] == "big")
     assert big.message.endswith("capacity held back on 1 node(s)")
+    # Once the running pod on the held node finishes, the starving gang goes there first.
+    state = starving_cluster()
+    state.apply_pod("DELETED", running("r2", "half-full", 4))
+    decisions, _ = decide(state, T0 + 400, starvation_seconds=300)
+    assert by_gang(decisions)["big"] == {"ml/big-0": "half-full"}
+    assert "quarter" not in by_gang(decisions)
+
+
+def test_a_gang_that_can_never_fit_holds_nothing_back() -> None:
+    state = starving_cluster()
+    state.apply_pod("DELETED", running("r1", "nearly-full", 6))
+    for pod in gang("huge", 1, 16, created=0):
+        state.apply_pod("ADDED", pod)
+    decisions, waiting = decide(state, T0 + 1000, starvation_seconds=300)
+    huge = next(w for w in waiting if w.gang_key[1] == "huge")
+    assert huge.message == (
+        "needs 16 nvidia.com/gpu on one node; the largest free is 4; "
+        "it would not fit even if the running pods on the nodes it may use finished"
+    )
+    assert set(by_gang(decisions)) == {"big", "quarter"}  # huge holds nothing back
 
 
 def test_two_gangs_that_fit_alone_but_not_together_exactly_one_goes() -> None:
