@@ -47,11 +47,69 @@ def _short(exc: BaseException) -> str:
     return text.split(" (in activation", 1)[0]
 
 
+_NUMBERS = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+
+
+def _category(value: Any) -> type | None:
+    """The CEL type a value is compared as (BoolType subclasses int in cel-python: check it first)."""
+    if value is None:
+        return None
+    if isinstance(value, celtypes.BoolType):
+        return celtypes.BoolType
+    if isinstance(value, _NUMBERS):
+        return celtypes.DoubleType
+    return type(value)
+
+
+def heterogeneous_eq(a: Any, b: Any) -> Any:
+    """CEL equality across types, as cel-go (and so kube-apiserver) evaluates it.
+
+    cel-python has only same-type equality: `oldObject != null` on an object, or `1 == 1.0`,
+    is a "no matching overload" error there, whereas the CEL spec (heterogeneous equality,
+    cel-go since v0.10) makes values of different types unequal and compares numbers by value.
+    """
+    for operand in (a, b):
+        if isinstance(operand, celpy.CELEvalError):
+            return operand
+    if _category(a) is not _category(b):
+        return celtypes.BoolType(False)
+    if a is None:
+        return celtypes.BoolType(True)
+    if isinstance(a, _NUMBERS):
+        return celtypes.BoolType(_plain_number(a) == _plain_number(b))
+    if isinstance(a, celtypes.ListType):
+        return celtypes.BoolType(len(a) == len(b) and all(_is_true(heterogeneous_eq(x, y)) for x, y in zip(a, b)))
+    if isinstance(a, celtypes.MapType):
+        if len(a) != len(b) or set(a.keys()) != set(b.keys()):
+            return celtypes.BoolType(False)
+        return celtypes.BoolType(all(_is_true(heterogeneous_eq(a[k], b[k])) for k in a.keys()))
+    try:
+        return celtypes.BoolType(bool(a == b))
+    except TypeError:
+        return celtypes.BoolType(False)
+
+
+def _plain_number(value: Any) -> int | float:
+    return float(value) if isinstance(value, celtypes.DoubleType) else int(value)
+
+
+def _is_true(value: Any) -> bool:
+    return isinstance(value, celtypes.BoolType) and bool(value)
+
+
+def heterogeneous_ne(a: Any, b: Any) -> Any:
+    equal = heterogeneous_eq(a, b)
+    return equal if isinstance(equal, celpy.CELEvalError) else celtypes.BoolType(not equal)
+
+
+_FUNCTIONS = {"_==_": heterogeneous_eq, "_!=_": heterogeneous_ne}
+
+
 @functools.lru_cache(maxsize=1024)
 def compile_expression(expression: str) -> Compiled:
     """Compile a CEL expression once; the cache is keyed by its text."""
     try:
-        return Compiled(_ENV.program(_ENV.compile(expression)), None)
+        return Compiled(_ENV.program(_ENV.compile(expression), functions=_FUNCTIONS), None)
     except Exception as exc:  # celpy raises CELParseError and friends
         return Compiled(None, f"compilation error: {_short(exc)}")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import pytest
+import yaml
 from aiohttp import web
 
 from certs.authority import KeyPair, build_ca, build_serving_cert, cert_pem, key_pem, new_key
@@ -30,6 +31,8 @@ POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
 POD_RESOURCE = {"group": "", "version": "v1", "resource": "pods"}
 GANG_CONDITION = "has(object.metadata.annotations) && 'scheduling.k8s.io/group-name' in object.metadata.annotations"
 GATE_PATCH = [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "scheduling.k8s.io/group-gate"}]}]
+
+DEPLOYED_CONFIGURATION = Path(__file__).resolve().parents[1] / "deploy" / "base" / "mutatingwebhookconfiguration.yaml"
 
 NAMESPACES = {
     name: {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}}
@@ -388,6 +391,38 @@ async def test_match_conditions_send_only_gang_pods(webhook):
     assert [c.request["name"] for c in webhook.calls_to("h")] == ["member"]
     assert "schedulingGates" not in plain["spec"] and "schedulingGates" not in other_annotation["spec"]
     assert gang["spec"]["schedulingGates"] == [{"name": "scheduling.k8s.io/group-gate"}]
+
+
+async def test_the_shipped_configuration_sends_only_gang_pods_outside_kube_system(webhook):
+    """deploy/base's webhook (rules, namespaceSelector, matchConditions) with a URL for the recorder."""
+    shipped = yaml.safe_load(DEPLOYED_CONFIGURATION.read_text())
+    spec = shipped["webhooks"][0]
+    spec["clientConfig"] = {"url": webhook.on("mutate", allow(GATE_PATCH)), "caBundle": webhook.ca_bundle}
+    chain = chain_of(shipped)
+
+    plain = await admit(chain, pod("plain"))
+    member = await admit(chain, gang_pod("member"))
+    await admit(chain, gang_pod("system"), namespace="kube-system")
+    await admit(chain, pod("plain"), operation="UPDATE", old_obj=pod("plain"))
+    stripped = pod("stripped", annotations={})
+    await admit(chain, stripped, operation="UPDATE", old_obj=gang_pod("stripped"))
+
+    assert [(c.request["operation"], c.request["name"]) for c in webhook.calls_to("mutate")] == [
+        ("CREATE", "member"), ("UPDATE", "stripped")]
+    assert "schedulingGates" not in plain["spec"]
+    assert member["spec"]["schedulingGates"] == [{"name": "scheduling.k8s.io/group-gate"}]
+
+
+async def test_match_conditions_compare_across_types_as_cel_go_does(webhook):
+    """Heterogeneous equality: `oldObject != null` on an object, numbers compared by value."""
+    conditions = [
+        {"name": "updates-only", "expression": "oldObject != null"},
+        {"name": "numbers", "expression": "1 == 1.0 && 1 != 'one'"},
+    ]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow()), webhook.ca_bundle, matchConditions=conditions)))
+    await admit(chain, pod("created"))
+    await admit(chain, pod("updated"), operation="UPDATE", old_obj=pod("updated"))
+    assert [c.request["name"] for c in webhook.calls_to("h")] == ["updated"]
 
 
 async def test_match_conditions_see_request_and_old_object(webhook):
