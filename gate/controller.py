@@ -170,8 +170,11 @@ class Controller:
         try:
             await asyncio.gather(*tasks)
         finally:
+            # gather() has already cancelled its children when we were cancelled; a second
+            # cancel would interrupt their clean-up (giving the lease up).
             for task in tasks + list(self._release_tasks):
-                task.cancel()
+                if not task.done() and not task.cancelling():
+                    task.cancel()
             await asyncio.gather(*tasks, *self._release_tasks, return_exceptions=True)
             if runner is not None:
                 await runner.cleanup()

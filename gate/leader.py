@@ -121,7 +121,8 @@ class LeaderElector:
         new_spec["renewTime"] = micro_time(now_wall)
         if holder != self.identity:
             new_spec["acquireTime"] = micro_time(now_wall)
-            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if holder else 0)
+            # client-go counts every acquisition by a new holder, also of a released (empty) lease.
+            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
         body = dict(lease)
         body["spec"] = new_spec  # metadata keeps resourceVersion: optimistic concurrency
         try:
@@ -158,7 +159,7 @@ class LeaderElector:
         spec.update({"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": micro_time()})
         body["spec"] = spec
         try:
-            await asyncio.shield(call_json(self.api.replace_namespaced_lease, self.name, self.namespace, body,
-                                           verb="update", metrics=self.metrics, timeout=2.0))
-        except (ApiCallError, asyncio.CancelledError) as exc:
+            await call_json(self.api.replace_namespaced_lease, self.name, self.namespace, body,
+                            verb="update", metrics=self.metrics, timeout=2.0)
+        except ApiCallError as exc:
             log.info("giving up lease %s/%s: %s", self.namespace, self.name, exc)

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator
 
 from gate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
 from gate.controller import Controller, ControllerConfig
-from gate.release import DECISION_ANNOTATION, call_json
+from gate.release import DECISION_ANNOTATION, Backoff, call_json, with_retries
 
 GPU = "nvidia.com/gpu"
 
@@ -67,10 +67,11 @@ async def create_pods(core: Any, pods: list[dict]) -> list[dict]:
 
 
 async def list_pods(core: Any, namespace: str | None = None) -> list[dict]:
+    """The pods as a user lists them (retrying the faults some tests inject)."""
     if namespace:
-        body = await call_json(core.list_namespaced_pod, namespace)
+        body = await with_retries(lambda: call_json(core.list_namespaced_pod, namespace), Backoff(attempts=5))
     else:
-        body = await call_json(core.list_pod_for_all_namespaces)
+        body = await with_retries(lambda: call_json(core.list_pod_for_all_namespaces), Backoff(attempts=5))
     return body.get("items") or []
 
 
