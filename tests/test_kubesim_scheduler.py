@@ -15,7 +15,6 @@ from tests.test_kubesim_scheduler_support import (
     condition,
     pod_manifest,
     unschedulable_message,
-    wait_for,
 )
 
 JSON_PATCH = "application/json-patch+json"
