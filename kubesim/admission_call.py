@@ -201,15 +201,21 @@ def _clip(body: bytes, limit: int = 200) -> str:
 def ssl_context(ca_bundle: str) -> ssl.SSLContext:
     """A client TLS context trusting exactly caBundle (base64 PEM); system roots when empty.
 
+    Cached per caBundle text: building a context parses the PEM and is not free.
+
     Raises ValueError for a caBundle that holds no usable certificate.
     """
     if not ca_bundle:
-        return ssl.create_default_context()
-    try:
-        pem = base64.b64decode(ca_bundle, validate=True).decode("ascii")
-        return ssl.create_default_context(cadata=pem)
-    except (binascii.Error, UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
-        raise ValueError(f"unable to load root certificates: {exc}") from None
+        context = ssl.create_default_context()
+    else:
+        try:
+            pem = base64.b64decode(ca_bundle, validate=True).decode("ascii")
+            context = ssl.create_default_context(cadata=pem)
+        except (binascii.Error, UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
+            raise ValueError(f"unable to load root certificates: {exc}") from None
+    # Go's crypto/x509 (Go >= 1.15) matches the host against subjectAltName only, never the CN.
+    context.hostname_checks_common_name = False
+    return context
 
 
 def request_url(client_config: Mapping[str, Any], timeout_seconds: int) -> str:

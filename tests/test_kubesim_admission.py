@@ -117,9 +117,8 @@ class RecordingWebhook:
         return web.json_response({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": answer})
 
 
-@pytest.fixture
-async def webhook(tls_pair):
-    tls, _ = tls_pair
+async def serve(tls: Tls) -> tuple[RecordingWebhook, web.AppRunner]:
+    """A RecordingWebhook on a free loopback port, serving tls."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls.cert_file, tls.key_file)
     server = RecordingWebhook("", tls.ca_bundle)
@@ -131,6 +130,12 @@ async def webhook(tls_pair):
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     server.base_url = f"https://127.0.0.1:{port}"
+    return server, runner
+
+
+@pytest.fixture
+async def webhook(tls_pair):
+    server, runner = await serve(tls_pair[0])
     yield server
     server.release.set()
     await runner.cleanup()
@@ -750,3 +755,46 @@ def test_conditions_are_compiled_once_per_expression_text():
         assert result.matches is expected
     info = compile_expression.cache_info()
     assert (info.misses, info.hits) == (1, 2)
+
+
+def _common_name_only_tls(directory: Path) -> Tls:
+    """A serving certificate naming localhost in its CN only, with no subjectAltName."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.timezone.utc)
+    ca_key = new_key()
+    ca_cert = build_ca(ca_key, "cn-only-ca", now, 1)
+    key = new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(ca_cert.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1)).sign(ca_key, hashes.SHA256())
+    )
+    (directory / "cn.crt").write_bytes(cert_pem(cert))
+    (directory / "cn.key").write_bytes(key_pem(key))
+    return Tls(base64.b64encode(cert_pem(ca_cert)).decode(), str(directory / "cn.crt"), str(directory / "cn.key"))
+
+
+async def test_the_host_is_checked_against_subject_alt_names_only(webhook, tmp_path):
+    # Positive control: the fixture's certificate names localhost in its subjectAltName.
+    port = webhook.base_url.rsplit(":", 1)[1]
+    by_name = hook("by-name", f"https://localhost:{port}/ok", webhook.ca_bundle)
+    webhook.on("ok", allow())
+    await admit(chain_of(configuration("c", by_name)), pod())
+    assert len(webhook.calls_to("ok")) == 1
+
+    # Go's crypto/x509 ignores the CN, so a CN-only certificate is refused for any host.
+    server, runner = await serve(_common_name_only_tls(tmp_path))
+    try:
+        cn_port = server.base_url.rsplit(":", 1)[1]
+        server.on("cn", allow())
+        chain = chain_of(configuration("c", hook("cn-only", f"https://localhost:{cn_port}/cn", server.ca_bundle)))
+        with pytest.raises(AdmissionDenied) as denied:
+            await admit(chain, pod())
+        assert denied.value.code == 500 and "tls: failed to verify certificate" in denied.value.message
+        assert server.calls_to("cn") == []
+    finally:
+        await runner.cleanup()
