@@ -94,6 +94,9 @@ class SchedulingQueue:
     def active_count(self) -> int:
         return len(self._active_entry)
 
+    def backoff_count(self) -> int:
+        return len(self._backoff_entry)
+
     def _to_active(self, queued: QueuedPod) -> None:
         self._drop(queued.key)
         entry = next(self._seq)

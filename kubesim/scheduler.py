@@ -89,6 +89,19 @@ class Scheduler:
         self.scheduled = 0
         self.failed_attempts = 0
 
+    # -- for drivers (the replay): is there anything left to do? ---------------------------
+
+    @property
+    def pods_resource_version(self) -> int:
+        """The last pod resourceVersion this scheduler has seen (0 before its first list)."""
+        rv = self._pods.resource_version if self._pods is not None else ""
+        return int(rv) if rv.isdigit() else 0
+
+    @property
+    def busy(self) -> bool:
+        """True while a pod waits in activeQ or backoffQ, or a bind or status write is in flight."""
+        return bool(self.queue.active_count() or self.queue.backoff_count() or self._in_flight or self._tasks)
+
     # -- informer handlers ---------------------------------------------------------------
 
     def _cluster_changed(self) -> None:

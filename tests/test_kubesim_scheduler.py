@@ -15,6 +15,7 @@ from tests.test_kubesim_scheduler_support import (
     condition,
     pod_manifest,
     unschedulable_message,
+    wait_for,
 )
 
 JSON_PATCH = "application/json-patch+json"
@@ -199,3 +200,23 @@ async def test_a_gated_pod_pinned_and_released_in_one_patch_lands_on_its_node():
             JSON_PATCH,
         )
         assert await bound_node(api, "member") == "node-2"
+
+
+async def test_a_driver_can_tell_when_the_scheduler_is_idle():
+    async with simulator(nodes=1, gpus_per_node=8, scheduler=False) as (sim, api):
+        created = await api.create_pod(pod_manifest("p", gpus=9))
+        scheduler = Scheduler(sim.url)
+        task = asyncio.create_task(scheduler.run())
+        try:
+            await unschedulable_message(api, "p")
+
+            async def idle():
+                seen = scheduler.pods_resource_version >= int(created["metadata"]["resourceVersion"])
+                return seen and not scheduler.busy
+
+            await wait_for(idle, "the scheduler to be idle")
+            assert "default/p" in scheduler.queue.unschedulable
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
