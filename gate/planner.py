@@ -18,13 +18,20 @@ it needs on the nodes its plan would use is held back (see `_hold_back`).
 from __future__ import annotations
 
 import bisect
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from gate.cluster import ClusterState, PodInfo
 from gate.gangs import Gang, GangKey
-from gate.nodematch import node_is_cordoned, node_is_ready, node_rejects
+from gate.nodematch import (
+    matches_node_selection,
+    node_is_cordoned,
+    node_is_ready,
+    node_rejects,
+    required_node_terms,
+)
 from gate.resources import CPU, GPU, MEMORY, Resources, add_into, fits, format_amount
 
 POLICIES = ("plan", "count")
@@ -76,7 +83,6 @@ class _Index:
         self.members: set[str] = set()
         self.levels: list[int] = []
         self.buckets: dict[int, list[tuple[int, int, str]]] = {}
-        self.rejected: Counter[str] = Counter()
 
     def add(self, name: str, free: Mapping[str, int]) -> None:
         level = gpus(free)
@@ -101,20 +107,95 @@ class _Index:
         return sum(len(self.buckets[lv]) * (lv // gpu) for lv in self.levels[start:])
 
 
+# A label key no real label can have, standing for matchFields' metadata.name.
+_NAME_FIELD = "\x00metadata.name"
+# nodematch's wording for a selector/affinity mismatch, asked of it rather than copied.
+_SELECTOR_REASON = node_rejects(
+    {"spec": {"nodeSelector": {"k": "v"}}},
+    {"metadata": {"name": "", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+)
+
+
+def _selection_keys(pod: Mapping) -> tuple[tuple[str, ...], bool]:
+    """The node labels (and _NAME_FIELD) a pod's node selection reads; and whether it has
+    required node-affinity terms (else it is a plain nodeSelector)."""
+    spec = pod.get("spec") or {}
+    keys = set((spec.get("nodeSelector") or {}).keys())
+    terms = required_node_terms(pod)
+    for term in terms or []:
+        keys.update(e.get("key") for e in term.get("matchExpressions") or [] if isinstance(e.get("key"), str))
+        if term.get("matchFields"):
+            keys.add(_NAME_FIELD)
+    return tuple(sorted(keys)), terms is not None
+
+
+class _Projection:
+    """Nodes grouped by their values of a few label keys: a selector reading only those keys
+    treats every node of a group alike, so it is evaluated once per group, not per node."""
+
+    def __init__(self, keys: tuple[str, ...], nodes: Mapping[str, Mapping], class_of: Mapping[str, int]) -> None:
+        self.keys = keys
+        self.group_of_value: dict[tuple, int] = {}
+        self.members: list[list[str]] = []
+        self.representatives: list[dict] = []
+        self.joint: Counter[tuple[int, int]] = Counter()  # (class, group) -> nodes
+        for name, raw in nodes.items():
+            labels = (raw.get("metadata") or {}).get("labels") or {}
+            value = tuple(name if k == _NAME_FIELD else labels.get(k) for k in keys)
+            group = self.group_of_value.get(value)
+            if group is None:
+                group = self.group_of_value[value] = len(self.members)
+                self.members.append([])
+                self.representatives.append(
+                    {
+                        "metadata": {
+                            "name": name if _NAME_FIELD in keys else "",
+                            "labels": {k: v for k, v in zip(keys, value) if k != _NAME_FIELD and v is not None},
+                        }
+                    }
+                )
+            self.members[group].append(name)
+            self.joint[(class_of[name], group)] += 1
+
+
 class Capacity:
     """The free capacity of the nodes as one decision round uses it up.
 
     free[node] starts as allocatable - used - promised and shrinks with each decision of the
-    round. Nodes are filtered per distinct pod constraint (nodeSelector, required node
-    affinity, tolerations) once, not per pod.
+    round. Which nodes a pod may use (nodematch.node_rejects) is worked out per distinct pod
+    constraint, not per pod, and not per node either: nodes are grouped into classes by what
+    filters apart from labels (readiness, cordon, taints) and, per set of label keys a
+    selector reads, by their values of those keys. Constraints that allow the same nodes
+    share one index, so a decision costs the same whatever the number of constraints.
     """
 
     def __init__(self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources]) -> None:
         self.nodes = nodes
         self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
-        self._indexes: dict[str, _Index] = {}
         self._node_indexes: dict[str, list[_Index]] = {name: [] for name in nodes}
         self._used_gpus: dict[str, int] = {}
+        self._by_constraint: dict[str, tuple[_Index, Counter[str]]] = {}
+        self._by_signature: dict[tuple, _Index] = {}
+        self._projections: dict[tuple[str, ...], _Projection] = {}
+        # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
+        self._class_of: dict[str, int] = {}
+        self._classes: list[dict] = []
+        seen: dict[tuple, int] = {}
+        for name, raw in nodes.items():
+            spec = raw.get("spec") or {}
+            taints = spec.get("taints") or []
+            key = (node_is_ready(raw), node_is_cordoned(raw), json.dumps(taints, sort_keys=True))
+            cls_id = seen.get(key)
+            if cls_id is None:
+                cls_id = seen[key] = len(self._classes)
+                self._classes.append(
+                    {
+                        "metadata": {"name": "", "labels": {}},
+                        "spec": {"unschedulable": key[1], "taints": taints},
+                        "status": {"conditions": [{"type": "Ready", "status": "True" if key[0] else "False"}]},
+                    }
+                )
+            self._class_of[name] = cls_id
 
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
@@ -122,19 +203,51 @@ class Capacity:
         return cls(nodes, {name: state.free(name) for name in nodes})
 
     def index(self, pod: PodInfo) -> _Index:
-        key = pod.constraint_key
-        index = self._indexes.get(key)
+        """The index of the nodes the pod may use."""
+        return self._eligibility(pod)[0]
+
+    def rejected(self, pod: PodInfo) -> Counter[str]:
+        """Why the other nodes may not be used: reason -> number of nodes."""
+        return self._eligibility(pod)[1]
+
+    def _eligibility(self, pod: PodInfo) -> tuple[_Index, Counter[str]]:
+        found = self._by_constraint.get(pod.constraint_key)
+        if found is not None:
+            return found
+        keys, has_terms = _selection_keys(pod.raw)
+        projection = self._projections.get(keys)
+        if projection is None:
+            projection = self._projections[keys] = _Projection(keys, self.nodes, self._class_of)
+        if has_terms:
+            groups = frozenset(
+                g for g, rep in enumerate(projection.representatives) if matches_node_selection(pod.raw, rep)
+            )
+        else:  # a plain nodeSelector: exactly the group with those values
+            selector = (pod.raw.get("spec") or {}).get("nodeSelector") or {}
+            group = projection.group_of_value.get(tuple(selector.get(k) for k in keys))
+            groups = frozenset() if group is None else frozenset([group])
+        # Readiness, cordon and taints, judged by node_rejects on each class's stand-in.
+        without_selection = {"spec": {"tolerations": (pod.raw.get("spec") or {}).get("tolerations") or []}}
+        class_reasons = [node_rejects(without_selection, stand_in) for stand_in in self._classes]
+        classes = frozenset(c for c, reason in enumerate(class_reasons) if reason is None)
+        rejected: Counter[str] = Counter()
+        for (cls_id, group), count in projection.joint.items():
+            if class_reasons[cls_id] is not None:
+                rejected[class_reasons[cls_id]] += count
+            elif group not in groups:
+                rejected[_SELECTOR_REASON] += count
+        signature = (keys, groups, classes)
+        index = self._by_signature.get(signature)
         if index is None:
-            index = self._indexes[key] = _Index()
-            for name, raw in self.nodes.items():
-                reason = node_rejects(pod.raw, raw)
-                if reason is None:
-                    index.members.add(name)
-                    index.add(name, self.free[name])
-                    self._node_indexes[name].append(index)
-                else:
-                    index.rejected[reason] += 1
-        return index
+            index = self._by_signature[signature] = _Index()
+            for group in groups:
+                for name in projection.members[group]:
+                    if self._class_of[name] in classes:
+                        index.members.add(name)
+                        index.add(name, self.free[name])
+                        self._node_indexes[name].append(index)
+        found = self._by_constraint[pod.constraint_key] = (index, rejected)
+        return found
 
     def used_gpus(self, node: str, state: ClusterState) -> int:
         """GPUs the node's bound pods use (cached for the round)."""
@@ -259,26 +372,26 @@ def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | No
     largest = max(gpu_pods, key=lambda p: gpus(p.request))
     top = index.levels[-1] if index.levels else 0
     if not index.members:
-        return Unfit(_no_nodes_message(index, len(capacity.nodes)))
+        return Unfit(_no_nodes_message(capacity.rejected(gpu_pods[0]), len(capacity.nodes)))
     if gpus(largest.request) > top and len(pods) - 1 < need:
-        return Unfit(_gpu_message(gpus(largest.request), top) + _scope(index))
+        return Unfit(_gpu_message(gpus(largest.request), top) + _scope(index, capacity.rejected(gpu_pods[0])))
     needed_gpu_pods = need - (len(pods) - len(gpu_pods))
     room = index.room_for(smallest)
     if needed_gpu_pods > room:
         if room == 0:
-            return Unfit(_gpu_message(smallest, top) + _scope(index))
+            return Unfit(_gpu_message(smallest, top) + _scope(index, capacity.rejected(gpu_pods[0])))
         return Unfit(
             f"needs {needed_gpu_pods} pods of {format_amount(GPU, smallest)} GPU; "
-            f"the free GPUs have room for {room}" + _scope(index)
+            f"the free GPUs have room for {room}" + _scope(index, capacity.rejected(gpu_pods[0]))
         )
     return None
 
 
-def _scope(index: _Index) -> str:
+def _scope(index: _Index, rejected: Counter[str]) -> str:
     """Which nodes a shortage is about, when the pods may not use them all."""
-    if not index.rejected:
+    if not rejected:
         return ""
-    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(index.rejected.items()))
+    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
     return f" (on the {len(index.members)} node(s) its pods may use; {reasons})"
 
 
@@ -289,8 +402,8 @@ def _gpu_message(gpu: int, top: int) -> str:
     )
 
 
-def _no_nodes_message(index: _Index, total: int) -> str:
-    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(index.rejected.items()))
+def _no_nodes_message(rejected: Counter[str], total: int) -> str:
+    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
     return f"0/{total} nodes are available: {reasons or 'no nodes'}"
 
 
@@ -299,7 +412,7 @@ def _unfit_message(
 ) -> str:
     index = capacity.index(failed or pods[0])
     text = _unfit_text(failed, pods, capacity, placed, need)
-    return text if text.startswith("0/") else text + _scope(index)
+    return text if text.startswith("0/") else text + _scope(index, capacity.rejected(failed or pods[0]))
 
 
 def _unfit_text(
@@ -309,7 +422,7 @@ def _unfit_text(
         return f"only {placed} of {len(pods)} pods can be placed at once; {need} needed"
     index = capacity.index(failed)
     if not index.members:
-        return _no_nodes_message(index, len(capacity.nodes))
+        return _no_nodes_message(capacity.rejected(failed), len(capacity.nodes))
     request = failed.request
     gpu = gpus(request)
     top = index.levels[-1] if index.levels else 0

@@ -125,3 +125,63 @@ def test_a_homogeneous_gang_that_fits_is_found_to_fit(frees, size, gpus, cpu) ->
     assert (len(decisions) == 1) == (room >= size)
     if decisions:
         assert len(decisions[0].placement) == size
+
+
+label_values = st.sampled_from([None, "a", "b", "7"])
+taint_sets = st.lists(
+    st.fixed_dictionaries({"key": st.sampled_from(["gpu", "spot"]), "value": st.sampled_from(["", "x"]),
+                           "effect": st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"])}),
+    max_size=2,
+)
+tolerations = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"key": st.sampled_from(["gpu", "spot", "node.kubernetes.io/unschedulable"]),
+                               "operator": st.just("Exists")}),
+        st.fixed_dictionaries({"key": st.sampled_from(["gpu", "spot"]), "operator": st.just("Equal"),
+                               "value": st.sampled_from(["", "x"]), "effect": st.sampled_from(["NoSchedule", "NoExecute"])}),
+    ),
+    max_size=2,
+)
+expressions = st.one_of(
+    st.fixed_dictionaries({"key": st.sampled_from(["zone", "size"]), "operator": st.sampled_from(["In", "NotIn"]),
+                           "values": st.lists(st.sampled_from(["a", "b", "7"]), min_size=1, max_size=2)}),
+    st.fixed_dictionaries({"key": st.sampled_from(["zone", "size"]), "operator": st.sampled_from(["Exists", "DoesNotExist"])}),
+    st.fixed_dictionaries({"key": st.just("size"), "operator": st.sampled_from(["Gt", "Lt"]),
+                           "values": st.sampled_from([["5"], ["8"]])}),
+)
+terms = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"matchExpressions": st.lists(expressions, min_size=1, max_size=2)}),
+        st.fixed_dictionaries({"matchFields": st.just([{"key": "metadata.name", "operator": "In", "values": ["n1", "n3"]}])}),
+    ),
+    min_size=1,
+    max_size=2,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    nodes=st.lists(st.tuples(label_values, label_values, taint_sets, st.booleans(), st.booleans()), min_size=1, max_size=7),
+    selector=st.dictionaries(st.sampled_from(["zone", "size", "kubernetes.io/hostname"]),
+                             st.sampled_from(["a", "b", "7", "n1"]), max_size=2),
+    affinity=st.one_of(st.none(), terms),
+    tolerations=tolerations,
+)
+def test_grouped_eligibility_is_node_rejects_node_by_node(nodes, selector, affinity, tolerations) -> None:
+    from collections import Counter
+
+    from gate.cluster import PodInfo
+    from gate.planner import Capacity
+
+    raw_nodes = {}
+    for i, (zone, size, taints, ready, cordoned) in enumerate(nodes):
+        labels = {k: v for k, v in (("zone", zone), ("size", size)) if v is not None}
+        raw_nodes[f"n{i}"] = make_node(f"n{i}", labels=labels, taints=taints, ready=ready, unschedulable=cordoned)
+    pod = make_pod("p", node_selector=selector, tolerations=tolerations)
+    if affinity is not None:
+        pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": affinity}}}
+    info = PodInfo.from_pod(pod)
+    capacity = Capacity(raw_nodes, {name: {} for name in raw_nodes})
+    reasons = {name: node_rejects(pod, raw) for name, raw in raw_nodes.items()}
+    assert capacity.index(info).members == {name for name, reason in reasons.items() if reason is None}
+    assert capacity.rejected(info) == Counter(reason for reason in reasons.values() if reason is not None)
