@@ -316,7 +316,7 @@ class ClusterState:
             gang = self.gangs.get(gang_key)
             if gang is None:
                 gang = self.gangs[gang_key] = Gang(namespace=gang_key[0], name=gang_key[1], key=gang_key)
-            gang.pods[info.key] = info
+            gang.add(info)
             touched.add(gang_key)
 
     def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
@@ -325,7 +325,7 @@ class ClusterState:
             _add(self._used, info.node_name, info.request, -1)
         gang_key = self.gang_of(info)
         if gang_key is not None and gang_key in self.gangs:
-            self.gangs[gang_key].pods.pop(info.key, None)
+            self.gangs[gang_key].discard(info.key)
             touched.add(gang_key)
 
     def _refresh_gang(self, key: GangKey) -> None:
