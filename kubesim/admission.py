@@ -9,8 +9,9 @@ k8s.io/apiserver/pkg/admission/reinvocation.go (one reinvocation round for
 matchConditions in kubesim/admission_cel.py, the HTTPS call in kubesim/admission_call.py.
 
 Known differences: kubesim calls only `clientConfig.url` webhooks (a `service` reference is a
-call error, failurePolicy applies); matchConditions get no `authorizer`; the object is not
-re-defaulted after a webhook's patch (the API server may do so after `admit` returns).
+call error, failurePolicy applies); matchConditions get no `authorizer`; "changed" (which
+triggers reinvocation) is plain JSON inequality, not apimachinery's semantic equality of typed
+objects; webhook warnings and audit annotations are dropped.
 """
 
 from __future__ import annotations
@@ -188,8 +189,10 @@ class AdmissionChain:
             except (call.CallError, AdmissionDenied) as exc:
                 error = exc
             else:
-                if patched is not None and patched != current:
-                    changed = True
+                if patched is not None:
+                    # Compared before defaulting, as the dispatcher does.
+                    changed = patched != current
+                    self._default(request, patched)
                     current = patched
             if changed:
                 reinvoke.require_reinvoking_previously_invoked()
@@ -321,4 +324,19 @@ class AdmissionChain:
             return call.apply_patch(hook.name, response, current)
         except call.PatchApplyError as exc:
             raise _internal_error(str(exc)) from None
+
+    @staticmethod
+    def _default(request: _Request, patched: dict) -> None:
+        """Default the patched object before the next webhook sees it (callAttrMutatingHook calls
+        o.GetObjectDefaulter().Default after decoding the patched JSON). Pods only: kubesim's
+        defaulting lives in kubesim/validation.py. A patched object that is not a decodable pod
+        is an internal error there, as here."""
+        if (request.kind.get("group"), request.kind.get("version"), request.kind.get("kind")) != ("", "v1", "Pod"):
+            return
+        from kubesim.validation import default_pod
+
+        try:
+            default_pod(patched)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise _internal_error(f"decoding the patched object: {exc}") from None
 

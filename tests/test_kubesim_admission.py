@@ -299,6 +299,26 @@ async def test_configurations_run_in_name_order_and_each_webhook_sees_earlier_pa
     assert admitted["metadata"]["labels"] == {"a1": "done", "a2": "done", "z1": "done"}
 
 
+async def test_a_patched_pod_is_defaulted_before_the_next_webhook_sees_it(webhook):
+    sidecar = [{"op": "add", "path": "/spec/containers/-", "value": {"name": "proxy", "image": "envoy"}}]
+    ca = webhook.ca_bundle
+    chain = chain_of(configuration("c", hook("injector", webhook.on("inject", allow(sidecar)), ca),
+                                   hook("observer", webhook.on("observe", allow()), ca)))
+    admitted = await admit(chain, pod())
+    (seen,) = webhook.calls_to("observe")
+    proxy = seen.request["object"]["spec"]["containers"][1]
+    assert (proxy["name"], proxy["imagePullPolicy"], proxy["terminationMessagePolicy"]) == ("proxy", "Always", "File")
+    assert admitted["spec"]["containers"][1] == proxy
+
+
+async def test_a_patch_that_leaves_no_decodable_pod_is_an_internal_error(webhook):
+    nonsense = [{"op": "replace", "path": "/spec", "value": "not a spec"}]
+    chain = chain_of(configuration("c", hook("h", webhook.on("h", allow(nonsense)), webhook.ca_bundle, failurePolicy="Ignore")))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert denied.value.code == 500 and denied.value.message.startswith("Internal error occurred: ")
+
+
 async def test_no_configuration_returns_an_equal_copy():
     chain = chain_of()
     original = pod()
