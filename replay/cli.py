@@ -126,7 +126,7 @@ def _replay(args: argparse.Namespace) -> int:
         scenario = engine.Scenario(jobs, engine.uniform_nodes(args.nodes, args.gpus_per_node,
                                                               args.node_cpu, args.node_memory))
         engine.check_fits(scenario)
-    except (TraceError, ValueError) as exc:
+    except (TraceError, ValueError, engine.ReplayError) as exc:
         print(f"ganggate replay: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)

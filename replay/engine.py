@@ -165,6 +165,7 @@ class _Engine:
             # compresses away. Without them a retry follows the cluster event that allows it.
             self.scheduler = Scheduler(sim.url, pod_initial_backoff_seconds=0.0, pod_max_backoff_seconds=0.0,
                                        unschedulable_flush_seconds=1e9)
+            self._hold_scheduler()
             self.kubelet = Kubelet(sim.url, clock=clock)
             tasks = [asyncio.create_task(self.scheduler.run(), name="replay-scheduler"),
                      asyncio.create_task(self.kubelet.run(), name="replay-kubelet")]
@@ -180,6 +181,7 @@ class _Engine:
             while True:
                 now = clock.now()
                 events: list[str] = []
+                await self._pause()
                 while self.finishes and self.finishes[0][0] <= now:
                     _, job_id = heapq.heappop(self.finishes)
                     await self._finish(job_id)
@@ -196,6 +198,7 @@ class _Engine:
                 for job in due:
                     await self._submit(job)
                     events.append(f"{job.job_id} submitted ({job.pods} pods x {job.gpus_per_pod} GPU)")
+                await self._resume()
                 await self._settle()
                 self._observe(now, events)
                 candidates = [t for t in (
@@ -268,6 +271,53 @@ class _Engine:
                     raise ReplayError(f"finishing pod {name}: HTTP {response.status}: {body[:300]!r}")
 
         await _gather_bounded([finish(p) for p in pods])
+
+    # ---- one instant at a time ---------------------------------------------------------
+    # Changes at one simulated instant are simultaneous, but they reach the API server one
+    # request at a time. So that the scheduler and the controller decide on all of them
+    # together (and a replay is the same every time), their decisions are held while the
+    # engine applies an instant's changes, and resumed once both have seen every change.
+
+    def _hold_scheduler(self) -> None:
+        queue = self.scheduler.queue
+        pop = queue.pop
+        self._scheduler_held = False
+        queue.pop = lambda: None if self._scheduler_held else pop()  # type: ignore[method-assign]
+
+    async def _pause(self) -> None:
+        self._scheduler_held = True
+        if self.stack.controller is not None:
+            self.stack.controller.paused = True
+
+    async def _resume(self) -> None:
+        deadline = time.monotonic() + self.settle_timeout
+        while time.monotonic() < deadline:
+            _, max_rv, _ = self._pods()
+            if self._observed(max_rv, self._node_rv()):
+                break
+            await asyncio.sleep(0.002)
+        else:
+            raise ReplayError("the scheduler and controller did not see this step's changes in time")
+        self._scheduler_held = False
+        self.scheduler._wake.set()  # noqa: SLF001
+        if self.stack.controller is not None:
+            self.stack.controller.resume()
+
+    def _observed(self, max_rv: int, node_rv: int) -> bool:
+        """True when the scheduler and the controller have seen every pod and node change."""
+        sched = self.scheduler
+        if sched._pods is None or _rv(sched._pods.resource_version) < max_rv:  # noqa: SLF001
+            return False
+        names = [s.obj["metadata"]["name"] for _, s in self.sim.store.iter("nodes")]
+        if any(name not in sched.cache.index for name in names):
+            return False
+        controller = self.stack.controller
+        if controller is not None:
+            if not controller.synced:
+                return False
+            if _rv(controller.pods.resource_version) < max_rv or _rv(controller.nodes.resource_version) < node_rv:
+                return False
+        return True
 
     # ---- watching it settle ------------------------------------------------------------
 

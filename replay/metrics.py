@@ -8,7 +8,8 @@ so the values hold until the next sample) and one `JobRecord` per job. From thos
   gang: a distributed training job cannot take a step before every rank has joined);
 - GPU-hours busy / held idle: the time integrals of the two step functions;
 - deadlocked jobs: jobs that never complete by the end of the run;
-- queueing delay: submit -> all pods running; makespan: first submit -> last completion.
+- queueing delay: submit -> all pods running; makespan: first submit -> last completion
+  (none, i.e. never, when a job deadlocked).
 """
 
 from __future__ import annotations
@@ -140,11 +141,10 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def makespan(records: Sequence[JobRecord]) -> float | None:
-    """First submit -> last completion, over all jobs; None when no job completed."""
-    finished = [r.finished_at for r in records if r.finished_at is not None]
-    if not finished:
+    """First submit -> last completion; None (never) when some job never completed."""
+    if not records or any(r.finished_at is None for r in records):
         return None
-    return max(finished) - min(r.submit_time for r in records)
+    return max(r.finished_at for r in records if r.finished_at is not None) - min(r.submit_time for r in records)
 
 
 def summarise(

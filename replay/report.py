@@ -80,6 +80,7 @@ def markdown_table(summaries: Sequence[Summary]) -> str:
         lines.append(
             f"| {s.mode} | {s.completed}/{s.jobs} | {s.deadlocked} | {s.held_idle_gpu_hours:.1f} | "
             f"{s.held_idle_gpus_at_end} | {s.busy_gpu_hours:.1f} | {s.mean_utilisation:.1%} | "
-            f"{_duration(s.mean_queue_delay)} | {_duration(s.p95_queue_delay)} | {_duration(s.makespan)} |"
+            f"{_duration(s.mean_queue_delay)} | {_duration(s.p95_queue_delay)} | "
+            f"{'never (deadlock)' if s.deadlocked else _duration(s.makespan)} |"
         )
     return "\n".join(lines)

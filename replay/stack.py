@@ -37,7 +37,7 @@ _GANG_ANNOTATIONS_CEL = " || ".join(
 _FALLBACK = {
     "apiVersion": "admissionregistration.k8s.io/v1",
     "kind": "MutatingWebhookConfiguration",
-    "metadata": {"name": WEBHOOK_CONFIGURATION},
+    "metadata": {"name": WEBHOOK_CONFIGURATION, "labels": {"app.kubernetes.io/name": "ganggate-webhook"}},
     "webhooks": [{
         "name": "gang-gate.ganggate.io",
         "admissionReviewVersions": ["v1"],
@@ -136,7 +136,22 @@ async def start_gate(stack: Stack, *, debounce: float | None = None) -> None:
     if debounce is not None:
         options["debounce_seconds"] = debounce
     config = ControllerConfig(**_known_fields(ControllerConfig, options))
-    stack.controller = Controller(stack.api, config)
+
+    class ReplayController(Controller):
+        """The controller, with its decision rounds held while the replay applies one instant's
+        changes (so that everything that happens at one simulated instant is decided on together)."""
+
+        paused = False
+
+        def round(self, now: float) -> None:
+            if not self.paused:
+                super().round(now)
+
+        def resume(self) -> None:
+            self.paused = False
+            self._poke()  # a round for what happened while paused
+
+    stack.controller = ReplayController(stack.api, config)
     stack.controller_task = asyncio.create_task(stack.controller.run(), name=f"ganggate-controller-{stack.mode}")
 
 

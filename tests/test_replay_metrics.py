@@ -62,8 +62,9 @@ def test_queue_delays_deadlocks_and_makespan():
     ]
     assert queue_delays(records) == [0, 60]
     assert deadlocked(records) == ["c"]
-    assert makespan(records) == 190  # first submit 10 -> last completion 200
-    assert makespan(records[2:]) is None
+    assert makespan(records[:2]) == 190  # first submit 10 -> last completion 200
+    assert makespan(records) is None  # c never completes: the makespan is unbounded
+    assert makespan([]) is None
 
 
 def test_percentile_is_nearest_rank():

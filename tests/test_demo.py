@@ -1,0 +1,53 @@
+"""`ganggate demo` as a user runs it: a subprocess that tells the story and exits by itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_demo(*flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("NO_COLOR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ganggate", "demo", *flags],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+    )
+
+
+def summary_row(output: str, label: str) -> list[str]:
+    for line in output.splitlines():
+        if line.startswith(label):
+            return line[len(label):].split()
+    raise AssertionError(f"no summary row {label!r} in:\n{output}")
+
+
+def test_demo_tells_the_story_live_and_compares():
+    result = run_demo("--no-color")
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "\033[" not in out  # --no-color
+    # The live view: the default scheduler binds 99 of 100 pods, which then hold 99 GPUs.
+    assert re.search(r"\[default scheduler\] t=00:00:00 +big job +99/100 placed .*held idle +99", out)
+    # With ganggate nothing of the big job is placed until the node joins at minute 40.
+    assert re.search(r"\[ +ganggate\] t=00:00:00 +big job +0/100 placed .*held idle +0 ", out)
+    assert re.search(r"\[ +ganggate\] t=00:40:00 +big job running 100/100 .*node gpu-13 added", out)
+    # The two-column summary.
+    assert summary_row(out, "GPUs held idle by an incomplete job (peak)") == ["99", "0"]
+    held = summary_row(out, "GPU-hours held idle")
+    assert float(held[0]) > 60 and float(held[1]) == 0
+    assert summary_row(out, "small jobs done before the node joined (of 8)") == ["0", "8"]
+    assert summary_row(out, "big job started") == ["minute", "40", "minute", "40"]
+    assert "unexpected" not in out
+
+
+def test_demo_quiet_prints_only_the_summary():
+    result = run_demo("--quiet", "--no-color")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[default scheduler]" not in result.stdout
+    assert summary_row(result.stdout, "GPUs held idle by an incomplete job (peak)") == ["99", "0"]

@@ -1,0 +1,83 @@
+"""Pure reading of replay pods, and the webhook registration the replay and demo use."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+
+import yaml
+
+from gate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM, parse_gang
+from gate.resources import GPU, pod_requests
+from replay.observe import JOB_LABEL, pod_manifest, progress, view
+from replay.stack import _FALLBACK, DEPLOY_URL_FORM, webhook_configuration
+from replay.trace import Job
+
+JOB = Job("train", 0, 3, 2, "4", "16Gi", 60, 5)
+
+
+def test_pod_manifest_is_a_gang_member_asking_for_its_resources():
+    pod = pod_manifest(JOB, 1, "default")
+    assert pod["metadata"]["name"] == "train-1"
+    assert pod["metadata"]["labels"][JOB_LABEL] == "train"
+    gang = parse_gang(pod["metadata"]["annotations"])
+    assert (gang.name, gang.pod_num) == ("train", 3)
+    requests = pod_requests(pod)
+    assert requests[GPU] == 2000 and requests["cpu"] == 4000 and requests["memory"] == 16 * 2**30 * 1000
+    assert GROUP_NAME not in pod_manifest(JOB, 0, "default", gang=False)["metadata"]["annotations"]
+
+
+def test_zero_gpu_pods_ask_for_no_gpu():
+    pod = pod_manifest(Job("cpu", 0, 1, 0, "1", "1Gi", 60), 0, "default")
+    assert GPU not in pod_requests(pod)
+    assert "limits" not in pod["spec"]["containers"][0]["resources"]
+
+
+def pod(job, node=None, phase="Pending", gated=False):
+    spec = {"nodeName": node} if node else {}
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE_NAME}]
+    return {"metadata": {"labels": {JOB_LABEL: job}}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_view_and_progress():
+    assert view({"metadata": {"name": "other"}, "spec": {}}) is None
+    gated = view(pod("train", gated=True))
+    assert gated.gated and not gated.bound
+    pods = [view(p) for p in (
+        pod("train", "n1", "Running"),
+        pod("train", "n2", "Pending"),
+        pod("train", gated=True),
+        pod("done", "n1", "Succeeded"),
+        pod("stranger", "n1", "Running"),
+    )]
+    jobs = {"train": JOB, "done": Job("done", 0, 1, 1, "1", "1Gi", 1)}
+    result = progress(jobs, pods)
+    assert (result["train"].bound, result["train"].running, result["train"].pods) == (2, 1, 3)
+    assert (result["done"].bound, result["done"].running) == (0, 0)
+    assert "stranger" not in result
+
+
+def test_webhook_configuration_is_deploys_url_form_with_our_url_and_ca():
+    config = webhook_configuration("https://127.0.0.1:4321", b"-----PEM-----")
+    (webhook,) = config["webhooks"]
+    assert webhook["clientConfig"] == {
+        "url": "https://127.0.0.1:4321/mutate",
+        "caBundle": base64.b64encode(b"-----PEM-----").decode(),
+    }
+    assert webhook["failurePolicy"] == "Fail"
+    assert webhook["matchConditions"]
+
+
+def test_built_in_copy_matches_deploy():
+    """An installed copy without deploy/ registers the same webhook as the repository's file."""
+    assert DEPLOY_URL_FORM.exists()
+    deployed = yaml.safe_load(Path(DEPLOY_URL_FORM).read_text())
+    fallback = copy.deepcopy(_FALLBACK)
+    for config in (deployed, fallback):
+        for webhook in config["webhooks"]:
+            webhook.pop("clientConfig")
+            for condition in webhook.get("matchConditions", []):
+                condition["expression"] = " ".join(condition["expression"].split())
+    assert fallback == deployed
