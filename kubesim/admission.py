@@ -10,8 +10,8 @@ matchConditions in kubesim/admission_cel.py, the HTTPS call in kubesim/admission
 
 Known differences: kubesim calls only `clientConfig.url` webhooks (a `service` reference is a
 call error, failurePolicy applies); matchConditions get no `authorizer`; "changed" (which
-triggers reinvocation) is plain JSON inequality, not apimachinery's semantic equality of typed
-objects; webhook warnings and audit annotations are dropped.
+triggers reinvocation) ignores nulls and empty lists/maps as Semantic.DeepEqual does, but not its
+Quantity equality; webhook warnings and audit annotations are dropped.
 """
 
 from __future__ import annotations
@@ -88,6 +88,26 @@ def _rejection(webhook_name: str, status: Mapping[str, Any] | None) -> Admission
     code = code if isinstance(code, int) and code >= 400 else 400
     details = status.get("details") if isinstance(status.get("details"), dict) else {}
     return AdmissionDenied(code, str(status.get("reason") or ""), message, **details)
+
+
+def _without_empties(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            item = _without_empties(item)
+            if item is not None and item != {} and item != []:
+                out[key] = item
+        return out
+    if isinstance(value, list):
+        return [_without_empties(item) for item in value]
+    return value
+
+
+def semantically_equal(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Equality as apimachinery's Semantic.DeepEqual sees decoded objects: a null field is an unset
+    one, and an empty slice or map equals a nil one (third_party/forked/golang/reflect/deep_equal.go).
+    Not modelled: its registered equalities (a Quantity "1" equals "1000m")."""
+    return _without_empties(a) == _without_empties(b)
 
 
 @dataclass
@@ -191,7 +211,7 @@ class AdmissionChain:
             else:
                 if patched is not None:
                     # Compared before defaulting, as the dispatcher does.
-                    changed = patched != current
+                    changed = not semantically_equal(patched, current)
                     self._default(request, patched)
                     current = patched
             if changed:

@@ -665,6 +665,19 @@ async def test_a_webhook_is_not_reinvoked_for_its_own_change(webhook):
     assert len(webhook.calls_to("only")) == 1
 
 
+async def test_an_empty_map_where_there_was_none_is_no_change(webhook):
+    """Semantic equality: nil and empty maps are equal, so this patch triggers no reinvocation."""
+    ca = webhook.ca_bundle
+    chain = chain_of(configuration(
+        "c",
+        hook("first", webhook.on("first", allow()), ca, reinvocationPolicy="IfNeeded"),
+        hook("empty", webhook.on("empty", allow([{"op": "add", "path": "/metadata/labels", "value": {}}])), ca),
+    ))
+    admitted = await admit(chain, pod())
+    assert len(webhook.calls_to("first")) == 1
+    assert admitted["metadata"]["labels"] == {}
+
+
 async def test_reinvocation_is_a_single_extra_round(webhook):
     counter = {"n": 0}
 
