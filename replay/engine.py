@@ -175,6 +175,7 @@ class _Engine:
             self.sim, self.stack, self.session, self.tasks = sim, stack, session, tasks
             for pod in self.scenario.background:
                 await self._create(self._background_pod(pod))
+            await self._settle()  # what runs before the trace starts is in place first
             arrivals = sorted(self.scenario.jobs, key=lambda j: j.submit_time)
             node_events = sorted(self.scenario.node_events, key=lambda e: e.time)
             a = n = 0
