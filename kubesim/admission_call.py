@@ -142,21 +142,22 @@ def verify_response(webhook_name: str, uid: str, version: str, body: bytes) -> W
         raise CallError(webhook_name, f"failed to call webhook: illegal base64 data in response.patch: {exc}") from None
     patch_type = response.get("patchType")
     if version == "v1":
+
+        def invalid(detail: str) -> CallError:
+            return CallError(webhook_name, f"received invalid webhook response: {detail}")
+
         got_uid = response.get("uid", "")
         if got_uid != uid:
-            raise CallError(webhook_name, f'received invalid webhook response: expected response.uid="{uid}", got "{got_uid}"')
+            raise invalid(f'expected response.uid="{uid}", got "{got_uid}"')
         gvk = f"{review.get('apiVersion', '')}, Kind={review.get('kind', '')}"
         if gvk != "admission.k8s.io/v1, Kind=AdmissionReview":
-            raise CallError(
-                webhook_name,
-                f"received invalid webhook response: expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {gvk}",
-            )
+            raise invalid(f"expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {gvk}")
         if patch and patch_type is None:
-            raise CallError(webhook_name, "received invalid webhook response: webhook returned response.patch but not response.patchType")
+            raise invalid("webhook returned response.patch but not response.patchType")
         if not patch and patch_type is not None:
-            raise CallError(webhook_name, "received invalid webhook response: webhook returned response.patchType but not response.patch")
-        if patch_type is not None and patch_type == "":
-            raise CallError(webhook_name, 'received invalid webhook response: webhook returned invalid response.patchType of ""')
+            raise invalid("webhook returned response.patchType but not response.patch")
+        if patch_type == "":
+            raise invalid('webhook returned invalid response.patchType of ""')
     else:  # v1beta1: uid and patchType were never checked; a patch is a JSONPatch
         patch_type = "JSONPatch" if patch else None
     result = response.get("status")
