@@ -586,6 +586,35 @@ async def test_response_uid_must_match(webhook):
     assert 'failed calling webhook "liar": received invalid webhook response: expected response.uid="' in denied.value.message
 
 
+PATCH_B64 = base64.b64encode(json.dumps(GATE_PATCH).encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("answer", "complaint"),
+    [
+        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "webhook response was absent"),
+        ({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "response": {"allowed": True}},
+         "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got admission.k8s.io/v1beta1"),
+        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"allowed": True, "patch": PATCH_B64}},
+         "webhook returned response.patch but not response.patchType"),
+        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+          "response": {"allowed": True, "patch": PATCH_B64, "patchType": "MergePatch"}}, 'unsupported patch type "MergePatch"'),
+    ],
+)
+async def test_malformed_reviews_are_call_failures(webhook, answer, complaint):
+    def respond(request: dict) -> web.Response:
+        body = copy.deepcopy(answer)
+        if "response" in body:
+            body["response"]["uid"] = request["uid"]
+        return web.json_response(body)
+
+    chain = chain_of(configuration("c", hook("sloppy", webhook.on("sloppy", respond), webhook.ca_bundle)))
+    with pytest.raises(AdmissionDenied) as denied:
+        await admit(chain, pod())
+    assert denied.value.code == 500 and complaint in denied.value.message
+    assert denied.value.message.startswith('Internal error occurred: failed calling webhook "sloppy": ')
+
+
 async def test_bad_json_and_http_errors_are_call_failures(webhook):
     ca = webhook.ca_bundle
     not_json = lambda request: web.Response(text="<html>oops</html>", content_type="text/html")  # noqa: E731
