@@ -60,11 +60,25 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-def report(label: str, latencies: list[float], errors: int, elapsed: float) -> None:
+SERVER_PID: int | None = None
+
+
+def server_cpu_seconds() -> float:
+    """User + system CPU time of the webhook process so far (Linux /proc), 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{SERVER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def report(label: str, latencies: list[float], errors: int, elapsed: float, cpu: float) -> None:
     latencies.sort()
     ms = [1000 * percentile(latencies, q) for q in (0.5, 0.95, 0.99)]
+    per_request = 1e6 * cpu / max(1, len(latencies) + errors)
     print(f"{label:>14}  {len(latencies) / elapsed:8.0f} req/s  p50 {ms[0]:6.2f} ms  p95 {ms[1]:6.2f} ms  "
-          f"p99 {ms[2]:6.2f} ms  errors {errors}  ({len(latencies)} requests in {elapsed:.1f} s)", flush=True)
+          f"p99 {ms[2]:6.2f} ms  server CPU {per_request:5.0f} us/req  errors {errors}  "
+          f"({len(latencies)} requests in {elapsed:.1f} s)", flush=True)
 
 
 async def send(session: aiohttp.ClientSession, url: str, body: bytes) -> bool:
@@ -78,6 +92,7 @@ async def open_loop(session, url, payloads, rate: float, seconds: float) -> None
     latencies: list[float] = []
     errors = 0
     total = int(rate * seconds)
+    cpu = server_cpu_seconds()
     start = time.perf_counter()
 
     async def one(i: int, scheduled: float) -> None:
@@ -96,7 +111,7 @@ async def open_loop(session, url, payloads, rate: float, seconds: float) -> None
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(i, scheduled)))
     await asyncio.gather(*tasks)
-    report(f"{rate:.0f} req/s", latencies, errors, time.perf_counter() - start)
+    report(f"{rate:.0f} req/s", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
 
 
 async def closed_loop(session, url, payloads, workers: int, seconds: float, quiet: bool = False) -> None:
@@ -116,10 +131,11 @@ async def closed_loop(session, url, payloads, workers: int, seconds: float, quie
                 errors += 1
             i += workers
 
+    cpu = server_cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(workers)))
     if not quiet:
-        report(f"max ({workers} busy)", latencies, errors, time.perf_counter() - start)
+        report(f"max ({workers} busy)", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
 
 
 def free_port() -> int:
@@ -160,6 +176,8 @@ async def main() -> None:
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
+        global SERVER_PID
+        SERVER_PID = proc.pid
         try:
             context = ssl.create_default_context(cafile=f"{tmp}/ca.crt")
             connector = aiohttp.TCPConnector(ssl=context, limit=args.connections, force_close=False)
