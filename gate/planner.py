@@ -21,7 +21,7 @@ import bisect
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from gate.cluster import ClusterState, PodInfo
 from gate.gangs import Gang, GangKey
@@ -291,6 +291,31 @@ class Capacity:
                     return name
         return best_gang[3] if best_gang is not None else None
 
+    def filling_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
+        """The fallback strategy: keep filling the gang's nodes (best fit among them), else
+        open the emptiest node with room (most free GPU, then most free CPU)."""
+        index = self.index(pod)
+        request = pod.request
+        best_gang: tuple[int, int, int, str] | None = None
+        for name in gang_nodes:
+            free = self.free[name]
+            if name in index.members and fits(request, free):
+                key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
+                if best_gang is None or key < best_gang:
+                    best_gang = key
+        if best_gang is not None:
+            return best_gang[3]
+        gpu = gpus(request)
+        stop = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
+        probe = (request.get(CPU, 0),)
+        for level in reversed(index.levels[stop:]):
+            bucket = index.buckets[level]
+            for i in range(len(bucket) - 1, bisect.bisect_left(bucket, probe) - 1, -1):
+                name = bucket[i][2]
+                if fits(request, self.free[name]):
+                    return name
+        return None
+
 
 # ---- one gang --------------------------------------------------------------------------
 
@@ -324,12 +349,15 @@ def plan_gang(
     pruned = _prune(pods, candidates, need)
     if pruned is not None:
         return pruned
-    orders = [_largest_first(pods)]
+    largest = _largest_first(pods)
+    tries = [(largest, candidates.best_node)]
     if len({tuple(sorted(p.request.items())) for p in pods}) > 1:
-        orders.append(_cpu_first(pods))  # a second try for gangs of several shapes
+        # Gangs of several shapes get two more tries when best fit fails: CPU-heaviest
+        # first, and filling nodes one at a time from the emptiest.
+        tries += [(_cpu_first(pods), candidates.best_node), (largest, candidates.filling_node)]
     message = ""
-    for order in orders:
-        placement, taken, failed = _greedy(order, candidates, need)
+    for order, choose in tries:
+        placement, taken, failed = _greedy(order, candidates, need, choose)
         if len(placement) >= need:
             return placement
         if not message:  # said against what is left once the pods that fit are placed
@@ -340,7 +368,7 @@ def plan_gang(
 
 
 def _greedy(
-    order: list[PodInfo], capacity: Capacity, need: int
+    order: list[PodInfo], capacity: Capacity, need: int, choose: Callable[..., str | None]
 ) -> tuple[dict[str, str], list[tuple[str, Resources]], PodInfo | None]:
     placement: dict[str, str] = {}
     taken: list[tuple[str, Resources]] = []
@@ -348,7 +376,7 @@ def _greedy(
     first_failed: PodInfo | None = None
     misses = 0
     for pod in order:
-        node = capacity.best_node(pod, gang_nodes)
+        node = choose(pod, gang_nodes)
         if node is None:
             misses += 1
             first_failed = first_failed or pod

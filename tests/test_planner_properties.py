@@ -185,3 +185,35 @@ def test_grouped_eligibility_is_node_rejects_node_by_node(nodes, selector, affin
     reasons = {name: node_rejects(pod, raw) for name, raw in raw_nodes.items()}
     assert capacity.index(info).members == {name for name, reason in reasons.items() if reason is None}
     assert capacity.rejected(info) == Counter(reason for reason in reasons.values() if reason is not None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    nodes=st.lists(st.tuples(st.sampled_from([0, 2, 4, 8]), st.sampled_from([4, 8, 16, 32])), min_size=1, max_size=4),
+    shapes=st.lists(st.tuples(st.sampled_from([0, 1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]), st.integers(1, 3)),
+                    min_size=2, max_size=2),
+)
+def test_a_gang_of_two_shapes_that_fits_is_found_to_fit(nodes, shapes) -> None:
+    """Against brute force over every assignment of pods to nodes (small clusters)."""
+    import itertools
+
+    from gate.resources import fits
+
+    raw = [make_node(f"n{i}", gpus=g, cpu=str(c)) for i, (g, c) in enumerate(nodes)]
+    size = sum(k for _, _, k in shapes)
+    pods = [make_pod(f"p{s}-{j}", namespace="ml", gang="job", pod_num=size, gpus=g, cpu=str(c), memory="1Gi")
+            for s, (g, c, k) in enumerate(shapes) for j in range(k)]
+    state = ClusterState()
+    state.reset(raw, pods)
+    infos, names = list(state.pods.values()), list(state.nodes)
+    frees = [state.free(n) for n in names]
+    feasible = False
+    for assignment in itertools.product(range(len(names)), repeat=len(infos)):
+        use: list[dict[str, int]] = [{} for _ in names]
+        for pod, node in zip(infos, assignment):
+            add_into(use[node], pod.request)
+        if all(fits(use[i], frees[i]) for i in range(len(names))):
+            feasible = True
+            break
+    decisions, _ = decide(state, T0)
+    assert bool(decisions) == feasible
