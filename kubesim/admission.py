@@ -187,9 +187,12 @@ class AdmissionChain:
             return current
         reinvoke = _ReinvokeContext()
         current = await self._dispatch(hooks, request, current, reinvoke, round_=0)
-        if reinvoke.should_reinvoke:
+        if reinvoke.should_reinvoke and reinvoke.reinvoke:
             # reinvocation.go calls the chain a second time. kubesim has no in-tree mutating
             # plugins, so the "output changed since last webhook invocation" check cannot fire.
+            # With no webhook marked for reinvocation that round can call nothing (only a call can
+            # mark one), so it is skipped; the real one would re-evaluate every webhook's match
+            # (a CEL error there would still fail the request).
             current = await self._dispatch(hooks, request, current, reinvoke, round_=1)
         return current
 
