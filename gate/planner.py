@@ -5,9 +5,10 @@ pods first, each on the node where it leaves the least free GPU (then the least 
 memory), preferring nodes the gang already uses, so that GPUs stay unfragmented and a gang
 sits on few nodes. Homogeneous gangs are placed whenever they fit (each placement lowers the
 room, sum of per-node pod slots, by exactly one); gangs of several shapes that best fit
-misses get two more greedy tries (CPU-heaviest first; fill the emptiest nodes one by one). Fitting is per node and per resource, as the scheduler's NodeResourcesFit
-filter does it (pkg/scheduler/framework/plugins/noderesources/fit.go); which nodes a pod may
-use at all follows `gate.nodematch.node_rejects`.
+misses get two more greedy tries (CPU-heaviest first; fill the emptiest nodes one by one).
+Fitting is per node and per resource, as the scheduler's NodeResourcesFit filter does it
+(pkg/scheduler/framework/plugins/noderesources/fit.go); which nodes a pod may use at all
+follows `gate.nodematch.node_rejects`.
 
 `decide` runs one round over the whole cluster: roll-forward of cut-short decisions first,
 then the other gangs by priority (higher first) and age (older first), each against the
