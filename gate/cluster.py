@@ -217,7 +217,7 @@ class ClusterState:
         touched: set[GangKey] = set()
         for pod in pods:
             info = PodInfo.from_pod(pod, self.max_pod_num)
-            self._add_pod(info, touched, refresh=False)
+            self._add_pod(info, touched)
         for promise in old_promises.values():
             pod = self.pods.get(promise.pod_key)
             if pod is not None and pod.uid == promise.uid and self._awaits_binding(pod):
@@ -247,7 +247,7 @@ class ClusterState:
             self._end_promise(key)
         else:
             info = PodInfo.from_pod(pod, self.max_pod_num)
-            self._add_pod(info, touched, refresh=False)
+            self._add_pod(info, touched)
             promise = self.promises.get(key)
             if promise is not None and (promise.uid != info.uid or not self._awaits_binding(info)):
                 self._end_promise(key)
@@ -307,7 +307,7 @@ class ClusterState:
             promised=self._promised.setdefault(name, {}),
         )
 
-    def _add_pod(self, info: PodInfo, touched: set[GangKey], refresh: bool) -> None:
+    def _add_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
