@@ -63,8 +63,9 @@ _FALLBACK = {
 }
 
 
-def webhook_configuration(url: str, ca_pem: bytes) -> dict[str, Any]:
-    """deploy/'s MutatingWebhookConfiguration in the URL form, pointed at `url` with the CA."""
+def webhook_configuration(url: str, ca_pem: bytes, *, match_conditions: bool = True) -> dict[str, Any]:
+    """deploy/'s MutatingWebhookConfiguration in the URL form, pointed at `url` with the CA
+    (without its matchConditions when `match_conditions` is False)."""
     if DEPLOY_URL_FORM.exists():
         import yaml
 
@@ -76,6 +77,8 @@ def webhook_configuration(url: str, ca_pem: bytes) -> dict[str, Any]:
             "url": url.rstrip("/") + "/mutate",
             "caBundle": base64.b64encode(ca_pem).decode(),
         }
+        if not match_conditions:
+            webhook.pop("matchConditions", None)
     return configuration
 
 
@@ -112,7 +115,7 @@ class Stack:
         return None
 
 
-async def start_gate(stack: Stack, *, debounce: float | None = None) -> None:
+async def start_gate(stack: Stack, *, debounce: float | None = None, match_conditions: bool = True) -> None:
     """Start the webhook (HTTPS, port 0), register it, and start the controller."""
     from certs import files as certfiles
     from gate.controller import Controller, ControllerConfig
@@ -131,7 +134,8 @@ async def start_gate(stack: Stack, *, debounce: float | None = None) -> None:
         )
     )
     ca_pem = (out / certfiles.CA_CERT).read_bytes()
-    await create_object(stack.api, webhook_configuration(stack.webhook.url, ca_pem))
+    await create_object(stack.api, webhook_configuration(stack.webhook.url, ca_pem,
+                                                         match_conditions=match_conditions))
     options: dict[str, Any] = {"policy": POLICY[stack.mode], "leader_election": False, "metrics_port": None}
     if debounce is not None:
         options["debounce_seconds"] = debounce

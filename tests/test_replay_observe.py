@@ -81,3 +81,11 @@ def test_built_in_copy_matches_deploy():
             for condition in webhook.get("matchConditions", []):
                 condition["expression"] = " ".join(condition["expression"].split())
     assert fallback == deployed
+
+
+def test_webhook_configuration_without_match_conditions_keeps_the_rest():
+    exact = webhook_configuration("https://127.0.0.1:1", b"ca")
+    lean = webhook_configuration("https://127.0.0.1:1", b"ca", match_conditions=False)
+    assert "matchConditions" not in lean["webhooks"][0]
+    exact["webhooks"][0].pop("matchConditions")
+    assert lean == exact
