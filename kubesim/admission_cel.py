@@ -67,6 +67,7 @@ def heterogeneous_eq(a: Any, b: Any) -> Any:
     cel-python has only same-type equality: `oldObject != null` on an object, or `1 == 1.0`,
     is a "no matching overload" error there, whereas the CEL spec (heterogeneous equality,
     cel-go since v0.10) makes values of different types unequal and compares numbers by value.
+    `==`, `!=` and `in` are overridden with these functions in every compiled program.
     """
     for operand in (a, b):
         if isinstance(operand, celpy.CELEvalError):
@@ -102,7 +103,20 @@ def heterogeneous_ne(a: Any, b: Any) -> Any:
     return equal if isinstance(equal, celpy.CELEvalError) else celtypes.BoolType(not equal)
 
 
-_FUNCTIONS = {"_==_": heterogeneous_eq, "_!=_": heterogeneous_ne}
+def heterogeneous_in(item: Any, container: Any) -> Any:
+    """`in` with heterogeneous equality: `1 in ['a']` is false and `1 in [1.0]` true, as in cel-go."""
+    for operand in (item, container):
+        if isinstance(operand, celpy.CELEvalError):
+            return operand
+    if isinstance(container, celtypes.MapType) and isinstance(item, celtypes.StringType):
+        return celtypes.BoolType(item in container)  # the common case: a key lookup
+    if isinstance(container, (celtypes.ListType, celtypes.MapType)):
+        return celtypes.BoolType(any(_is_true(heterogeneous_eq(item, member)) for member in container))
+    detail = f"no such overload: {type(item).__name__} in {type(container).__name__}"
+    return celpy.CELEvalError("no such overload", TypeError, (detail,))
+
+
+_FUNCTIONS = {"_==_": heterogeneous_eq, "_!=_": heterogeneous_ne, "_in_": heterogeneous_in}
 
 
 @functools.lru_cache(maxsize=1024)

@@ -70,3 +70,11 @@ def test_every_value_equals_itself_and_differs_from_null_unless_null(value):
     obj = {"v": value}
     assert evaluate("object.v == object.v", obj) is True
     assert evaluate("object.v != null", obj) is (value is not None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values, st.lists(json_values, max_size=3), st.dictionaries(st.text(max_size=3), st.none(), max_size=3))
+def test_membership_uses_the_same_equality(item, items, mapping):
+    obj = {"item": item, "items": items, "map": mapping}
+    assert evaluate("object.item in object.items", obj) is any(cel_go_equal(item, x) for x in items)
+    assert evaluate("object.item in object.map", obj) is any(cel_go_equal(item, k) for k in mapping)
