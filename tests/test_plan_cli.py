@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,84 @@ def test_what_if_on_nodes_of_a_real_gpu_cluster(capsys, tmp_path) -> None:
     assert report["ai/small"]["fits"]
     assert sum(report["ai/small"]["nodes"].values()) == 3
     assert set(report["ai/small"]["nodes"]) <= {"openb-node-0000", "openb-node-0036", "openb-node-0026"}
+
+
+# ---- a snapshot taken with kubectl from a running cluster (kubesim over HTTP) ----------------
+
+KUBECTL = shutil.which("kubectl")
+
+MANIFESTS = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: notebook, namespace: default}
+spec:
+  containers:
+  - name: main
+    image: busybox:1.36
+    resources: {limits: {nvidia.com/gpu: "6"}}
+"""
+
+
+def gang_manifest(name: str, size: int, gpus: int) -> str:
+    docs = []
+    for i in range(size):
+        docs.append(f"""\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}-{i}
+  namespace: default
+  annotations: {{scheduling.k8s.io/group-name: {name}, scheduling.k8s.io/group-pod-num: "{size}"}}
+spec:
+  schedulingGates: [{{name: scheduling.k8s.io/group-gate}}]
+  containers:
+  - name: main
+    image: busybox:1.36
+    resources: {{limits: {{nvidia.com/gpu: "{gpus}"}}}}
+""")
+    return "---\n".join(docs)
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+async def test_plan_on_a_kubectl_snapshot_of_a_live_cluster(tmp_path) -> None:
+    import asyncio
+    import os
+
+    from kubesim import Simulator
+
+    async def command(*args: str, stdin: str | None = None, env: dict | None = None) -> str:
+        process = await asyncio.create_subprocess_exec(
+            *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env)
+        out, err = await asyncio.wait_for(process.communicate(stdin.encode() if stdin else None), 60)
+        assert process.returncode == 0, err.decode()
+        return out.decode()
+
+    async with Simulator(nodes=3, gpus_per_node=8, scheduler=True, kubelet=True) as sim:
+        env = dict(os.environ, HOME=str(tmp_path), KUBECONFIG=sim.kubeconfig)
+
+        async def kubectl(*args: str, stdin: str | None = None) -> str:
+            return await command(KUBECTL, "--cache-dir", str(tmp_path / "cache"), *args, stdin=stdin, env=env)
+
+        await kubectl("apply", "--validate=false", "-f", "-", stdin=MANIFESTS)
+        for _ in range(200):  # safety net: the scheduler binds the notebook within moments
+            notebook = json.loads(await kubectl("get", "pod", "notebook", "-o", "json"))
+            if notebook["spec"].get("nodeName"):
+                break
+            await asyncio.sleep(0.05)
+        busy = notebook["spec"]["nodeName"]
+        await kubectl("apply", "--validate=false", "-f", "-", stdin=gang_manifest("pair", 2, 8))
+        await kubectl("apply", "--validate=false", "-f", "-", stdin=gang_manifest("trio", 3, 4))
+        snapshot = tmp_path / "snapshot.json"
+        snapshot.write_text(await kubectl("get", "nodes,pods", "-A", "-o", "json"))
+        out = await command(str(Path(sys.executable).parent / "ganggate"), "plan", "--snapshot", str(snapshot),
+                            "-o", "json", *NEVER_STARVING)
+    report = {g["gang"]: g for g in json.loads(out)["gangs"]}
+    # The 8-GPU pods need whole nodes: the two the notebook left empty.
+    assert report["default/pair"]["fits"]
+    assert busy not in report["default/pair"]["nodes"] and len(report["default/pair"]["nodes"]) == 2
+    # Then 2 GPUs are free in all: trio (3 x 4) waits, and says why.
+    assert not report["default/trio"]["fits"]
+    assert report["default/trio"]["why"] == (
+        "GangUnschedulable: needs 4 nvidia.com/gpu on one node; the largest free is 2"
+    )
