@@ -560,8 +560,8 @@ class ApiServer:
         if info.key != "pods" or target.subresource is not None:
             return obj
         chain = self.admission()
-        if chain is None:
-            return obj
+        if chain is None or not self.store.count("mutatingwebhookconfigurations.admissionregistration.k8s.io"):
+            return obj  # no webhook configured: the chain could not change anything
         meta = obj.get("metadata") or {}
         try:
             result = await self._call_chain(chain, operation, info, meta, obj, old, dry_run)
