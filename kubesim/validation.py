@@ -217,21 +217,26 @@ def default_toleration_seconds(pod: dict[str, Any]) -> None:
 SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
-def prepare_pod_create(pod: dict[str, Any]) -> None:
+def prepare_pod_create(pod: dict[str, Any], now: str | None = None) -> None:
     """podStrategy.PrepareForCreate: status starts as Pending; a gated pod reads SchedulingGated.
 
     pkg/registry/core/pod/strategy.go applySchedulingGatedCondition adds PodScheduled=False
     reason SchedulingGated unless a PodScheduled condition is already there.
     """
+    if now is None:
+        from datetime import datetime, timezone
+
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = {"phase": "Pending", "qosClass": qos_class(pod)}
     pod["status"] = status
     spec = pod.get("spec") or {}
     if spec.get("schedulingGates"):
+        # podutil.UpdatePodCondition stamps lastTransitionTime when it adds the condition.
         status["conditions"] = [{
             "type": "PodScheduled",
             "status": "False",
             "lastProbeTime": None,
-            "lastTransitionTime": None,
+            "lastTransitionTime": now,
             "reason": "SchedulingGated",
             "message": SCHEDULING_GATED_MESSAGE,
         }]

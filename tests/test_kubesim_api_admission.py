@@ -38,11 +38,32 @@ class RecordingChain:
         return obj
 
 
+CONFIGURATION = {
+    "metadata": {"name": "recorder"},
+    "webhooks": [{
+        "name": "record.kubesim.test",
+        "clientConfig": {"url": "https://127.0.0.1:9/mutate"},
+        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    }],
+}
+
+
 @pytest.fixture
-def chain(sim) -> RecordingChain:
+async def chain(sim, api) -> RecordingChain:
+    """The recording chain, with one configuration stored (without any, the server skips the chain)."""
     recorder = RecordingChain()
     sim.server.set_admission(recorder)
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(CONFIGURATION)
     return recorder
+
+
+async def test_without_configurations_the_chain_is_not_called(api, sim):
+    recorder = RecordingChain()
+    sim.server.set_admission(recorder)
+    pod = await client.CoreV1Api(api).create_namespaced_pod("default", pod_manifest("none"))
+    assert recorder.calls == [] and pod.spec.scheduling_gates is None
 
 
 async def test_create_is_admitted_after_defaulting_and_before_validation(api, chain, sim):
@@ -131,3 +152,21 @@ async def test_the_real_chain_with_no_configurations_lets_pods_through(api, sim)
 
 async def test_the_simulator_loads_the_real_chain_by_default(sim):
     assert isinstance(sim.server.admission(), AdmissionChain)
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+async def test_the_real_chain_applies_the_failure_policy_of_an_unreachable_webhook(api, sim, policy):
+    configuration = copy.deepcopy(CONFIGURATION)
+    configuration["webhooks"][0]["failurePolicy"] = policy
+    configuration["webhooks"][0]["timeoutSeconds"] = 2
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(configuration)
+    core = client.CoreV1Api(api)
+    if policy == "Ignore":
+        assert (await core.create_namespaced_pod("default", pod_manifest("ignored"))).metadata.name == "ignored"
+        return
+    with pytest.raises(ApiException) as info:
+        await core.create_namespaced_pod("default", pod_manifest("failed"))
+    status = status_of(info.value)
+    assert info.value.status == 500 and status["reason"] == "InternalError"
+    assert 'failed calling webhook "record.kubesim.test"' in status["message"]
+    assert sim.store.get("pods", "default", "failed") is None
