@@ -273,13 +273,18 @@ class ClusterState:
     def expired_promises(self, now: float) -> list[tuple[GangKey, list[str]]]:
         """Gangs whose released pods are still unbound past the deadline, with those pods.
 
-        The promises are cleared: the capacity is no longer held for them.
+        The promises are cleared: the capacity is no longer held for them. A promise whose
+        pod is still gated at its deadline (its release never happened, e.g. it was cut
+        short) is cleared without being reported: that pod was never released, so it did not
+        fail to bind, and its gang can be rolled forward.
         """
         by_gang: dict[GangKey, list[str]] = {}
         for key, promise in list(self.promises.items()):
             if promise.deadline <= now:
-                by_gang.setdefault(promise.gang_key, []).append(key)
-                self._expired.add((key, promise.uid))
+                pod = self.pods.get(key)
+                if pod is not None and not pod.gated:
+                    by_gang.setdefault(promise.gang_key, []).append(key)
+                    self._expired.add((key, promise.uid))
                 self._end_promise(key)
         return [(gang, sorted(keys)) for gang, keys in sorted(by_gang.items())]
 

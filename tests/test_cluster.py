@@ -233,11 +233,25 @@ def test_promises_hold_capacity_until_the_pod_is_bound() -> None:
 def test_expired_promises_are_reported_once_per_gang_and_given_back() -> None:
     state = ClusterState()
     state.reset([make_node("n1", gpus=8)], [member(f"w-{i}") for i in range(3)])
-    state.promise(("ml", "train"), {"ml/w-0": "n1", "ml/w-1": "n1"}, deadline=T0 + 100)
+    state.promise(("ml", "train"), {"ml/w-0": "n1", "ml/w-1": "n1", "ml/w-2": "n1"}, deadline=T0 + 100)
+    for i in range(3):
+        state.apply_pod("MODIFIED", member(f"w-{i}", gated=False, decision=decision("n1")))
+    state.apply_pod("MODIFIED", member("w-2", gated=False, node_name="n1", decision=decision("n1")))
     assert state.expired_promises(T0 + 99) == []
     assert state.expired_promises(T0 + 100) == [(("ml", "train"), ["ml/w-0", "ml/w-1"])]
-    assert gpu_free(state, "n1") == 8
+    assert gpu_free(state, "n1") == 6  # only the bound pod's GPUs are taken now
     assert state.expired_promises(T0 + 200) == []
+
+
+def test_a_promise_whose_pod_was_never_released_lapses_without_a_report() -> None:
+    # A release cut short: w-0 was patched, w-1 not. At the deadline only w-0 is reported;
+    # w-1's promise just ends, so the gang can be rolled forward.
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=8)], [member(f"w-{i}") for i in range(3)])
+    state.promise(("ml", "train"), {"ml/w-0": "n1", "ml/w-1": "n1"}, deadline=T0 + 100)
+    state.apply_pod("MODIFIED", member("w-0", gated=False, decision=decision("n1")))
+    assert state.expired_promises(T0 + 100) == [(("ml", "train"), ["ml/w-0"])]
+    assert state.promises == {} and gpu_free(state, "n1") == 8
 
 
 def test_after_a_restart_released_unbound_pods_hold_their_planned_nodes() -> None:
