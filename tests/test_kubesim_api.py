@@ -428,3 +428,29 @@ async def test_store_read_access_returns_copies(api, sim):
     stored["metadata"]["name"] = "mutated"
     assert sim.store.get("pods", "default", "copy")["metadata"]["name"] == "copy"
     assert [p["metadata"]["name"] for p in sim.store.list("pods")] == ["copy"]
+
+
+async def test_the_kubeconfig_works_with_kubernetes_asyncio(sim):
+    from kubernetes_asyncio import config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=sim.kubeconfig, client_configuration=configuration)
+    assert configuration.host == sim.url
+    async with client.ApiClient(configuration) as api:
+        assert len((await client.CoreV1Api(api).list_node()).items) == 2
+
+
+async def test_the_harness_runs_the_scheduler_and_kubelet(tmp_path):
+    from kubesim import Simulator
+    from tests.kubesim_support import eventually
+
+    async with Simulator(nodes=1, gpus_per_node=2, kubeconfig_path=str(tmp_path / "kc")) as full:
+        assert (tmp_path / "kc").exists() and full.kubeconfig == str(tmp_path / "kc")
+        async with full.api_client() as api:
+            await client.CoreV1Api(api).create_namespaced_pod("default", pod_manifest("run", gpus=1))
+
+            def running():
+                pod = full.store.get("pods", "default", "run")
+                return pod["spec"].get("nodeName") == "node-0" and pod["status"].get("phase") == "Running"
+
+            await eventually(running)
