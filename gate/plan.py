@@ -54,6 +54,7 @@ def plan_snapshot(
     now: float | None = None,
     starvation_seconds: float = 300.0,
     max_pod_num: int = DEFAULT_MAX_POD_NUM,
+    policy: str = "plan",
 ) -> PlanReport:
     """Run one decision round on the snapshot (pure: the snapshot is not changed)."""
     from gate.cluster import ClusterState
@@ -63,7 +64,7 @@ def plan_snapshot(
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num)
     state.reset(nodes, pods)
     now = time.time() if now is None else now
-    decisions, waitings = decide(state, now, starvation_seconds=starvation_seconds)
+    decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds)
     decided = {d.gang_key: d for d in decisions}
     waiting = {w.gang_key: w for w in waitings}
     rows: list[GangPlan] = []
@@ -152,6 +153,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--starvation-seconds", type=float, default=300.0, metavar="SECONDS",
                         help="as the controller's flag: complete gangs waiting longer get capacity held "
                         "back (default 300)")
+    parser.add_argument("--policy", choices=["plan", "count"], default="plan",
+                        help="plan: ganggate's planner (default); count: the seed's GPU count check, "
+                        "for comparison (no placement)")
     parser.add_argument("--max-pod-num", type=int, default=DEFAULT_MAX_POD_NUM,
                         help=f"largest group-pod-num accepted (default {DEFAULT_MAX_POD_NUM})")
     parser.set_defaults(func=run_plan)
@@ -175,6 +179,7 @@ def run_plan(args: argparse.Namespace) -> int:
         scheduler_names=tuple(args.scheduler_name or DEFAULT_SCHEDULER_NAMES),
         starvation_seconds=args.starvation_seconds,
         max_pod_num=args.max_pod_num,
+        policy=args.policy,
     )
     sys.stdout.write(format_json(report) if args.output == "json" else format_table(report))
     return 0

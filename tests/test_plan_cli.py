@@ -87,6 +87,21 @@ def test_json_output_and_other_schedulers(capsys) -> None:
     }
 
 
+def test_the_seeds_count_check_for_comparison(capsys, tmp_path) -> None:
+    # Two 8-GPU nodes whose CPUs are all taken: the count check would release the gang.
+    nodes = [make_node(f"n{i}", cpu="16") for i in range(2)]
+    hogs = [make_pod(f"hog-{i}", cpu="16", node_name=f"n{i}", phase="Running") for i in range(2)]
+    job = [make_pod(f"job-{i}", namespace="ml", gang="job", pod_num=2, gpus=8, cpu="4") for i in range(2)]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"kind": "List", "items": nodes + hogs + job}))
+    _, out, _ = run(capsys, "--snapshot", str(path), "--policy", "count", *NEVER_STARVING)
+    assert rows(out)["ml/job"][3:5] == ["yes", "-"]  # released, nowhere in particular
+    _, out, _ = run(capsys, "--snapshot", str(path), *NEVER_STARVING)
+    assert rows(out)["ml/job"][3:] == [
+        "no", "-", "GangUnschedulable: needs 4 cpu on one node; the largest free among nodes with 8 free GPU is 0"
+    ]
+
+
 def test_yaml_from_stdin_with_the_console_script(tmp_path) -> None:
     text = yaml.safe_dump(json.loads(SMALL.read_text()))
     script = Path(sys.executable).parent / "ganggate"
