@@ -314,6 +314,8 @@ class AdmissionChain:
     async def _call(self, hook: Webhook, request: _Request, current: dict) -> dict | None:
         """callAttrMutatingHook: the patched object, None for no change; CallError/AdmissionDenied on failure."""
         if request.dry_run:
+            # A webhook that may have side effects is never called on a dry run: the whole request
+            # fails with webhook/errors NewDryRunUnsupportedErr (400), whatever the failurePolicy.
             if hook.side_effects is None:
                 raise call.CallError(hook.name, "Webhook SideEffects is nil")
             if hook.side_effects not in ("None", "NoneOnDryRun"):
