@@ -68,6 +68,10 @@ def clusters(draw) -> tuple[ClusterState, float, float]:
             pods.append(pod)
     state = ClusterState()
     state.reset(nodes, pods)
+    if draw(st.booleans()):  # a release in flight: one gang's gated pods hold explicit promises
+        gang = draw(st.sampled_from(sorted(state.gangs)))
+        gated = [p.key for p in state.gangs[gang].gated_pods()]
+        state.promise(gang, {key: draw(st.sampled_from(names)) for key in gated}, deadline=T0 + 60)
     return state, T0 + draw(st.sampled_from([0, 100, 1000])), draw(st.sampled_from([0.0, 300.0]))
 
 
@@ -86,6 +90,7 @@ def test_every_decision_is_feasible_and_whole(case) -> None:
         assert gang.state in ("waiting", "partial", "started")
         gated = {p.key for p in gang.gated_pods()}
         assert decision.placement and set(decision.placement) <= gated
+        assert not set(decision.placement) & set(state.promises)  # in flight: not decided again
         assert decision.roll_forward == (gang.state == "partial")
         for pod_key, node in decision.placement.items():
             pod = state.pods[pod_key]
