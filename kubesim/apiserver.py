@@ -418,7 +418,7 @@ class ApiServer:
                 if predicate is None:
                     remaining = -1
                 break
-            items.append(stored.raw)
+            items.append(stored.item)
             last = key
         meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
         if more and last is not None:

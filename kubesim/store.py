@@ -27,6 +27,12 @@ def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _type_first(obj: dict[str, Any], info: ResourceInfo) -> dict[str, Any]:
+    """The object with apiVersion and kind as its first keys (so list items can drop them cheaply)."""
+    rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    return {"apiVersion": obj.get("apiVersion") or info.api_version, "kind": obj.get("kind") or info.kind, **rest}
+
+
 class Store:
     """Objects by resource key (`pods`, `leases.coordination.k8s.io`), with a watch hub."""
 
@@ -123,8 +129,7 @@ class Store:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", now_rfc3339())
         meta["resourceVersion"] = str(rv)
-        obj.setdefault("apiVersion", info.api_version)
-        obj.setdefault("kind", info.kind)
+        obj = _type_first(obj, info)
         stored = Stored(obj)
         objects[k] = stored
         self._forget_order(info.key, namespace)
@@ -148,6 +153,7 @@ class Store:
             raise errors.stale(info.plural, meta["name"], info.group)
         rv = self._next_rv()
         meta["resourceVersion"] = str(rv)
+        obj = _type_first(obj, info)
         stored = Stored(obj)
         objects[k] = stored
         if info.namespaced:

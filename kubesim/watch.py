@@ -40,6 +40,16 @@ class Stored:
             self._raw = dumps(self.obj)
         return self._raw
 
+    @property
+    def item(self) -> bytes:
+        """The object as a list item: without apiVersion and kind, as the real server lists them
+        (kubernetes/kubernetes#3030); gets and watch events carry them."""
+        raw = self.raw
+        prefix = b'{"apiVersion":' + dumps(self.obj.get("apiVersion")) + b',"kind":' + dumps(self.obj.get("kind")) + b","
+        if raw.startswith(prefix):
+            return b"{" + raw[len(prefix):]
+        return dumps({k: v for k, v in self.obj.items() if k not in ("apiVersion", "kind")})
+
 
 class Event:
     """One change: ADDED, MODIFIED or DELETED of a resource's object at resourceVersion rv."""

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from tests.kubesim_support import api, pod_manifest, raw, sim, status_of  # noqa: F401  (fixtures)
+from tests.kubesim_support import api, pod_manifest, raw, read_watch, sim, status_of  # noqa: F401  (fixtures)
 
 
 async def test_version_health_and_discovery(raw):
@@ -454,3 +454,14 @@ async def test_the_harness_runs_the_scheduler_and_kubelet(tmp_path):
                 return pod["spec"].get("nodeName") == "node-0" and pod["status"].get("phase") == "Running"
 
             await eventually(running)
+
+
+async def test_list_items_have_no_type_meta_but_gets_and_watch_events_do(raw):
+    await raw.request("POST", "/api/v1/namespaces/default/pods", pod_manifest("tm"))
+    _, listed, _ = await raw.request("GET", "/api/v1/namespaces/default/pods")
+    assert listed["kind"] == "PodList" and listed["apiVersion"] == "v1"
+    assert "kind" not in listed["items"][0] and "apiVersion" not in listed["items"][0]  # kubernetes#3030
+    _, got, _ = await raw.request("GET", "/api/v1/namespaces/default/pods/tm")
+    assert (got["apiVersion"], got["kind"]) == ("v1", "Pod")
+    events = await read_watch(raw, "/api/v1/namespaces/default/pods?watch=true", 1)
+    assert events[0]["object"]["kind"] == "Pod"
