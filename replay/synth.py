@@ -43,9 +43,9 @@ class SynthConfig:
     seed: int = 1
     load: float = 0.9  # offered GPU demand / GPU capacity
     median_run_time: float = 1800.0  # seconds
-    run_time_sigma: float = 1.2  # of log(run time)
+    run_time_sigma: float = 1.0  # of log(run time)
     min_run_time: float = 60.0
-    max_run_time: float = 3 * 86400.0
+    max_run_time: float = 86400.0
     per_gpu_pods: float = 0.5  # chance a multi-GPU job runs one pod per GPU (else whole nodes)
     cpu_per_gpu: int = 4  # cores
     memory_per_gpu_gi: int = 16

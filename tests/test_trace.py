@@ -92,7 +92,9 @@ def test_format_then_load_round_trips(tmp_path):
     assert load_trace(path) == jobs
 
 
-def test_sample_trace_loads():
+def test_sample_trace_is_what_its_documented_command_makes():
+    from replay.synth import SynthConfig, generate
+
     jobs = load_trace(Path(__file__).resolve().parents[1] / "examples/traces/sample.csv")
-    assert 30 <= len(jobs) <= 50
+    assert jobs == generate(SynthConfig(jobs=40, nodes=4, gpus_per_node=8, seed=2, load=1.5))
     assert any(j.pods > 1 for j in jobs)

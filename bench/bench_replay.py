@@ -1,0 +1,66 @@
+"""Benchmark the trace replay: wall time and steps per second of each admission mode, and
+the figures the replay measures, for the sample trace and a 500-job synthetic trace on
+64 nodes x 8 GPUs.
+
+    .venv/bin/python bench/bench_replay.py            # both (a few minutes on 2 cores)
+    .venv/bin/python bench/bench_replay.py --quick    # the sample trace only
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from replay import engine, report  # noqa: E402
+from replay.synth import SynthConfig, generate  # noqa: E402
+from replay.trace import load_trace  # noqa: E402
+
+MODES = ("none", "count", "ganggate")
+
+
+async def bench(name: str, scenario: engine.Scenario) -> None:
+    pods = sum(j.pods for j in scenario.jobs)
+    print(f"\n== {name}: {len(scenario.jobs)} jobs, {pods} pods, {len(scenario.nodes)} nodes, "
+          f"{scenario.capacity} GPUs", flush=True)
+    summaries = []
+    for mode in MODES:
+        started = time.perf_counter()
+        result = await engine.run_scenario(scenario, mode, exact_webhook=False)
+        wall = time.perf_counter() - started
+        summaries.append(result.summary)
+        print(f"{mode:>9}: {result.steps:5d} steps in {wall:6.1f} s wall = {result.steps / wall:6.1f} steps/s; "
+              f"{result.end / 3600:.1f} h simulated", flush=True)
+    print(report.markdown_table(summaries), flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the sample trace only")
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--load", type=float, default=1.5)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    for name in ("gate", "webhook", "kubesim", "certs", "aiohttp"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    print(f"bench_replay: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    sample = engine.Scenario(load_trace(ROOT / "examples/traces/sample.csv"), engine.uniform_nodes(4, 8))
+    asyncio.run(bench("sample trace (examples/traces/sample.csv) on 4 x 8 GPUs", sample))
+    if not args.quick:
+        jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=8, seed=args.seed,
+                                    load=args.load))
+        synthetic = engine.Scenario(jobs, engine.uniform_nodes(args.nodes, 8))
+        asyncio.run(bench(f"synthetic (seed {args.seed}, load {args.load:g}) on {args.nodes} x 8 GPUs", synthetic))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
