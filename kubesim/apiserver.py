@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import logging
 import random
-import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -694,7 +691,7 @@ class ApiServer:
         if target.subresource == "status":
             validation.prepare_status_update(new, old)
         else:
-            new = await self._admit("UPDATE", target, new, copy.deepcopy(old), dry_run)
+            new = await self._admit("UPDATE", target, new, old, dry_run)
             meta = new.setdefault("metadata", {})
             for field in ("uid", "creationTimestamp", "generation"):
                 if field in old_meta:
@@ -721,8 +718,6 @@ class ApiServer:
     async def _update(self, target: Target, body: Any, query: dict[str, str]) -> web.Response:
         if target.name is None or target.subresource not in (None, "status"):
             raise errors.method_not_allowed("PUT", target.info.plural)
-        if isinstance(body, dict):
-            body = copy.deepcopy(body)
         updated = await self.update_object(target, body, _dry_run(query))
         return _json_response(updated)
 

@@ -7,7 +7,7 @@ NewTooManyRequests, NewInternalError, NewResourceExpired).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 

@@ -15,12 +15,12 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonpatch
 
 from kubesim import errors
+from kubesim.watch import clone
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -80,7 +80,7 @@ def apply_patch(content_type: str, original: dict[str, Any], patch: Any) -> dict
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -100,7 +100,7 @@ def _merge_map(original: Any, patch: dict[str, Any]) -> Any:
     if directive == "delete":
         return None
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if directive not in (None, "merge"):
         raise errors.bad_request(f"Unknown patch type: {directive}")
     result = dict(original) if isinstance(original, dict) else {}
@@ -135,8 +135,8 @@ def _merge_list(field: str, original: Any, patch: list[Any]) -> list[Any]:
     merge_key = MERGE_KEYS.get(field)
     if merge_key and all(isinstance(item, dict) for item in patch):
         if any(item.get("$patch") == "replace" for item in patch):
-            return [copy.deepcopy(i) for i in patch if i.get("$patch") != "replace"]
-        result = [copy.deepcopy(item) for item in original_list]
+            return [clone(i) for i in patch if i.get("$patch") != "replace"]
+        result = [clone(item) for item in original_list]
         for item in patch:
             if merge_key not in item:
                 raise errors.bad_request(f"map: {item} does not contain declared merge key: {merge_key}")
@@ -150,7 +150,7 @@ def _merge_list(field: str, original: Any, patch: list[Any]) -> list[Any]:
                     del result[position]
                 continue
             if position is None:
-                result.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
+                result.append({k: clone(v) for k, v in item.items() if k != "$patch"})
             else:
                 result[position] = _merge_map(result[position], item)
         return result
@@ -160,4 +160,4 @@ def _merge_list(field: str, original: Any, patch: list[Any]) -> list[Any]:
             if item not in result:
                 result.append(item)
         return result
-    return copy.deepcopy(patch)
+    return clone(patch)

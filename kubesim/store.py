@@ -9,14 +9,13 @@ by namespace and by spec.nodeName. Validation and admission live in the API laye
 
 from __future__ import annotations
 
-import copy
 import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from kubesim import errors
 from kubesim.discovery import ResourceInfo, by_key
-from kubesim.watch import Event, Stored, WatchHub
+from kubesim.watch import Event, Stored, WatchHub, clone
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -53,11 +52,11 @@ class Store:
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """A copy of one object, or None (for tests and in-process callers)."""
         stored = self.lookup(by_key(resource).key, namespace or "", name)
-        return copy.deepcopy(stored.obj) if stored else None
+        return clone(stored.obj) if stored else None
 
     def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Copies of the objects of a resource, in one namespace or all, sorted by namespace/name."""
-        return [copy.deepcopy(s.obj) for _, s in self.iter(by_key(resource).key, namespace)]
+        return [clone(s.obj) for _, s in self.iter(by_key(resource).key, namespace)]
 
     def lookup(self, key: str, namespace: str, name: str) -> Stored | None:
         return self._objects.get(key, {}).get((namespace, name))

@@ -17,7 +17,6 @@ Follows kube-apiserver where it matters to gangs:
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from typing import Any, Mapping
@@ -32,6 +31,7 @@ from kubesim.errors import (
     required,
     too_long,
 )
+from kubesim.watch import clone
 
 # ---- names (k8s.io/apimachinery/pkg/util/validation/validation.go) ---------------------------
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -271,10 +271,10 @@ def prepare_pod_update(new: dict[str, Any], old: Mapping[str, Any]) -> None:
 
     The generation is bumped when the spec changes (pkg/registry/core/pod/strategy.go, KEP-5067).
     """
-    new["status"] = copy.deepcopy(old.get("status") or {})
+    new["status"] = clone(old.get("status") or {})
     meta = new.setdefault("metadata", {})
     old_generation = (old.get("metadata") or {}).get("generation", 1)
-    changed = _normal(new.get("spec")) != _normal(old.get("spec"))
+    changed = new.get("spec") != old.get("spec") and _normal(new.get("spec")) != _normal(old.get("spec"))
     meta["generation"] = old_generation + 1 if changed else old_generation
 
 
@@ -284,12 +284,12 @@ def prepare_status_update(new: dict[str, Any], old: Mapping[str, Any]) -> None:
     Metadata other than labels and annotations is kept too (ObjectMeta updates through status are
     limited to those in the real strategy's ResetObjectMetaForStatus).
     """
-    new["spec"] = copy.deepcopy(old.get("spec") or {})
+    new["spec"] = clone(old.get("spec") or {})
     old_meta = old.get("metadata") or {}
     meta = new.setdefault("metadata", {})
     for field in ("generation", "uid", "creationTimestamp", "ownerReferences", "finalizers", "deletionTimestamp"):
         if field in old_meta:
-            meta[field] = copy.deepcopy(old_meta[field])
+            meta[field] = clone(old_meta[field])
         else:
             meta.pop(field, None)
 
@@ -297,14 +297,14 @@ def prepare_status_update(new: dict[str, Any], old: Mapping[str, Any]) -> None:
 def prepare_generic_update(info_kind: str, new: dict[str, Any], old: Mapping[str, Any]) -> None:
     """Main-resource updates of nodes and namespaces keep the old status (their strategies do)."""
     if info_kind in ("Node", "Namespace"):
-        new["status"] = copy.deepcopy(old.get("status") or {})
+        new["status"] = clone(old.get("status") or {})
 
 
 def default_node(node: dict[str, Any]) -> None:
     status = node.setdefault("status", {})
     if "capacity" in status and "allocatable" not in status:
         # SetDefaults_NodeStatus: allocatable defaults to capacity.
-        status["allocatable"] = copy.deepcopy(status["capacity"])
+        status["allocatable"] = clone(status["capacity"])
 
 
 def default_namespace(namespace: dict[str, Any]) -> None:
@@ -521,8 +521,10 @@ def _term_only_additions(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool
 def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[Cause]:
     """ValidatePodUpdate (see the module docstring)."""
     causes = validate_object_meta_update(new, old) + validate_pod(new)
-    new_spec = copy.deepcopy(new.get("spec") or {})
     old_spec = old.get("spec") or {}
+    if new.get("spec") == old_spec:
+        return causes  # ValidatePodUpdate: equal specs need no further checks
+    new_spec = clone(new.get("spec") or {})
     for kind in ("containers", "initContainers"):
         if len(new_spec.get(kind) or []) != len(old_spec.get(kind) or []):
             return causes + [forbidden(f"spec.{kind}", "pod updates may not add or remove containers")]
@@ -559,8 +561,8 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
     new_spec.pop("activeDeadlineSeconds", None)
     if old_ads is not None:
         new_spec["activeDeadlineSeconds"] = old_ads
-    new_spec["schedulingGates"] = copy.deepcopy(old_spec.get("schedulingGates"))
-    new_spec["tolerations"] = copy.deepcopy(old_spec.get("tolerations"))
+    new_spec["schedulingGates"] = clone(old_spec.get("schedulingGates"))
+    new_spec["tolerations"] = clone(old_spec.get("tolerations"))
     old_grace = old_spec.get("terminationGracePeriodSeconds")
     if old_grace is not None and old_grace < 0 and new_spec.get("terminationGracePeriodSeconds") == 1:
         new_spec["terminationGracePeriodSeconds"] = old_grace
@@ -572,7 +574,7 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
             if any(new_selector.get(k) != v for k, v in old_selector.items()):
                 causes.append(invalid_value("spec.nodeSelector", new_selector,
                                             "only additions to spec.nodeSelector are allowed (no mutations or deletions)"))
-            new_spec["nodeSelector"] = copy.deepcopy(old_spec.get("nodeSelector"))
+            new_spec["nodeSelector"] = clone(old_spec.get("nodeSelector"))
         old_affinity = (old_spec.get("affinity") or {}).get("nodeAffinity")
         new_affinity = (new_spec.get("affinity") or {}).get("nodeAffinity")
         if _normal(old_affinity) != _normal(new_affinity):
@@ -594,10 +596,10 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
                 if old_affinity is None:
                     affinity.pop("nodeAffinity", None)
                 else:
-                    affinity["nodeAffinity"] = copy.deepcopy(old_affinity)
+                    affinity["nodeAffinity"] = clone(old_affinity)
                 new_spec["affinity"] = affinity if affinity or old_spec.get("affinity") is not None else None
             elif old_affinity is not None:
-                new_spec["affinity"] = {"nodeAffinity": copy.deepcopy(old_affinity)}
+                new_spec["affinity"] = {"nodeAffinity": clone(old_affinity)}
     if _normal(new_spec) != _normal(old_spec):
         diff = _diff(old_spec, new_spec)
         causes.append(forbidden("spec", f"pod updates may not change fields other than {UPDATABLE_POD_SPEC_FIELDS}\n{diff}"))

@@ -20,6 +20,15 @@ from kubesim.errors import expired
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 
+def clone(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars), several times faster than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
 def dumps(obj: Any) -> bytes:
     """Compact JSON bytes, the one serializer of the server."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
