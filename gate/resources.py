@@ -150,8 +150,8 @@ def pod_requests(pod: Mapping) -> Resources:
 
     Mirrors PodRequests in k8s.io/component-helpers/resource/helpers.go: sum of the
     containers, plus restartable (sidecar) init containers, at least the largest
-    init-container step (which runs alongside the sidecars started before it), plus
-    spec.overhead.
+    init-container step (which runs alongside the sidecars started before it); pod-level
+    requests instead where set; plus spec.overhead.
     """
     spec = pod.get("spec") or {}
     total: Resources = {}
@@ -169,6 +169,12 @@ def pod_requests(pod: Mapping) -> Resources:
             step = add(step, sidecars)
         init_peak = maximum(init_peak, step)
     total = maximum(total, init_peak)
+    # Pod-level requests (KEP-2837, PodLevelResources) replace the containers' sum for the
+    # resources they cover: cpu, memory, hugepages-* (helpers.go IsSupportedPodLevelResource).
+    pod_level = parse_resource_list(((spec.get("resources") or {}).get("requests")))
+    for name, amount in pod_level.items():
+        if name in (CPU, MEMORY) or name.startswith("hugepages-"):
+            total[name] = amount
     add_into(total, parse_resource_list(spec.get("overhead")))
     total[PODS] = total.get(PODS, 0) + 1000
     return {name: amount for name, amount in total.items() if amount}

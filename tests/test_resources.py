@@ -129,6 +129,18 @@ def test_overhead_is_added_on_top() -> None:
     assert got["memory"] == 220 * 2**20 * 1000
 
 
+def test_pod_level_requests_replace_the_containers_sum_for_cpu_and_memory() -> None:
+    # KEP-2837 ("Assign Pod-level CPU and memory resources"): the scheduler uses spec.resources
+    # for cpu/memory when set; extended resources such as GPUs still come from the containers.
+    p = pod([container("a", {"cpu": "500m", "memory": "100Mi"}, {GPU: "2"}), container("b", {"cpu": "500m"})],
+            overhead={"cpu": "100m"})
+    p["spec"]["resources"] = {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "4"}}
+    got = pod_requests(p)
+    assert got["cpu"] == 2100  # pod level, plus overhead
+    assert got["memory"] == GI * 1000
+    assert got[GPU] == 2000
+
+
 def test_fits_is_per_resource_and_names_what_is_short() -> None:
     free = {"cpu": 4000, GPU: 2000, "pods": 10000}
     assert fits({"cpu": 4000, GPU: 2000}, free)
