@@ -116,7 +116,11 @@ class Simulator:
         self.kubeconfig = ""
 
     async def __aenter__(self) -> "Simulator":
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()  # a port in use, say: release what was started
+            raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -136,10 +140,8 @@ class Simulator:
             self._tempdir = tempfile.TemporaryDirectory(prefix="kubesim-")
             self._kubeconfig_path = str(Path(self._tempdir.name) / "kubeconfig")
         self.kubeconfig = str(write_kubeconfig(self._kubeconfig_path, self.url))
-        width = max(1, len(str(max(self.node_count - 1, 0))))
         for index in range(self.node_count):
-            await self.add_node(f"{self.node_prefix}{index:0{width}d}" if False else f"{self.node_prefix}{index}",
-                                cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node)
+            await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node)
         if self.scheduler_enabled:
             self._start_component("kubesim.scheduler", "Scheduler", self.url)
         if self.kubelet_enabled:

@@ -465,3 +465,11 @@ async def test_list_items_have_no_type_meta_but_gets_and_watch_events_do(raw):
     assert (got["apiVersion"], got["kind"]) == ("v1", "Pod")
     events = await read_watch(raw, "/api/v1/namespaces/default/pods?watch=true", 1)
     assert events[0]["object"]["kind"] == "Pod"
+
+
+async def test_a_port_in_use_fails_cleanly(sim):
+    from kubesim import Simulator
+
+    with pytest.raises(OSError):
+        async with Simulator(nodes=0, scheduler=False, kubelet=False, port=sim.port):
+            pass

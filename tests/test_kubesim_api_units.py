@@ -142,3 +142,13 @@ def test_status_shapes():
 def test_human_durations():
     assert [human_duration(s) for s in (5, 119, 150, 3600, 7200 + 60, 3 * 3600 + 60, 3 * 86400)] == [
         "5s", "119s", "2m30s", "60m", "121m", "3h1m", "3d"]
+
+
+def test_sim_serve_refuses_bad_options(capsys):
+    from ganggate.cli import main
+
+    assert main(["sim", "serve", "--nodes", "-1"]) == 2
+    assert main(["sim", "serve", "--time-scale", "0"]) == 2
+    assert main(["sim", "serve", "--watch-history", "0"]) == 2
+    assert "must" in capsys.readouterr().out
+    assert main(["sim"]) == 2  # no subcommand: help
