@@ -9,6 +9,7 @@ required terms, terms ORed, expressions within a term ANDed, an empty term match
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Mapping
 
 FILTERING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -81,12 +82,20 @@ def _expression_matches(expr: Mapping, labels: Mapping[str, str]) -> bool:
     if operator in ("Gt", "Lt"):
         if not present or len(values) != 1:
             return False
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
+        have, want = _go_int(labels[key]), _go_int(values[0])
+        if have is None or want is None:
             return False
         return have > want if operator == "Gt" else have < want
     return False
+
+
+def _go_int(text: object) -> int | None:
+    """strconv.ParseInt(text, 10, 64) as the Gt/Lt operators use it: an optional sign and
+    decimal digits only (Python's int() would also take spaces and underscores)."""
+    if not isinstance(text, str) or not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 def _term_matches(term: Mapping, node: Mapping) -> bool:

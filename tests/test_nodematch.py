@@ -83,6 +83,9 @@ NODE = make_node("gpu-1", labels={"zone": "a", "gpus": "8", "accel": "a100"})
         ({"key": "gpus", "operator": "Lt", "values": ["16"]}, True),
         ({"key": "accel", "operator": "Gt", "values": ["1"]}, False),  # not an integer label
         ({"key": "absent", "operator": "Lt", "values": ["1"]}, False),
+        ({"key": "gpus", "operator": "Gt", "values": ["+4"]}, True),  # ParseInt takes a sign
+        ({"key": "gpus", "operator": "Lt", "values": ["4_0"]}, False),  # ... but no underscores
+        ({"key": "gpus", "operator": "Lt", "values": [" 9"]}, False),  # ... nor spaces
     ],
 )
 def test_affinity_operators(expr: dict, matches: bool) -> None:
