@@ -222,3 +222,35 @@ def test_a_gang_of_two_shapes_that_fits_is_found_to_fit(nodes, shapes) -> None:
             break
     decisions, _ = decide(state, T0)
     assert bool(decisions) == feasible
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frees=st.lists(st.sampled_from([0, 2, 4, 6, 8]), min_size=1, max_size=6),
+    first=st.tuples(st.integers(1, 6), st.sampled_from([1, 2, 4, 8])),
+    second=st.tuples(st.integers(1, 6), st.sampled_from([1, 2, 4, 8])),
+)
+def test_of_two_gangs_that_each_fit_alone_the_older_always_goes(frees, first, second) -> None:
+    nodes = [make_node(f"n{i}", gpus=g) for i, g in enumerate(frees)]
+
+    def pods(name: str, spec: tuple[int, int], created: str) -> list[dict]:
+        size, gpus = spec
+        return [make_pod(f"{name}-{i}", namespace="ml", gang=name, pod_num=size, gpus=gpus, created=created)
+                for i in range(size)]
+
+    a, b = pods("a", first, "2024-01-01T00:00:00Z"), pods("b", second, "2024-01-01T00:00:01Z")
+    fits_alone = []
+    for gang in (a, b):
+        alone = ClusterState()
+        alone.reset(nodes, gang)
+        fits_alone.append(bool(decide(alone, T0)[0]))
+    both = ClusterState()
+    both.reset(nodes, a + b)
+    decided = {d.gang_key[1]: d for d in decide(both, T0)[0]}
+    assert ("a" in decided) == fits_alone[0]  # the older one is never pushed out by the younger
+    if fits_alone[0] and fits_alone[1]:
+        left = list(frees)
+        for node in decided["a"].placement.values():
+            left[int(node[1:])] -= first[1]
+        room_left = sum(g // second[1] for g in left)
+        assert ("b" in decided) == (room_left >= second[0])  # b goes iff it fits in what a left
