@@ -29,7 +29,7 @@ from kubesim import discovery, errors, patch as patching, selectors, validation
 from kubesim.discovery import ResourceInfo
 from kubesim.faults import FaultInjector
 from kubesim.store import Store, now_rfc3339
-from kubesim.watch import Watcher, dumps, event_line
+from kubesim.watch import Watcher, clone, dumps, event_line
 
 log = logging.getLogger("kubesim.apiserver")
 
@@ -43,6 +43,13 @@ USER_INFO = {"username": "kubesim-admin", "uid": "kubesim-admin", "groups": ["sy
 DEFAULT_WATCH_SECONDS = 1800
 # names.SimpleNameGenerator (k8s.io/apiserver/pkg/storage/names/generate.go): 5 random characters.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+MAX_UPDATE_ATTEMPTS = 5
+
+
+class ObjectChanged(Exception):
+    """The object was written by someone else while this update was being admitted."""
 
 
 @dataclass(frozen=True)
@@ -668,8 +675,13 @@ class ApiServer:
         return stored.obj
 
     async def update_object(self, target: Target, new: dict[str, Any], dry_run: bool = False,
-                            operation_rv: str | None = None) -> dict[str, Any]:
-        """The update pipeline for the main resource and the status subresource."""
+                            retry_on_change: bool = False) -> dict[str, Any]:
+        """The update pipeline for the main resource and the status subresource.
+
+        Raises ObjectChanged when the object was written while admission ran and the caller can
+        redo the update against the new state: always for a patch (retry_on_change, the patch is
+        re-applied), for an update only when it carries no resourceVersion precondition.
+        """
         info = target.info
         new = self._check_body(target, new)
         meta = new["metadata"]
@@ -707,6 +719,15 @@ class ApiServer:
         causes = validation.validate_update(info.kind, new, old, info.namespaced, target.subresource)
         if causes:
             raise self._invalid(info, new, causes)
+        latest = self.store.lookup(info.key, target.namespace or "", target.name or "")
+        if latest is None:
+            raise errors.not_found(info.plural, target.name or "", info.group)
+        if latest.obj is not old:
+            # Written meanwhile (while a webhook was called): a precondition fails; otherwise the
+            # caller retries against the new state, as GuaranteedUpdate's tryUpdate loop does.
+            if retry_on_change or expect is None:
+                raise ObjectChanged()
+            raise errors.stale(info.plural, target.name or "", info.group)
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if new == old:
             # A no-op update writes nothing: same resourceVersion, no watch event (etcd3 GuaranteedUpdate).
@@ -718,22 +739,32 @@ class ApiServer:
     async def _update(self, target: Target, body: Any, query: dict[str, str]) -> web.Response:
         if target.name is None or target.subresource not in (None, "status"):
             raise errors.method_not_allowed("PUT", target.info.plural)
-        updated = await self.update_object(target, body, _dry_run(query))
-        return _json_response(updated)
+        dry_run = _dry_run(query)
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            try:
+                return _json_response(await self.update_object(target, clone(body), dry_run))
+            except ObjectChanged:
+                continue
+        raise errors.stale(target.info.plural, target.name, target.info.group)
 
     async def _patch(self, target: Target, body: Any, content_type: str, query: dict[str, str]) -> web.Response:
+        """Apply the patch to the current object and update; retried against the latest state when
+        the object changes while admission runs (handlers/patch.go, maxRetryWhenPatchConflicts)."""
         if target.name is None or target.subresource not in (None, "status"):
             raise errors.method_not_allowed("PATCH", target.info.plural)
-        current = self._current(target)
-        original = json.loads(self.store.lookup(target.info.key, target.namespace or "", target.name).raw)
-        patched = patching.apply_patch(content_type, original, body)
-        meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else None
-        if meta is not None and meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
-            raise errors.stale(target.info.plural, target.name, target.info.group)
-        if meta is not None and "resourceVersion" not in meta:
-            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-        updated = await self.update_object(target, patched, _dry_run(query))
-        return _json_response(updated)
+        dry_run = _dry_run(query)
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            current = self._current(target)
+            original = json.loads(self.store.lookup(target.info.key, target.namespace or "", target.name).raw)
+            patched = patching.apply_patch(content_type, original, body)
+            meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else None
+            if meta is not None and meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
+                raise errors.stale(target.info.plural, target.name, target.info.group)
+            try:
+                return _json_response(await self.update_object(target, patched, dry_run, retry_on_change=True))
+            except ObjectChanged:
+                continue
+        raise errors.stale(target.info.plural, target.name, target.info.group)
 
     # ---- binding and eviction ------------------------------------------------------------------------------
     def _bind(self, target: Target, body: Any, dry_run: bool) -> web.Response:

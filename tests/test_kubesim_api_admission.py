@@ -170,3 +170,54 @@ async def test_the_real_chain_applies_the_failure_policy_of_an_unreachable_webho
     assert info.value.status == 500 and status["reason"] == "InternalError"
     assert 'failed calling webhook "record.kubesim.test"' in status["message"]
     assert sim.store.get("pods", "default", "failed") is None
+
+
+class SlowChain(RecordingChain):
+    """Lets another write land while it 'calls a webhook', once."""
+
+    def __init__(self, during) -> None:
+        super().__init__()
+        self.add_gate = False
+        self.during = during
+
+    async def admit(self, **kwargs):
+        if kwargs["operation"] == "UPDATE" and self.during is not None:
+            during, self.during = self.during, None
+            await during()
+        return await super().admit(**kwargs)
+
+
+async def test_a_patch_is_reapplied_when_the_object_changes_during_admission(api, sim):
+    core = client.CoreV1Api(api)
+    chain = SlowChain(None)
+    sim.server.set_admission(chain)
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(CONFIGURATION)
+    await core.create_namespaced_pod("default", pod_manifest("race", labels={"a": "1"}))
+
+    async def concurrent_status_write():
+        await core.patch_namespaced_pod_status("race", "default", {"status": {"phase": "Running"}})
+
+    chain.during = concurrent_status_write
+    pod = await core.patch_namespaced_pod("race", "default", {"metadata": {"labels": {"b": "2"}}})
+    # Both writes survive: the patch was re-applied on top of the status change.
+    assert pod.metadata.labels == {"a": "1", "b": "2", "admitted": "update"}
+    assert len([c for c in chain.calls if c["operation"] == "UPDATE"]) == 2  # admitted again on the retry
+    assert pod.status.phase == "Running"
+
+
+async def test_an_update_with_a_precondition_conflicts_when_the_object_changes_during_admission(api, sim):
+    core = client.CoreV1Api(api)
+    chain = SlowChain(None)
+    sim.server.set_admission(chain)
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(CONFIGURATION)
+    await core.create_namespaced_pod("default", pod_manifest("race2"))
+    current = await core.read_namespaced_pod("race2", "default")
+
+    async def concurrent_status_write():
+        await core.patch_namespaced_pod_status("race2", "default", {"status": {"phase": "Running"}})
+
+    chain.during = concurrent_status_write
+    current.metadata.labels = {"x": "y"}
+    with pytest.raises(ApiException) as info:
+        await core.replace_namespaced_pod("race2", "default", current)
+    assert info.value.status == 409 and status_of(info.value)["reason"] == "Conflict"
