@@ -318,3 +318,16 @@ async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
     bodies.append(review(gang_pod(name="a", group="ddp"), operation="UPDATE", old=plain))
     actual = {(await post(client, body))["status"]["message"] for body in bodies}
     assert set(documented) == actual
+
+
+async def test_denial_of_a_generated_name_pod_is_logged_by_its_prefix(client, caplog):
+    """Job pods arrive with metadata.generateName and no name yet."""
+    caplog.set_level(logging.INFO, logger="ganggate.webhook")
+    pod = gang_pod(pod_num="0")
+    del pod["metadata"]["name"]
+    pod["metadata"]["generateName"] = "ddp-train-3-"
+    body = review(pod)
+    body["request"].pop("name", None)
+    assert (await post(client, body))["allowed"] is False
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "ganggate.webhook"]
+    assert line.startswith("denied ml/ddp-train-3-<generated>: annotation " + GROUP_POD_NUM)
