@@ -414,7 +414,10 @@ class ApiServer:
         last = None
         more = False
         remaining = 0
-        for key, stored in self.store.iter(info.key, target.namespace, after):
+        node = selectors.node_name_equality(query.get("fieldSelector")) if info.key == "pods" else None
+        source = (self.store.iter_node_pods(node, target.namespace, after) if node
+                  else self.store.iter(info.key, target.namespace, after))
+        for key, stored in source:
             if predicate is not None and not predicate(stored.obj):
                 continue
             if limit and len(items) >= limit:
@@ -428,7 +431,8 @@ class ApiServer:
         if more and last is not None:
             meta["continue"] = encode_continue(list_rv, last)
             if remaining == -1:
-                total_after = sum(1 for _ in self.store.iter(info.key, target.namespace, last))
+                total_after = sum(1 for _ in (self.store.iter_node_pods(node, target.namespace, last) if node
+                                              else self.store.iter(info.key, target.namespace, last)))
                 meta["remainingItemCount"] = total_after
         head = dumps({"kind": info.list_kind, "apiVersion": info.api_version, "metadata": meta})
         body = head[:-1] + b',"items":[' + b",".join(items) + b"]}"

@@ -175,6 +175,20 @@ def fields_match(requirements: list[FieldRequirement], obj: Mapping[str, Any]) -
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 
+def node_name_equality(field_selector: str | None) -> str | None:
+    """The node of a `spec.nodeName=<node>` requirement, so a list can use the nodeName index
+    (as the watch cache indexes pods by spec.nodeName); None when there is none."""
+    if not field_selector:
+        return None
+    for part in field_selector.split(","):
+        if "!=" in part:
+            continue
+        path, _, value = part.replace("==", "=").partition("=")
+        if path.strip() == "spec.nodeName" and value.strip():
+            return value.strip()
+    return None
+
+
 def make_predicate(label_selector: str | None, field_selector: str | None, resource_key: str) -> Predicate | None:
     """A function telling whether an object matches both selectors, or None when both are empty."""
     labels = parse_label_selector(label_selector)

@@ -82,6 +82,14 @@ class Store:
             if stored is not None:
                 yield keys[index], stored
 
+    def iter_node_pods(self, node_name: str, namespace: str | None = None,
+                       after: Key | None = None) -> Iterator[tuple[Key, Stored]]:
+        """Pods bound to a node (the spec.nodeName index), in key order, optionally after a key."""
+        pods = self._objects.get("pods", {})
+        for k in sorted(self._pods_by_node.get(node_name, ())):
+            if (namespace is None or k[0] == namespace) and (after is None or k > after) and k in pods:
+                yield k, pods[k]
+
     def pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
         """The pods bound to a node (spec.nodeName index), shared objects: do not mutate."""
         pods = self._objects.get("pods", {})

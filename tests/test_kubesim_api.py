@@ -473,3 +473,20 @@ async def test_a_port_in_use_fails_cleanly(sim):
     with pytest.raises(OSError):
         async with Simulator(nodes=0, scheduler=False, kubelet=False, port=sim.port):
             pass
+
+
+async def test_list_by_node_name_pages_through_the_node_index(api):
+    core = client.CoreV1Api(api)
+    for index in range(5):
+        await core.create_namespaced_pod("default", pod_manifest(f"n{index}", node_name="node-1" if index % 2 == 0 else "node-0"))
+    seen, token = [], None
+    while True:
+        page = await core.list_pod_for_all_namespaces(field_selector="spec.nodeName=node-1,status.phase=Pending",
+                                                      limit=2, _continue=token)
+        seen += [p.metadata.name for p in page.items]
+        token = page.metadata._continue
+        if not token:
+            break
+    assert seen == ["n0", "n2", "n4"]
+    other = await core.list_namespaced_pod("default", field_selector="spec.nodeName==node-0")
+    assert [p.metadata.name for p in other.items] == ["n1", "n3"]
