@@ -142,6 +142,7 @@ class _Engine:
         self.exact_webhook = exact_webhook
         self._pods_cache: tuple[int, tuple[list[PodView], int, int]] | None = None
         self._view_cache: dict[Any, tuple[str, PodView | None]] = {}
+        self._starting = 0
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -332,7 +333,7 @@ class _Engine:
         revision = self.sim.store.resource_version
         if self._pods_cache is not None and self._pods_cache[0] == revision:
             return self._pods_cache[1]
-        views, max_rv, count = [], 0, 0
+        views, max_rv, count, starting = [], 0, 0, 0
         known = self._view_cache
         fresh: dict[Any, tuple[str, PodView | None]] = {}
         for key, stored in self.sim.store.iter("pods"):
@@ -346,7 +347,10 @@ class _Engine:
             fresh[key] = (rv_text, pod_view)
             if pod_view is not None:
                 views.append(pod_view)
+                if pod_view.node and pod_view.phase == "Pending":
+                    starting += 1
         self._view_cache = fresh
+        self._starting = starting
         result = (views, max_rv, count)
         self._pods_cache = (revision, result)
         return result
@@ -356,7 +360,7 @@ class _Engine:
 
     def _busy_components(self, views: list[PodView], max_rv: int, node_rv: int) -> str | None:
         """Which component still has work at this instant, or None when all are idle."""
-        if any(p.bound and not p.running for p in views):
+        if self._starting:  # bound pods the kubelet has not started yet (counted by _pods)
             return "kubelet"
         sched = self.scheduler
         if sched._pods is None or not sched._pods.synced.is_set():  # noqa: SLF001
