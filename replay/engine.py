@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
@@ -30,7 +29,6 @@ from replay.observe import JOB_LABEL, PodView, pod_manifest, progress, view
 from replay.stack import MODES, Stack, start_gate
 from replay.trace import Job
 
-log = logging.getLogger("ganggate.replay")
 NAMESPACE = "default"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 

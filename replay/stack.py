@@ -12,18 +12,15 @@ import asyncio
 import base64
 import contextlib
 import copy
-import logging
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gate.contract import GATE_NAME
 
 MODES = ("none", "count", "ganggate")
 POLICY = {"count": "count", "ganggate": "plan"}
 WEBHOOK_CONFIGURATION = "ganggate"
-log = logging.getLogger("ganggate.replay")
 
 
 DEPLOY_URL_FORM = Path(__file__).resolve().parents[1] / "deploy" / "kubesim" / "webhook-url.yaml"
@@ -93,7 +90,6 @@ class Stack:
     controller: Any = None
     controller_task: asyncio.Task | None = None
     workdir: tempfile.TemporaryDirectory | None = None
-    extras: list[Any] = field(default_factory=list)
 
     async def close(self) -> None:
         if self.controller_task is not None:
@@ -134,12 +130,10 @@ async def start_gate(stack: Stack, *, debounce: float | None = None, match_condi
         )
     )
     ca_pem = (out / certfiles.CA_CERT).read_bytes()
-    await create_object(stack.api, webhook_configuration(stack.webhook.url, ca_pem,
-                                                         match_conditions=match_conditions))
-    options: dict[str, Any] = {"policy": POLICY[stack.mode], "leader_election": False, "metrics_port": None}
-    if debounce is not None:
-        options["debounce_seconds"] = debounce
-    config = ControllerConfig(**_known_fields(ControllerConfig, options))
+    await register_webhook(stack.api, webhook_configuration(stack.webhook.url, ca_pem,
+                                                            match_conditions=match_conditions))
+    config = ControllerConfig(policy=POLICY[stack.mode], leader_election=False, metrics_port=None,
+                              **({} if debounce is None else {"debounce_seconds": debounce}))
 
     class ReplayController(Controller):
         """The controller, with its decision rounds held while the replay applies one instant's
@@ -159,28 +153,8 @@ async def start_gate(stack: Stack, *, debounce: float | None = None, match_condi
     stack.controller_task = asyncio.create_task(stack.controller.run(), name=f"ganggate-controller-{stack.mode}")
 
 
-def _known_fields(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """Only the options ControllerConfig has (the field set may grow or shrink)."""
-    import dataclasses
-
-    if dataclasses.is_dataclass(cls):
-        names = {f.name for f in dataclasses.fields(cls)}
-        return {k: v for k, v in options.items() if k in names}
-    return options
-
-
-async def create_object(api: Any, obj: dict[str, Any]) -> dict[str, Any]:
-    """POST an object through the API (the kubernetes-asyncio client's REST layer)."""
+async def register_webhook(api: Any, configuration: dict[str, Any]) -> None:
+    """Create the MutatingWebhookConfiguration through the API server."""
     from kubernetes_asyncio import client
 
-    if obj["kind"] == "MutatingWebhookConfiguration":
-        return await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(obj)
-    if obj["kind"] == "Pod":
-        return await client.CoreV1Api(api).create_namespaced_pod(obj["metadata"]["namespace"], obj)
-    if obj["kind"] == "Namespace":
-        return await client.CoreV1Api(api).create_namespace(obj)
-    raise ValueError(f"cannot create a {obj['kind']}")
-
-
-def is_gated(pod: dict) -> bool:
-    return any(g.get("name") == GATE_NAME for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(configuration)

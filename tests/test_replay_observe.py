@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from gate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM, parse_gang
+from gate.contract import GATE_NAME, GROUP_NAME, parse_gang
 from gate.resources import GPU, pod_requests
 from replay.observe import JOB_LABEL, pod_manifest, progress, view
 from replay.stack import _FALLBACK, DEPLOY_URL_FORM, webhook_configuration
