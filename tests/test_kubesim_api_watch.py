@@ -210,3 +210,21 @@ def test_a_slow_watcher_is_closed_rather_than_blocking_the_store():
         assert slow not in hub.watchers and fast in hub.watchers
 
     asyncio.run(run())
+
+
+async def test_table_watch_for_kubectl_get_watch(api, raw):
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod("default", pod_manifest("t1", gates=[GATE]))
+    await core.create_namespaced_pod("default", pod_manifest("t2"))
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    events = []
+    async with raw.session.get(raw.base_url + f"{PODS}?watch=true", headers={"Accept": accept}) as response:
+        while len(events) < 2:
+            events.append(__import__("json").loads(await response.content.readline()))
+    first, second = (e["object"] for e in events)
+    assert first["kind"] == "Table" and [c["name"] for c in first["columnDefinitions"]][:3] == ["Name", "Ready", "Status"]
+    assert first["rows"][0]["cells"][:3] == ["t1", "0/1", "SchedulingGated"]
+    assert first["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+    assert second["columnDefinitions"] == [] and second["rows"][0]["cells"][2] == "Pending"
+    status, table, _ = await raw.request("GET", "/api/v1/nodes")
+    assert table["kind"] == "NodeList"
