@@ -509,8 +509,9 @@ class ApiServer:
             while True:
                 lines = watcher.drain()
                 if lines and as_table:
-                    lines = [table_event_line(info.kind, line, headers) for line in lines]
-                    headers = False  # the column definitions come with the first event only
+                    # The column definitions come with the first event only.
+                    lines = [table_event_line(info.kind, line, headers and i == 0) for i, line in enumerate(lines)]
+                    headers = False
                 if lines:
                     await response.write(b"".join(lines))
                 if watcher.closed and not watcher.lines:
