@@ -662,7 +662,52 @@ def validate_create(kind: str, obj: Mapping[str, Any], namespaced: bool) -> list
         return validate_object_meta(obj, namespaced=False, name_rule="label")
     if kind == "MutatingWebhookConfiguration":
         return validate_object_meta(obj, namespaced=False) + _validate_webhooks(obj)
+    if kind == "Event":
+        return validate_object_meta(obj, namespaced) + validate_event(obj)
     return validate_object_meta(obj, namespaced)
+
+
+def validate_event(event: Mapping[str, Any]) -> list[Cause]:
+    """ValidateEventCreate/legacyValidateEvent (pkg/apis/core/validation/events.go), the essentials.
+
+    An event without eventTime (core/v1 style) must live in its involved object's namespace; one
+    with eventTime (events.k8s.io/v1 style) needs the reporting controller and instance, the
+    action and the reason.
+    """
+    causes: list[Cause] = []
+    namespace = (event.get("metadata") or {}).get("namespace") or ""
+    new_style = bool(event.get("eventTime"))
+    if event.get("apiVersion") == "events.k8s.io/v1":
+        regarding = event.get("regarding") or {}
+        if not new_style:
+            causes.append(required("eventTime"))
+        involved_namespace = regarding.get("namespace") or ""
+        controller_field, instance = "reportingController", event.get("reportingInstance")
+        controller = event.get("reportingController")
+        action, reason = event.get("action"), event.get("reason")
+    else:
+        involved_namespace = (event.get("involvedObject") or {}).get("namespace") or ""
+        controller_field, instance = "reportingComponent", event.get("reportingInstance")
+        controller = event.get("reportingComponent")
+        action, reason = event.get("action"), event.get("reason")
+    if not new_style or event.get("apiVersion") != "events.k8s.io/v1":
+        if involved_namespace and namespace != involved_namespace:
+            causes.append(invalid_value("involvedObject.namespace", involved_namespace, "does not match event.namespace"))
+        if not involved_namespace and namespace not in ("", "default"):
+            causes.append(invalid_value("involvedObject.namespace", involved_namespace, "does not match event.namespace"))
+    strict = event.get("apiVersion") == "events.k8s.io/v1"  # strict validation for the new API
+    if strict and event.get("type") not in ("Normal", "Warning"):
+        causes.append(invalid_value("type", event.get("type") or "", f"has invalid value: {event.get('type') or ''}"))
+    if new_style or strict:
+        if not controller:
+            causes.append(required(controller_field))
+        if not instance:
+            causes.append(required("reportingInstance"))
+        if not action:
+            causes.append(required("action"))
+        if not reason:
+            causes.append(required("reason"))
+    return causes
 
 
 def validate_update(kind: str, new: Mapping[str, Any], old: Mapping[str, Any], namespaced: bool,

@@ -490,3 +490,19 @@ async def test_list_by_node_name_pages_through_the_node_index(api):
     assert seen == ["n0", "n2", "n4"]
     other = await core.list_namespaced_pod("default", field_selector="spec.nodeName==node-0")
     assert [p.metadata.name for p in other.items] == ["n1", "n3"]
+
+
+async def test_event_validation(api):
+    core = client.CoreV1Api(api)
+    wrong = {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p", "namespace": "kube-system"},
+             "reason": "R", "message": "m"}
+    with pytest.raises(ApiException) as info:
+        await core.create_namespaced_event("default", wrong)
+    assert info.value.status == 422
+    assert "involvedObject.namespace: Invalid value: \"kube-system\": does not match event.namespace" in status_of(info.value)["message"]
+    events = client.EventsV1Api(api)
+    with pytest.raises(ApiException) as info:
+        await events.create_namespaced_event("default", {"metadata": {"name": "e2"}, "reason": "R"})
+    assert info.value.status == 422
+    fields = {c["field"] for c in status_of(info.value)["details"]["causes"]}
+    assert {"eventTime", "reportingController", "reportingInstance", "action"} <= fields
