@@ -28,8 +28,13 @@ JOBS = [
 
 @pytest.fixture(autouse=True)
 def quiet_components():
-    for name in ("gate", "webhook", "kubesim", "certs"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in ("gate", "webhook", "kubesim", "certs")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    yield
+    for logger, level in zip(loggers, levels):
+        logger.setLevel(level)
 
 
 def scenario() -> Scenario:
