@@ -110,31 +110,6 @@ def wants_table(accept: str) -> bool:
     return "as=Table" in accept and "g=meta.k8s.io" in accept
 
 
-def table_of(kind: str, items: list[dict[str, Any]], rv: str, token: str | None = None,
-             headers: bool = True) -> dict[str, Any]:
-    """A meta.k8s.io/v1 Table of the objects, with rows carrying PartialObjectMetadata."""
-    columns, cells = discovery.columns_for(kind)
-    rows = [{
-        "cells": cells(obj),
-        "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata") or {}},
-    } for obj in items]
-    meta: dict[str, Any] = {"resourceVersion": rv}
-    if token:
-        meta["continue"] = token
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-            "columnDefinitions": columns if headers else [], "rows": rows}
-
-
-def table_event_line(kind: str, line: bytes, headers: bool) -> bytes:
-    """A watch event whose object is rendered as a one-row Table (kubectl get --watch)."""
-    event = json.loads(line)
-    obj = event.get("object") or {}
-    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-        event["object"] = table_of(kind, [obj], rv, headers=headers)
-    return dumps(event) + b"\n"
-
-
 def parse_bool(value: str | None) -> bool:
     """strconv.ParseBool, as the query parameter decoder uses it (kubernetes-asyncio sends `True`)."""
     return value in ("1", "t", "T", "TRUE", "true", "True")
@@ -465,7 +440,7 @@ class ApiServer:
 
     def _table(self, target: Target, items: list[dict[str, Any]], rv: str, token: str | None = None) -> web.Response:
         """A meta.k8s.io/v1 Table, as `kubectl get` asks for (pkg/printers/internalversion/printers.go)."""
-        return _json_response(table_of(target.info.kind, items, rv, token))
+        return _json_response(discovery.table_of(target.info.kind, items, rv, token))
 
     # ---- watch ---------------------------------------------------------------------------------------
     async def _watch(self, request: web.Request, target: Target, query: dict[str, str]) -> web.StreamResponse:
@@ -510,7 +485,7 @@ class ApiServer:
                 lines = watcher.drain()
                 if lines and as_table:
                     # The column definitions come with the first event only.
-                    lines = [table_event_line(info.kind, line, headers and i == 0) for i, line in enumerate(lines)]
+                    lines = [discovery.table_event_line(info.kind, line, headers and i == 0) for i, line in enumerate(lines)]
                     headers = False
                 if lines:
                     await response.write(b"".join(lines))

@@ -9,6 +9,7 @@ kube-apiserver (pkg/registry/*/rest/storage_*.go, `kubectl api-resources`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -298,3 +299,28 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
 def columns_for(kind: str) -> tuple[list[dict[str, Any]], Cells]:
     """The columns and the cell function of a kind (Name and Age for kinds without a printer)."""
     return TABLES.get(kind, ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)]))
+
+
+def table_of(kind: str, items: list[dict[str, Any]], rv: str, token: str | None = None,
+             headers: bool = True) -> dict[str, Any]:
+    """A meta.k8s.io/v1 Table of the objects, with rows carrying PartialObjectMetadata."""
+    columns, cells = columns_for(kind)
+    rows = [{
+        "cells": cells(obj),
+        "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata") or {}},
+    } for obj in items]
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if token:
+        meta["continue"] = token
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+            "columnDefinitions": columns if headers else [], "rows": rows}
+
+
+def table_event_line(kind: str, line: bytes, headers: bool) -> bytes:
+    """A watch event whose object is rendered as a one-row Table (kubectl get --watch)."""
+    event = json.loads(line)
+    obj = event.get("object") or {}
+    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+        event["object"] = table_of(kind, [obj], rv, headers=headers)
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
