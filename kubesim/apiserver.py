@@ -91,9 +91,9 @@ def parse_target(group: str, version: str, parts: list[str]) -> Target:
 def verb_of(method: str, target: Target, query: dict[str, str]) -> str:
     """The Kubernetes verb of a request (k8s.io/apiserver/pkg/endpoints/request/requestinfo.go)."""
     if method == "GET":
-        if target.name is None:
-            return "watch" if parse_bool(query.get("watch")) else "list"
-        return "get"
+        if parse_bool(query.get("watch")) and target.subresource is None:
+            return "watch"  # on a collection, or on one object (the legacy form of metadata.name=)
+        return "list" if target.name is None else "get"
     if method == "POST":
         return "create"
     if method == "PUT":
@@ -445,9 +445,12 @@ class ApiServer:
     # ---- watch ---------------------------------------------------------------------------------------
     async def _watch(self, request: web.Request, target: Target, query: dict[str, str]) -> web.StreamResponse:
         info = target.info
-        predicate = selectors.make_predicate(query.get("labelSelector"), query.get("fieldSelector"), info.key)
+        field_selector = query.get("fieldSelector")
         if target.name is not None:
-            raise errors.method_not_allowed("GET", info.plural)
+            # GET .../pods/<name>?watch=true watches that one object (requestinfo.go turns the name
+            # into a metadata.name field selector).
+            field_selector = ",".join(filter(None, [field_selector, f"metadata.name={target.name}"]))
+        predicate = selectors.make_predicate(query.get("labelSelector"), field_selector, info.key)
         timeout = DEFAULT_WATCH_SECONDS
         if query.get("timeoutSeconds"):
             try:
