@@ -241,7 +241,7 @@ async def test_watch_one_object_by_name(api, raw):
 
 
 async def test_many_concurrent_clients(api, sim):
-    """200 pods created and patched concurrently while a watcher follows: nothing lost or mixed up."""
+    """200 pods created and patched concurrently: nothing lost or mixed up, one revision per write."""
     core = client.CoreV1Api(api)
     start = sim.store.resource_version
     names = [f"c{i:03d}" for i in range(200)]
