@@ -29,7 +29,7 @@ from kubesim import discovery, errors, patch as patching, selectors, validation
 from kubesim.discovery import ResourceInfo
 from kubesim.faults import FaultInjector
 from kubesim.store import Store, now_rfc3339
-from kubesim.watch import Watcher, clone, dumps, event_line
+from kubesim.watch import clone, dumps, event_line
 
 log = logging.getLogger("kubesim.apiserver")
 
@@ -173,7 +173,6 @@ class ApiServer:
         self.bookmark_seconds = bookmark_seconds
         self._admission = admission
         self._admission_loaded = admission is not None
-        self._streams: set[Watcher] = set()
         self.requests = 0
 
     # ---- setup -----------------------------------------------------------------------------------
