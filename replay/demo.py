@@ -81,13 +81,12 @@ def step_line(step: StepView, style: Style) -> str:
     held = step.sample.held_idle_gpus
     held_text = f"held idle {held:3d}"
     held_text = style.red(held_text) if held else held_text
-    finished = step.sample.jobs_finished
+    sample = step.sample
     events = "; ".join(step.events)
     return (
         f"[{LABELS.get(step.mode, step.mode):>17}] t={clock_text(step.time)}  {big_text} | "
-        f"GPUs busy {step.sample.busy_gpus:3d}  {held_text} | jobs running {step.sample.jobs_running:2d}  "
-        f"finished {finished:2d}/{len(step.records) if step.records else 0:<2d} "
-        f"{style.dim(events) if events else ''}"
+        f"GPUs busy {sample.busy_gpus:3d}  {held_text} | jobs: {sample.jobs_running} running, "
+        f"{sample.jobs_waiting} waiting, {sample.jobs_finished} done  {style.dim(events) if events else ''}"
     ).rstrip()
 
 

@@ -200,7 +200,8 @@ class _Engine:
                     a += 1
                 for job in due:
                     await self._submit(job)
-                    events.append(f"{job.job_id} submitted ({job.pods} pods x {job.gpus_per_pod} GPU)")
+                    events.append(f"{job.job_id} submitted ({job.pods} pod{'s' * (job.pods != 1)} x "
+                                  f"{job.gpus_per_pod} GPU{'s' * (job.gpus_per_pod != 1)})")
                 await self._resume()
                 await self._settle()
                 self._observe(now, events)

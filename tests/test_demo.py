@@ -34,6 +34,8 @@ def test_demo_tells_the_story_live_and_compares():
     assert "\033[" not in out  # --no-color
     # The live view: the default scheduler binds 99 of 100 pods, which then hold 99 GPUs.
     assert re.search(r"\[default scheduler\] t=00:00:00 +big job +99/100 placed .*held idle +99", out)
+    # ... and every small job waits behind it until the node joins.
+    assert re.search(r"\[default scheduler\] t=00:22:00 .*jobs: 0 running, 9 waiting, 0 done", out)
     # With ganggate nothing of the big job is placed until the node joins at minute 40.
     assert re.search(r"\[ +ganggate\] t=00:00:00 +big job +0/100 placed .*held idle +0 ", out)
     assert re.search(r"\[ +ganggate\] t=00:40:00 +big job running 100/100 .*node gpu-13 added", out)
