@@ -130,6 +130,17 @@ def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         raise errors.bad_request(f"continue key is not valid: {exc}") from exc
 
 
+def _requested_rv(query: dict[str, str]) -> int | None:
+    """The resourceVersion a get or list asks for ("" and "0" mean any), or None."""
+    text = query.get("resourceVersion") or ""
+    if text in ("", "0"):
+        return None
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise errors.bad_request(f"invalid resource version: {text}") from exc
+
+
 def _dry_run(query: dict[str, str]) -> bool:
     value = query.get("dryRun")
     if value is None:
@@ -324,7 +335,7 @@ class ApiServer:
             if verb == "get":
                 if wants_table(request.headers.get("Accept", "")) and target.subresource is None:
                     return self._table(target, [self._current(target)], str(self.store.resource_version))
-                return self._get(target)
+                return self._get(target, query)
             if verb == "list":
                 if wants_table(request.headers.get("Accept", "")):
                     listed = json.loads(self._list(target, query).body)
@@ -377,8 +388,20 @@ class ApiServer:
         return options if isinstance(options, dict) else {}
 
     # ---- reads -------------------------------------------------------------------------------------
-    def _get(self, target: Target) -> web.Response:
+    def _check_not_ahead(self, requested: int | None) -> None:
+        """A resourceVersion newer than the store's (a client that outlived a restarted simulator)
+        is 504 `Too large resource version`, as the watch cache answers after waiting for it
+        (k8s.io/apiserver/pkg/storage/errors.go NewTooLargeResourceVersionError)."""
+        current = self.store.resource_version
+        if requested is not None and requested > current:
+            raise errors.ApiError(
+                504, "Timeout", f"Too large resource version: {requested}, current: {current}",
+                causes=[errors.Cause("", "ResourceVersionTooLarge", "Too large resource version")], retry_after=1,
+            )
+
+    def _get(self, target: Target, query: dict[str, str] | None = None) -> web.Response:
         info = target.info
+        self._check_not_ahead(_requested_rv(query or {}))
         namespace = target.namespace or ""
         stored = self.store.lookup(info.key, namespace, target.name or "")
         if stored is None:
@@ -397,6 +420,7 @@ class ApiServer:
             except ValueError as exc:
                 raise errors.bad_request(f"invalid limit: {query['limit']}") from exc
         list_rv = self.store.resource_version
+        self._check_not_ahead(_requested_rv(query))
         after = None
         if query.get("continue"):
             list_rv, after = decode_continue(query["continue"])
@@ -464,6 +488,7 @@ class ApiServer:
                 since = int(rv_text)
             except ValueError as exc:
                 raise errors.bad_request(f"invalid resource version: {rv_text}") from exc
+            self._check_not_ahead(since)
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
         await response.prepare(request)

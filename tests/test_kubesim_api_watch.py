@@ -253,3 +253,16 @@ async def test_many_concurrent_clients(api, sim):
     assert sim.store.resource_version == start + 400
     versions = {p["metadata"]["resourceVersion"] for p in pods}
     assert len(versions) == 200  # every write got its own revision
+
+
+async def test_a_resource_version_from_the_future_is_too_large(api, raw, sim):
+    """A client that outlived a restarted simulator must not wait silently: 504 Too large."""
+    ahead = sim.store.resource_version + 1000
+    for path in (f"{PODS}?watch=true&resourceVersion={ahead}", f"{PODS}?resourceVersion={ahead}",
+                 f"/api/v1/nodes/node-0?resourceVersion={ahead}"):
+        status, body, headers = await raw.request("GET", path)
+        assert status == 504 and body["reason"] == "Timeout", path
+        assert body["message"] == f"Too large resource version: {ahead}, current: {sim.store.resource_version}"
+        assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge" and headers["Retry-After"] == "1"
+    status, body, _ = await raw.request("GET", f"{PODS}?resourceVersion=abc")
+    assert status == 400
