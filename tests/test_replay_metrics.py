@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay.metrics import (
     JobProgress,
@@ -105,3 +107,26 @@ def test_summarise_a_clean_run():
     assert summary.mean_queue_delay == pytest.approx(900)
     assert summary.p95_queue_delay == pytest.approx(1800)
     assert summary.makespan == 7200 and summary.deadlocked == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3600), st.integers(0, 64), st.integers(0, 64)), min_size=1, max_size=15),
+    st.integers(0, 3600),
+    st.data(),
+)
+def test_an_extra_sample_that_changes_nothing_changes_no_total(steps, tail, data):
+    """Splitting a step in two (a sample repeating the values before it) keeps every integral."""
+    samples, now = [], 0
+    for gap, busy, held in steps:
+        now += gap
+        samples.append(sample(now, busy, held))
+    end = now + tail
+    index = data.draw(st.integers(0, len(samples) - 1))
+    here = samples[index]
+    until = samples[index + 1].time if index + 1 < len(samples) else end
+    at = data.draw(st.integers(here.time, until))
+    split = samples[: index + 1] + [sample(at, here.busy_gpus, here.held_idle_gpus)] + samples[index + 1:]
+    assert busy_gpu_hours(split, end) == pytest.approx(busy_gpu_hours(samples, end))
+    assert held_idle_gpu_hours(split, end) == pytest.approx(held_idle_gpu_hours(samples, end))
+    assert held_idle_gpu_hours(samples, end) <= 64 * end / 3600 + 1e-9

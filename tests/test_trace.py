@@ -6,6 +6,8 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay.trace import COLUMNS, Job, TraceError, format_trace, load_trace, read_trace
 
@@ -98,3 +100,26 @@ def test_sample_trace_is_what_its_documented_command_makes():
     jobs = load_trace(Path(__file__).resolve().parents[1] / "examples/traces/sample.csv")
     assert jobs == generate(SynthConfig(jobs=40, nodes=4, gpus_per_node=8, seed=2, load=1.5))
     assert any(j.pods > 1 for j in jobs)
+
+
+job_ids = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
+seconds = st.floats(min_value=0, max_value=1e7, allow_nan=False).map(lambda x: round(x, 3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(
+    st.builds(
+        Job,
+        job_id=job_ids,
+        submit_time=seconds,
+        pods=st.integers(1, 10000),
+        gpus_per_pod=st.integers(0, 16),
+        cpu_per_pod=st.sampled_from(["1", "500m", "2.5", "64"]),
+        memory_per_pod=st.sampled_from(["1Gi", "512Mi", "16Gi", "1Ti"]),
+        run_time=seconds.filter(lambda x: x > 0),
+        priority=st.integers(-1000, 1000),
+    ),
+    min_size=1, max_size=20, unique_by=lambda j: j.job_id,
+))
+def test_any_valid_trace_round_trips(jobs):
+    assert read(format_trace(jobs)) == sorted(jobs, key=lambda j: j.submit_time)
