@@ -181,7 +181,13 @@ class _Engine:
             arrivals = sorted(self.scenario.jobs, key=lambda j: j.submit_time)
             node_events = sorted(self.scenario.node_events, key=lambda e: e.time)
             a = n = 0
+            # Every step consumes an arrival, a node event or a job end (two per job at most),
+            # or wakes a clock sleeper; the bound only guards against a component that would
+            # keep sleeping on the clock for ever.
+            max_steps = 4 * (len(arrivals) + len(node_events)) + 1000
             while True:
+                if self.steps > max_steps:
+                    raise ReplayError(f"the replay did not end within {max_steps} steps")
                 now = clock.now()
                 events: list[str] = []
                 await self._pause()
