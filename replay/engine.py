@@ -365,6 +365,10 @@ class _Engine:
 
     def _busy_components(self, views: list[PodView], max_rv: int, node_rv: int) -> str | None:
         """Which component still has work at this instant, or None when all are idle."""
+        for task in self.tasks:
+            if task.done():
+                failure = None if task.cancelled() else task.exception()
+                raise ReplayError(f"{task.get_name()} stopped: {failure!r}")
         if self._starting:  # bound pods the kubelet has not started yet (counted by _pods)
             return "kubelet"
         sched = self.scheduler
