@@ -39,6 +39,10 @@ def register(subparsers: Any) -> None:
     source = replay.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", type=Path, help="the trace CSV to replay")
     source.add_argument("--synth", action="store_true", help="generate a synthetic trace (replay/synth.py)")
+    source.add_argument("--alibaba", type=Path, metavar="POD_LIST_CSV",
+                        help="an openb_pod_list_*.csv of the Alibaba GPU trace (each pod a one-pod job; "
+                             "replay/alibaba.py)")
+    replay.add_argument("--limit", type=_positive_int, help="with --alibaba: the first N pods by creation time")
     replay.add_argument("--jobs", type=_positive_int, default=200, help="jobs of a synthetic trace (default 200)")
     replay.add_argument("--seed", type=int, default=1, help="seed of a synthetic trace (default 1)")
     replay.add_argument("--load", type=_positive_float, default=0.9,
@@ -119,6 +123,11 @@ def _replay(args: argparse.Namespace) -> int:
         if args.trace is not None:
             jobs = load_trace(args.trace)
             source = str(args.trace)
+        elif args.alibaba is not None:
+            from replay.alibaba import load_alibaba
+
+            jobs = load_alibaba(args.alibaba, args.limit)
+            source = f"{args.alibaba}, one job per pod"
         else:
             jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                                         seed=args.seed, load=args.load))
@@ -130,7 +139,7 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"ganggate replay: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.synth:
+    if args.trace is None:
         write_trace(jobs, args.out / "trace.csv")
     print(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
           f"modes: {', '.join(modes)}", flush=True)
@@ -158,5 +167,5 @@ def _replay(args: argparse.Namespace) -> int:
     print()
     print(report.markdown_table(summaries))
     print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
-          + (f", {args.out / 'trace.csv'}" if args.synth else ""))
+          + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
     return 0
