@@ -89,6 +89,8 @@ class PodInfo:
     raw: dict
     #: Equal for pods that may use exactly the same nodes (selector, affinity, tolerations).
     constraint_key: str = ""
+    #: Any scheduling gate at all (ganggate's or another system's, e.g. Kueue's).
+    has_gates: bool = False
 
     @property
     def terminated(self) -> bool:
@@ -121,7 +123,13 @@ class PodInfo:
             ),
             raw=pod,
             constraint_key=_constraint_key(spec),
+            has_gates=bool(spec.get("schedulingGates")),
         )
+
+    @property
+    def schedulable_pending(self) -> bool:
+        """Unbound, ungated and alive: a scheduler may bind it at any moment."""
+        return not self.node_name and not self.has_gates and not self.terminated
 
 
 @dataclass
@@ -182,6 +190,9 @@ class ClusterState:
         self.pods: dict[str, PodInfo] = {}
         self.gangs: dict[GangKey, Gang] = {}
         self.promises: dict[str, Promise] = {}
+        #: Pods any scheduler may bind at any moment (unbound, ungated, alive), by key: the
+        #: planner keeps a gang out of room such a pod could take first (see planner).
+        self.pending: dict[str, PodInfo] = {}
         # Per node name, kept while the node object is missing (events come in any order).
         self._used: dict[str, Resources] = {}
         self._promised: dict[str, Resources] = {}
@@ -210,7 +221,7 @@ class ClusterState:
         """Replace the whole picture after a (re)list. Explicit promises of pods that are
         still there unbound are kept; the rest end."""
         old_promises = self.promises
-        self.nodes, self.pods, self.gangs, self.promises = {}, {}, {}, {}
+        self.nodes, self.pods, self.gangs, self.promises, self.pending = {}, {}, {}, {}, {}
         self._used, self._promised = {}, {}
         for node in nodes:
             self._upsert_node(node)
@@ -314,6 +325,8 @@ class ClusterState:
 
     def _add_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods[info.key] = info
+        if info.schedulable_pending:
+            self.pending[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
         gang_key = self.gang_of(info)
@@ -326,6 +339,7 @@ class ClusterState:
 
     def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods.pop(info.key, None)
+        self.pending.pop(info.key, None)
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, -1)
         gang_key = self.gang_of(info)

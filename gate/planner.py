@@ -16,6 +16,12 @@ capacity left by the decisions made before it in the same round, so that two gan
 fit alone but not together never both go. A gang that does not fit does not block the ones
 behind it (backfill) until it has waited longer than `starvation_seconds`; then the capacity
 it needs on the nodes its plan would use is held back (see `_hold_back`).
+
+Releasing into room that a pending pod could take first would leave a gang partly bound: the
+default scheduler places already-ungated pods (ordinary ones, or another scheduler's) as
+soon as it can, and a pinned gang pod whose room was taken stays Pending. So a plan may not
+use a node where some such pod fits now but would not fit once the gang is there (see
+`_place_uncontested`); the gang goes elsewhere, or waits, naming the pods it waits for.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from gate.nodematch import (
     node_rejects,
     required_node_terms,
 )
-from gate.resources import CPU, GPU, MEMORY, Resources, add_into, fits, format_amount
+from gate.resources import CPU, GPU, MEMORY, Resources, add, add_into, fits, format_amount
 
 POLICIES = ("plan", "count")
 
@@ -542,6 +548,7 @@ def decide(
         decisions, unfit = _decide_count(state, rolls + rest)
         return decisions, waiting + unfit
     capacity = Capacity.from_state(state)
+    rivals = _rivals(state)
     decisions: list[Decision] = []
     for gang in rolls + rest:
         pods = _candidates(gang)
@@ -554,9 +561,13 @@ def decide(
             need = 1
         else:
             need = min(gang.spec.min_available, len(pods))
-        result = plan_gang(pods, capacity, need)
+        result, contested = _place_uncontested(pods, capacity, need, rivals)
         if not isinstance(result, Unfit):
             decisions.append(Decision(gang.key, dict(result), _reason(gang, result), gang.state == "partial"))
+            continue
+        if contested:
+            if gang.state != "started":  # a started gang's extras wait quietly
+                waiting.append(Waiting(gang.key, "GangWaiting", _contested_message(contested)))
             continue
         if gang.state == "started":
             continue  # extras wait quietly until one fits
@@ -572,6 +583,83 @@ def decide(
                 message += "; it would not fit even if the running pods on the nodes it may use finished"
         waiting.append(Waiting(gang.key, "GangUnschedulable", message))
     return decisions, waiting
+
+
+# ---- the race between ungating and binding -------------------------------------------
+
+# How many times a plan is redone around contested nodes before the gang waits instead.
+_CONTEST_RETRIES = 3
+Rivals = list[tuple[PodInfo, list[str]]]
+
+
+def _rivals(state: ClusterState) -> Rivals:
+    """Pods a scheduler may bind at any moment that hold no room of their own, grouped by
+    shape (constraint and request): one representative and the keys of all of them."""
+    groups: dict[tuple, tuple[PodInfo, list[str]]] = {}
+    for key, pod in state.pending.items():
+        promise = state.promises.get(key)
+        if promise is not None and promise.node is not None:
+            continue  # a pinned, released pod: its room is already promised
+        shape = (pod.constraint_key, tuple(sorted(pod.request.items())))
+        group = groups.setdefault(shape, (pod, []))
+        group[1].append(key)
+    return list(groups.values())
+
+
+def _contested(
+    placement: Mapping[str, str], pods: Mapping[str, PodInfo], capacity: Capacity, rivals: Rivals
+) -> dict[str, list[str]]:
+    """Nodes of a placement (already taken from `capacity`) where a rival fits now but
+    would not once the gang is there, with the rivals' keys."""
+    demand: dict[str, Resources] = {}
+    for key, node in placement.items():
+        add_into(demand.setdefault(node, {}), pods[key].request)
+    contested: dict[str, list[str]] = {}
+    for node, amount in demand.items():
+        after = capacity.free[node]
+        before = add(after, amount)
+        for rival, keys in rivals:
+            if node in capacity.index(rival).members and fits(rival.request, before) and not fits(rival.request, after):
+                contested.setdefault(node, []).extend(keys)
+    return contested
+
+
+def _place_uncontested(
+    pods: Sequence[PodInfo], capacity: Capacity, need: int, rivals: Rivals
+) -> tuple[dict[str, str] | Unfit, dict[str, list[str]]]:
+    """plan_gang, redone with contested nodes closed to the gang; returns the placement (or
+    Unfit) and every contested node met on the way, with the pods that contest it."""
+    by_key = {p.key: p for p in pods}
+    closed: dict[str, Resources] = {}
+    seen: dict[str, list[str]] = {}
+    try:
+        for _ in range(_CONTEST_RETRIES + 1):
+            result = plan_gang(pods, capacity, need)
+            if isinstance(result, Unfit) or not rivals:
+                return result, seen
+            contested = _contested(result, by_key, capacity, rivals)
+            if not contested:
+                return result, seen
+            seen.update(contested)
+            for key, node in result.items():
+                capacity.take(node, by_key[key].request, -1)
+            for node in contested:
+                closed[node] = {k: v for k, v in capacity.free[node].items() if v > 0}
+                capacity.take(node, closed[node])
+        return Unfit(_contested_message(seen)), seen
+    finally:
+        for node, amount in closed.items():
+            capacity.take(node, amount, -1)
+
+
+def _contested_message(contested: Mapping[str, list[str]]) -> str:
+    pods = sorted({key for keys in contested.values() for key in keys})
+    shown = ", ".join(pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
+    nodes = ", ".join(sorted(contested)[:3]) + (" ..." if len(contested) > 3 else "")
+    return (
+        f"waiting for {len(pods)} pending pod(s) ({shown}) that the scheduler may place in the "
+        f"room this gang needs on node(s) {nodes}; releasing now could leave the gang partly bound"
+    )
 
 
 def _reason(gang: Gang, placement: Mapping[str, str]) -> str:
