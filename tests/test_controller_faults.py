@@ -187,3 +187,25 @@ async def test_the_controller_and_status_commands(tmp_path):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, err = await bad.communicate()
         assert bad.returncode == 2 and b"max_in_flight" in err
+
+
+async def test_a_leader_that_cannot_renew_stops_deciding_until_it_holds_the_lease_again(tmp_path):
+    async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=8) as env:
+        controller, patches = await env.start_controller(identity="solo", leader_election=True,
+                                                         lease_duration_seconds=1.5, renew_seconds=0.2)
+        await wait_for(lambda: _true(controller.is_leader), what="leadership")
+        env.sim.faults.fail(resource="leases", status=500, count=100000)
+        await wait_for(lambda: _true(not controller.is_leader), what="leadership lost")
+        rounds = controller.rounds
+        await create_pods(env.core, gang("late", 2))
+        await wait_for(lambda: _true(("default", "late") in controller.state.gangs
+                                     and controller.state.gangs[("default", "late")].state == "waiting"),
+                       what="the controller sees the complete gang")
+        for _ in range(2):  # the decision loop has gone round with the gang in view
+            seen = controller._last_loop
+            await wait_for(lambda: _true(controller._last_loop != seen), what="a loop iteration")
+        assert controller.rounds == rounds
+        assert all(is_gated(p) for p in await env.pods("default"))
+        env.sim.faults.clear()
+        await wait_for(lambda: bound(env, "late", 2), what="released once the lease is held again")
+        await env.check(patches)
