@@ -235,8 +235,8 @@ class Controller:
                 self.metrics.wait_seconds.observe(max(0.0, now - gang.complete_since))
         # Promise before the first patch, so the next round already counts this capacity.
         self.state.promise(decision.gang_key, dict(decision.placement), now + self.config.bind_timeout_seconds)
-        hostnames = {name: node.hostname for name, node in self.state.nodes.items()
-                     if name in set(decision.placement.values())}
+        hostnames = {name: self.state.nodes[name].hostname for name in set(decision.placement.values())
+                     if name is not None and name in self.state.nodes}
         request = ReleaseRequest(
             decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
             pod_count=count, placement=dict(decision.placement),
@@ -267,6 +267,8 @@ class Controller:
                 self.metrics.release_failures.inc()
                 log.warning("gang %s: release cut short (%s); it will be rolled forward", request.gang,
                             outcome.failed)
+            if outcome.vanished:
+                log.warning("gang %s: pods gone before their release: %s", request.gang, ", ".join(outcome.vanished))
             log.info("GangReleased %s: %d pods released by decision %s", request.gang, len(outcome.released),
                      request.decision_id)
             for pod_key in outcome.released:

@@ -1,0 +1,160 @@
+"""How long the controller takes to release a gang: from the last pod created to all gates removed.
+
+On kubesim over HTTP (by default in its own process, `ganggate sim serve`, so that the API
+server and the controller use separate cores as they would in a cluster; `--in-process` runs
+everything on one event loop) with the default scheduler stand-in running (kubelet off), the
+controller in this process with its defaults (plan policy, pinned placement, 32 patches in flight, dry-run then
+apply). The webhook is not in the loop: pods are created already carrying the gate, as the
+webhook would leave them. For gangs of 8, 100 and 1,000 one-GPU pods on 8-GPU nodes with just
+enough room; each size in a fresh cluster, a few repetitions, median and worst printed.
+
+    .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
+from gate.controller import Controller, ControllerConfig  # noqa: E402
+from gate.informer import Informer  # noqa: E402
+from gate.release import call_json  # noqa: E402
+
+
+def gated_pod(name: str, group: str, num: int) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default",
+                     "annotations": {GROUP_NAME: group, GROUP_POD_NUM: str(num)}},
+        "spec": {"schedulingGates": [{"name": GATE_NAME}], "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "trainer:1",
+                                 "resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}]},
+    }
+
+
+@contextlib.asynccontextmanager
+async def simulator(nodes: int, in_process: bool):
+    """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields a factory of ApiClients."""
+    if in_process:
+        from kubesim import Simulator
+
+        async with Simulator(nodes=nodes, gpus_per_node=8, scheduler=True, kubelet=False) as sim:
+            yield sim.api_client
+        return
+    from kubernetes_asyncio import client, config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ganggate", "--log-level", "ERROR", "sim", "serve", "--port", "0",
+            "--nodes", str(nodes), "--no-kubelet", "--kubeconfig-out", str(kubeconfig),
+            stdout=asyncio.subprocess.DEVNULL)
+        try:
+            for _ in range(600):
+                if kubeconfig.exists() and kubeconfig.stat().st_size:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)
+
+            configuration = client.Configuration()
+            await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+            yield lambda: client.ApiClient(configuration)
+        finally:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float]:
+    """Seconds from the last pod created to (all gates removed, all pods bound)."""
+    from kubernetes_asyncio import client
+
+    nodes = (size + 7) // 8
+    async with simulator(nodes, in_process) as api_client:
+        api = api_client()
+        ctl_api = api_client()
+        core = client.CoreV1Api(api)
+        ungated: dict[str, float] = {}
+        bound: dict[str, float] = {}
+
+        def see(pod: dict) -> None:
+            name = pod["metadata"]["name"]
+            now = time.perf_counter()
+            if not any(g.get("name") == GATE_NAME for g in pod["spec"].get("schedulingGates") or []):
+                ungated.setdefault(name, now)
+            if pod["spec"].get("nodeName"):
+                bound.setdefault(name, now)
+
+        watcher = Informer(core.list_pod_for_all_namespaces, "pods(bench)",
+                           on_list=lambda items: [see(p) for p in items], on_event=lambda _k, p: see(p))
+        watch_task = asyncio.create_task(watcher.run())
+        controller = Controller(ctl_api, ControllerConfig(leader_election=False))
+        ctl_task = asyncio.create_task(controller.run())
+        for _ in range(3000):
+            if controller.synced and watcher.synced:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise SystemExit("the controller did not sync within a minute")
+        group = f"g{run}"
+        sem = asyncio.Semaphore(64)
+
+        async def create(i: int) -> None:
+            async with sem:
+                await call_json(core.create_namespaced_pod, "default", gated_pod(f"{group}-{i}", group, size))
+
+        await asyncio.gather(*(create(i) for i in range(size - 1)))
+        await asyncio.sleep(0.3)  # the controller has seen the first size-1 pods and decided to wait
+        assert not ungated, "released before the gang was complete"
+        start = time.perf_counter()
+        await create(size - 1)
+        deadline = time.monotonic() + 300
+        while (len(ungated) < size or len(bound) < size) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        if len(ungated) < size:
+            raise SystemExit(f"gang of {size}: only {len(ungated)} released")
+        released = max(ungated.values()) - start
+        all_bound = max(bound.values()) - start if len(bound) == size else float("nan")
+        for task in (ctl_task, watch_task):
+            task.cancel()
+        await asyncio.gather(ctl_task, watch_task, return_exceptions=True)
+        await api.close()
+        await ctl_api.close()
+        return released, all_bound
+
+
+async def main(sizes: list[int], repeat: int, in_process: bool) -> None:
+    where = "in this process" if in_process else "in its own process (ganggate sim serve)"
+    print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated)")
+    print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} {'worst':>8}")
+    for size in sizes:
+        # Every run ends by itself: a stuck run is reported, not waited for.
+        results = [await asyncio.wait_for(one_run(size, r, in_process), 300) for r in range(repeat)]
+        rel = [r[0] for r in results]
+        bnd = [r[1] for r in results]
+        print(f"{size:>6} {repeat:>4} {statistics.median(rel) * 1000:>19.0f} ms {max(rel) * 1000:>5.0f} ms "
+              f"{statistics.median(bnd) * 1000:>15.0f} ms {max(bnd) * 1000:>5.0f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 100, 1000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--in-process", action="store_true",
+                        help="run kubesim in this process (one event loop for everything)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    asyncio.run(main(args.sizes, args.repeat, args.in_process))
