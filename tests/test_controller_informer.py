@@ -1,0 +1,70 @@
+"""The informer against kubesim over HTTP: paged lists, watch from the list's resourceVersion,
+resuming after a cut watch, relisting after a 410."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from kubernetes_asyncio import client
+
+from gate.informer import Informer
+from kubesim import Simulator
+from tests.controller_support import create_pods, gang_pod, wait_for
+
+
+async def _true(value):
+    return value
+
+
+@contextlib.asynccontextmanager
+async def running(informer):
+    task = asyncio.create_task(informer.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_pages_then_watches_then_resumes_and_relists():
+    async with Simulator(nodes=1, scheduler=False, kubelet=False) as sim:
+        async with sim.api_client() as api:
+            core = client.CoreV1Api(api)
+            await create_pods(core, [gang_pod(f"p-{i}", None, None, gpus=0) for i in range(7)])
+            lists, events, pages = [], [], []
+
+            async def list_pods(**kwargs):
+                if not kwargs.get("watch"):
+                    pages.append(kwargs.get("_continue"))
+                return await core.list_pod_for_all_namespaces(**kwargs)
+
+            informer = Informer(list_pods, "pods", page_size=2,
+                                on_list=lambda items: lists.append(len(items)),
+                                on_event=lambda kind, pod: events.append((kind, pod["metadata"]["name"])),
+                                backoff_base=0.01)
+            async with running(informer):
+                await wait_for(lambda: _true(informer.synced), what="synced")
+                assert lists == [7] and len(informer.store) == 7
+                assert len(pages) == 4 and pages[0] is None and all(pages[1:])  # four pages of at most 2
+
+                await core.delete_namespaced_pod("p-0", "default", grace_period_seconds=0)
+                await create_pods(core, [gang_pod("p-7", None, None, gpus=0)])
+                await wait_for(lambda: _true("default/p-7" in informer.store and "default/p-0" not in informer.store),
+                               what="watch events")
+                assert ("DELETED", "p-0") in events and ("ADDED", "p-7") in events
+
+                sim.faults.cut_watches()  # resumes from the last resourceVersion: no relist
+                await create_pods(core, [gang_pod("p-8", None, None, gpus=0)])
+                await wait_for(lambda: _true("default/p-8" in informer.store), what="event after the cut")
+                assert lists == [7]
+
+                # Slow reconnect while history is compacted: the watch gets 410 and lists again.
+                sim.faults.latency(0.5, verb="watch", resource="pods")
+                sim.faults.cut_watches()
+                await create_pods(core, [gang_pod("p-9", None, None, gpus=0)])
+                sim.faults.compact()
+                sim.faults.clear()
+                await wait_for(lambda: _true(len(lists) == 2), what="relist after 410")
+                assert lists[-1] == 9 and "default/p-9" in informer.store
