@@ -55,18 +55,26 @@ def _run_status(args: argparse.Namespace) -> int:
     return run_status(args)
 
 
+class ConfigError(Exception):
+    """No usable API configuration (kubeconfig or in-cluster)."""
+
+
 async def make_api_client(kubeconfig: str | None) -> Any:
     """An ApiClient from the kubeconfig, else in-cluster config, else the default kubeconfig."""
     from kubernetes_asyncio import client, config
 
     configuration = client.Configuration()
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException:
-            await config.load_kube_config(client_configuration=configuration)
+    try:
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            try:
+                config.load_incluster_config(client_configuration=configuration)
+            except config.ConfigException:
+                await config.load_kube_config(client_configuration=configuration)
+    except (config.ConfigException, OSError) as exc:
+        where = kubeconfig or "in-cluster config or the default kubeconfig"
+        raise ConfigError(f"cannot configure API access from {where}: {exc}") from exc
     return client.ApiClient(configuration=configuration)
 
 
@@ -107,4 +115,7 @@ def run_controller(args: argparse.Namespace) -> int:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -167,16 +167,22 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
 
 def run_status(args: argparse.Namespace) -> int:
     """The `ganggate status` command."""
-    from gate.cli import make_api_client
+    import sys
+
+    from gate.cli import ConfigError, make_api_client
     from gate.release import ApiCallError
 
     async def main() -> int:
-        api_client = await make_api_client(args.kubeconfig)
+        try:
+            api_client = await make_api_client(args.kubeconfig)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         try:
             text = await status_text(api_client, args.namespace, scheduler_names=tuple(args.scheduler_name or
                                                                                       ["default-scheduler"]))
         except ApiCallError as exc:
-            print(f"error: cannot list the cluster: {exc}")
+            print(f"error: cannot list the cluster: {exc}", file=sys.stderr)
             return 1
         finally:
             await api_client.close()

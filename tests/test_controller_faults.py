@@ -209,3 +209,12 @@ async def test_a_leader_that_cannot_renew_stops_deciding_until_it_holds_the_leas
         env.sim.faults.clear()
         await wait_for(lambda: bound(env, "late", 2), what="released once the lease is held again")
         await env.check(patches)
+
+
+async def test_the_commands_refuse_a_missing_kubeconfig_clearly(tmp_path):
+    for command in ("status", "controller"):
+        proc = await asyncio.create_subprocess_exec(
+            GANGGATE, command, "--kubeconfig", str(tmp_path / "missing"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate()
+        assert proc.returncode == 1 and b"error: cannot configure API access from" in err, (command, err)
