@@ -194,3 +194,24 @@ async def test_released_pods_not_bound_in_time_are_recreated_only_if_owned(tmp_p
         assert "not deleted: it has no owning controller" in timeouts["bare"]["message"]
         assert timeouts["bare"]["type"] == "Warning"
         await env.check(patches)
+
+
+async def test_free_placement_and_the_count_baseline_leave_node_choice_to_the_scheduler(tmp_path):
+    async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8) as env:
+        controller, patches = await env.start_controller(placement="free")
+        await create_pods(env.core, [gang_pod(f"free-{i}", "free", 2, gpus=2) for i in range(2)])
+
+        async def gang_bound(prefix, count):
+            pods = [p for p in await env.pods("default") if p["metadata"]["name"].startswith(prefix)]
+            return pods if len(pods) == count and all(p["spec"].get("nodeName") for p in pods) else None
+
+        for pod in await wait_for(lambda: gang_bound("free-", 2), what="free-placement gang bound"):
+            assert "kubernetes.io/hostname" not in (pod["spec"].get("nodeSelector") or {})
+            assert decision(pod)["node"] in ("node-0", "node-1")  # the plan is still recorded
+        await env.stop_controller(controller)
+
+        _, count_patches = await env.start_controller(policy="count")
+        await create_pods(env.core, [gang_pod(f"count-{i}", "count", 3, gpus=2) for i in range(3)])
+        for pod in await wait_for(lambda: gang_bound("count-", 3), what="count-policy gang bound"):
+            assert decision(pod)["node"] is None and not pod["spec"].get("nodeSelector")
+        await env.check(patches, count_patches)
