@@ -61,9 +61,15 @@ async def test_a_100_pod_gang_waits_for_the_100th_gpu_then_starts_whole(tmp_path
         assert len({d["id"] for d in decisions}) == 1 and {d["pods"] for d in decisions} == {100}
         assert all(d["gang"] == "default/big" and d["node"] == p["spec"]["nodeName"]
                    for d, p in zip(decisions, gang))
-        # No pod was bound before the node that completes the gang existed.
+        # No pod was bound before the node that completes the gang existed (as the watch saw it).
         added = env.log.marks["node added"]
-        assert all(r.seq_bound > added for k, r in env.log.records.items() if k.startswith("default/w-"))
+
+        async def watch_saw_all_bound():
+            records = [r for k, r in env.log.records.items() if k.startswith("default/w-")]
+            return records if len(records) == 100 and all(r.seq_bound is not None for r in records) else None
+
+        records = await wait_for(watch_saw_all_bound, what="the test's watch sees all bindings")
+        assert all(r.seq_bound > added for r in records)
         assert sum(patches.applied.values()) == 100
         await env.check(patches)
 
