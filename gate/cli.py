@@ -118,4 +118,7 @@ def run_controller(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # e.g. the metrics port is taken
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
