@@ -25,7 +25,7 @@ from gate.contract import (
     parse_gang,
 )
 from gate.gangs import Gang, GangKey
-from gate.nodematch import node_is_cordoned, node_is_ready
+from gate.nodematch import node_is_cordoned, node_is_ready, selection_key
 from gate.resources import Resources, add_into, node_allocatable, pod_requests
 
 DECISION_ANNOTATION = "ganggate.io/decision"
@@ -52,20 +52,6 @@ def _decision(annotations: Mapping[str, str]) -> dict | None:
     except (TypeError, ValueError):
         return None
     return value if isinstance(value, dict) else None
-
-
-def _constraint_key(spec: Mapping) -> str:
-    """What decides which nodes a pod may use apart from resources, as one comparable string."""
-    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    return json.dumps(
-        [
-            spec.get("nodeSelector") or {},
-            affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
-            spec.get("tolerations") or [],
-        ],
-        sort_keys=True,
-        separators=(",", ":"),
-    )
 
 
 @dataclass
@@ -122,7 +108,7 @@ class PodInfo:
                 for ref in meta.get("ownerReferences") or []
             ),
             raw=pod,
-            constraint_key=_constraint_key(spec),
+            constraint_key=selection_key(pod),
             has_gates=bool(spec.get("schedulingGates")),
         )
 

@@ -10,6 +10,7 @@ required terms, terms ORed, expressions within a term ANDed, an empty term match
 from __future__ import annotations
 
 import re
+import json
 from typing import Iterable, Mapping
 
 FILTERING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -130,6 +131,23 @@ def matches_node_selection(pod: Mapping, node: Mapping) -> bool:
     if terms is None:
         return True
     return any(_term_matches(term, node) for term in terms)
+
+
+def selection_key(pod: Mapping) -> str:
+    """Everything apart from resources that decides which nodes a pod may use (nodeSelector,
+    required node affinity, tolerations) as one string: pods with equal keys may use exactly
+    the same nodes, so eligibility can be worked out once per key instead of once per pod."""
+    spec = pod.get("spec") or {}
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    return json.dumps(
+        [
+            spec.get("nodeSelector") or {},
+            affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+            spec.get("tolerations") or [],
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def node_rejects(pod: Mapping, node: Mapping) -> str | None:

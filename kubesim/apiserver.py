@@ -841,7 +841,7 @@ class ApiServer:
             raise errors.bad_request(f"the kind in the data ({body['kind']}) does not match the expected kind (Eviction)")
         name = (body.get("metadata") or {}).get("name") or target.name
         if name != target.name:
-            raise errors.bad_request(f"name in URL does not match name in Eviction object")
+            raise errors.bad_request("name in URL does not match name in Eviction object")
         self._current(target)
         options = body.get("deleteOptions") or {}
         preconditions = options.get("preconditions") or {}

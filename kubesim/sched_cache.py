@@ -13,13 +13,13 @@ and thrown away whenever a node's labels, taints, cordon or readiness change.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
 from gate import nodematch
+from gate.nodematch import selection_key
 from gate.resources import CPU, MEMORY, PODS, Resources, node_allocatable
 
 NOT_READY = "node(s) were not ready"
@@ -235,17 +235,7 @@ class ClusterCache:
     @staticmethod
     def signature(pod: Mapping) -> str:
         """The pod fields the node-level filters read, as a cache key."""
-        spec = pod.get("spec") or {}
-        affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-        return json.dumps(
-            [
-                spec.get("nodeSelector") or {},
-                affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
-                spec.get("tolerations") or [],
-            ],
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        return selection_key(pod)
 
     def _label_mask(self, key: str, value: str) -> np.ndarray:
         cached = self._label_masks.get((key, value))

@@ -140,7 +140,7 @@ def validate_object_meta(obj: Mapping[str, Any], namespaced: bool, name_rule: st
         for message in qualified_name_errors(key):
             causes.append(invalid_value("metadata.labels", key, message))
         if not isinstance(value, str):
-            causes.append(invalid_value(f"metadata.labels", value, "must be a string"))
+            causes.append(invalid_value("metadata.labels", value, "must be a string"))
             continue
         for message in label_value_errors(value):
             causes.append(invalid_value("metadata.labels", value, message))
