@@ -152,6 +152,12 @@ class Kubelet:
         self._pods: Reflector | None = None
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def pods_resource_version(self) -> int:
+        """The last pod resourceVersion this kubelet has seen (0 before its first list)."""
+        rv = self._pods.resource_version if self._pods is not None else ""
+        return int(rv) if rv.isdigit() else 0
+
     # -- informer handlers ---------------------------------------------------------------
 
     def on_node(self, kind: str, node: dict, old: dict | None) -> None:

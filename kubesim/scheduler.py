@@ -86,6 +86,7 @@ class Scheduler:
         self._tasks: set[asyncio.Task] = set()
         self._session: aiohttp.ClientSession | None = None
         self._pods: Reflector | None = None
+        self._held = False
         self.scheduled = 0
         self.failed_attempts = 0
 
@@ -101,6 +102,21 @@ class Scheduler:
     def busy(self) -> bool:
         """True while a pod waits in activeQ or backoffQ, or a bind or status write is in flight."""
         return bool(self.queue.active_count() or self.queue.backoff_count() or self._in_flight or self._tasks)
+
+    @property
+    def synced(self) -> bool:
+        """True once the first list of pods has been applied."""
+        return self._pods is not None and self._pods.synced.is_set()
+
+    def hold(self) -> None:
+        """Take no pod from the queue until `resume` (a driver lets one instant's changes land
+        first, so that a replay does not depend on the order events arrive in)."""
+        self._held = True
+
+    def resume(self) -> None:
+        """Undo `hold` and schedule what is queued."""
+        self._held = False
+        self._wake.set()
 
     # -- informer handlers ---------------------------------------------------------------
 
@@ -193,7 +209,7 @@ class Scheduler:
             if time.monotonic() - last_leftover_flush >= 1.0:  # kube-scheduler scans every 30 s
                 last_leftover_flush = time.monotonic()
                 self.queue.flush_unschedulable_leftover()
-            queued = self.queue.pop()
+            queued = None if self._held else self.queue.pop()
             if queued is None:
                 self._wake.clear()
                 wakeup = self.queue.next_wakeup()

@@ -167,7 +167,6 @@ class _Engine:
             # compresses away. Without them a retry follows the cluster event that allows it.
             self.scheduler = Scheduler(sim.url, pod_initial_backoff_seconds=0.0, pod_max_backoff_seconds=0.0,
                                        unschedulable_flush_seconds=1e9)
-            self._hold_scheduler()
             self.kubelet = Kubelet(sim.url, clock=clock)
             tasks = [asyncio.create_task(self.scheduler.run(), name="replay-scheduler"),
                      asyncio.create_task(self.kubelet.run(), name="replay-kubelet")]
@@ -288,14 +287,8 @@ class _Engine:
     # together (and a replay is the same every time), their decisions are held while the
     # engine applies an instant's changes, and resumed once both have seen every change.
 
-    def _hold_scheduler(self) -> None:
-        queue = self.scheduler.queue
-        pop = queue.pop
-        self._scheduler_held = False
-        queue.pop = lambda: None if self._scheduler_held else pop()  # type: ignore[method-assign]
-
     async def _pause(self) -> None:
-        self._scheduler_held = True
+        self.scheduler.hold()
         if self.stack.controller is not None:
             self.stack.controller.paused = True
 
@@ -308,15 +301,14 @@ class _Engine:
             await asyncio.sleep(0.002)
         else:
             raise ReplayError("the scheduler and controller did not see this step's changes in time")
-        self._scheduler_held = False
-        self.scheduler._wake.set()  # noqa: SLF001
+        self.scheduler.resume()
         if self.stack.controller is not None:
             self.stack.controller.resume()
 
     def _observed(self, max_rv: int, node_rv: int) -> bool:
         """True when the scheduler and the controller have seen every pod and node change."""
         sched = self.scheduler
-        if sched._pods is None or _rv(sched._pods.resource_version) < max_rv:  # noqa: SLF001
+        if not sched.synced or sched.pods_resource_version < max_rv:
             return False
         names = [s.obj["metadata"]["name"] for _, s in self.sim.store.iter("nodes")]
         if any(name not in sched.cache.index for name in names):
@@ -372,14 +364,13 @@ class _Engine:
         if self._starting:  # bound pods the kubelet has not started yet (counted by _pods)
             return "kubelet"
         sched = self.scheduler
-        if sched._pods is None or not sched._pods.synced.is_set():  # noqa: SLF001
+        if not sched.synced:
             return "scheduler (syncing)"
-        if _rv(sched._pods.resource_version) < max_rv:  # noqa: SLF001
+        if sched.pods_resource_version < max_rv:
             return "scheduler (watch)"
-        if sched.queue.active_count() or sched._in_flight or sched._tasks or sched.queue._backoff_entry:  # noqa: SLF001
+        if sched.busy:
             return "scheduler"
-        kubelet = self.kubelet
-        if kubelet._pods is None or _rv(kubelet._pods.resource_version) < max_rv:  # noqa: SLF001
+        if self.kubelet.pods_resource_version < max_rv:
             return "kubelet (watch)"
         controller = self.stack.controller
         if controller is not None:
