@@ -275,18 +275,26 @@ class Capacity:
         for index in indexes:
             index.add(node, self.free[node])
 
+    def _best_among(
+        self, index: _Index, request: Mapping[str, int], names: Iterable[str]
+    ) -> tuple[int, int, int, str] | None:
+        """Best fit among the given nodes (the gang's own): the (free GPU, CPU, memory, name)
+        key of the node with the least left where the pod fits, or None."""
+        best: tuple[int, int, int, str] | None = None
+        for name in names:
+            free = self.free[name]
+            if name in index.members and fits(request, free):
+                key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
+                if best is None or key < best:
+                    best = key
+        return best
+
     def best_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """Best fit for the pod: least GPU left, then a node the gang uses, then least CPU
         and memory left; None when no eligible node has room."""
         index = self.index(pod)
         request = pod.request
-        best_gang: tuple[int, int, int, str] | None = None
-        for name in gang_nodes:
-            free = self.free[name]
-            if name in index.members and fits(request, free):
-                key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
-                if best_gang is None or key < best_gang:
-                    best_gang = key
+        best_gang = self._best_among(index, request, gang_nodes)
         gpu = gpus(request)
         start = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
         probe = (request.get(CPU, 0),)
@@ -305,13 +313,7 @@ class Capacity:
         open the emptiest node with room (most free GPU, then most free CPU)."""
         index = self.index(pod)
         request = pod.request
-        best_gang: tuple[int, int, int, str] | None = None
-        for name in gang_nodes:
-            free = self.free[name]
-            if name in index.members and fits(request, free):
-                key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
-                if best_gang is None or key < best_gang:
-                    best_gang = key
+        best_gang = self._best_among(index, request, gang_nodes)
         if best_gang is not None:
             return best_gang[3]
         gpu = gpus(request)
