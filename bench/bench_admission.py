@@ -16,21 +16,16 @@ import asyncio
 import base64
 import copy
 import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import aiohttp
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from certs.files import generate  # noqa: E402
+from bench.webhook_process import percentile, webhook_process  # noqa: E402
 from kubesim.admission import AdmissionChain  # noqa: E402
 from tests.webhook_support import gang_pod  # noqa: E402
 
@@ -48,12 +43,6 @@ def pods(gang: bool, count: int = 64) -> list[dict]:
         pod["spec"]["schedulerName"] = "default-scheduler"
         out.append(pod)
     return out
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    return sorted_values[min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))]
 
 
 async def closed_loop(chain: AdmissionChain, label: str, payloads: list[dict], workers: int, seconds: float,
@@ -89,67 +78,28 @@ async def closed_loop(chain: AdmissionChain, label: str, payloads: list[dict], w
           f"p95 {ms[1]:6.2f} ms  p99 {ms[2]:6.2f} ms  wrong {wrong}  ({len(latencies)} in {elapsed:.1f} s)", flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-async def wait_ready(base: str, ca_file: str, proc: subprocess.Popen) -> None:
-    import ssl
-
-    context = ssl.create_default_context(cafile=ca_file)
-    deadline = time.monotonic() + 60
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
-        while True:
-            try:
-                async with session.get(f"{base}/readyz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("webhook did not start")
-            await asyncio.sleep(0.1)
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each step")
     parser.add_argument("--concurrency", default="1,16", help="comma-separated admits in flight")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        generate(Path(tmp), "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))
-        port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ganggate", "--log-level", "WARNING", "webhook",
-             "--cert-file", f"{tmp}/tls.crt", "--key-file", f"{tmp}/tls.key",
-             "--host", "127.0.0.1", "--port", str(port)],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        try:
-            base = f"https://127.0.0.1:{port}"
-            await wait_ready(base, f"{tmp}/ca.crt", proc)
-            configuration = yaml.safe_load((REPO / "deploy/base/mutatingwebhookconfiguration.yaml").read_text())
-            configuration["webhooks"][0]["clientConfig"] = {
-                "url": f"{base}/mutate",
-                "caBundle": base64.b64encode(Path(f"{tmp}/ca.crt").read_bytes()).decode(),
-            }
-            chain = AdmissionChain(lambda: [copy.deepcopy(configuration)], NAMESPACES.get)
-            gang, ordinary = pods(gang=True), pods(gang=False)
-            print(f"ganggate webhook on {base} (subprocess), chain in this process; {os.cpu_count()} CPUs, "
-                  f"load average {os.getloadavg()[0]:.1f} (other work on the machine skews the figures)", flush=True)
-            await closed_loop(chain, "warm-up", gang, 4, 1.0, True, quiet=True)
-            for workers in (int(w) for w in args.concurrency.split(",")):
-                await closed_loop(chain, "gang pod (webhook)", gang, workers, args.seconds, True)
-                await closed_loop(chain, "ordinary pod (CEL only)", ordinary, workers, args.seconds, False)
-            await chain.close()
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
-
+    async with webhook_process() as webhook:
+        base = webhook.base
+        configuration = yaml.safe_load((REPO / "deploy/base/mutatingwebhookconfiguration.yaml").read_text())
+        configuration["webhooks"][0]["clientConfig"] = {
+            "url": f"{base}/mutate",
+            "caBundle": base64.b64encode(Path(webhook.ca_file).read_bytes()).decode(),
+        }
+        chain = AdmissionChain(lambda: [copy.deepcopy(configuration)], NAMESPACES.get)
+        gang, ordinary = pods(gang=True), pods(gang=False)
+        print(f"ganggate webhook on {base} (subprocess), chain in this process; {os.cpu_count()} CPUs, "
+              f"load average {os.getloadavg()[0]:.1f} (other work on the machine skews the figures)", flush=True)
+        await closed_loop(chain, "warm-up", gang, 4, 1.0, True, quiet=True)
+        for workers in (int(w) for w in args.concurrency.split(",")):
+            await closed_loop(chain, "gang pod (webhook)", gang, workers, args.seconds, True)
+            await closed_loop(chain, "ordinary pod (CEL only)", ordinary, workers, args.seconds, False)
+        await chain.close()
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -16,12 +16,7 @@ import asyncio
 import json
 import os
 import random
-import signal
-import socket
-import ssl
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +25,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from certs.files import generate  # noqa: E402
+from bench.webhook_process import percentile, webhook_process  # noqa: E402
 from tests.webhook_support import gang_pod, review  # noqa: E402
 
 
@@ -51,13 +46,6 @@ def bodies(count: int = 200) -> list[bytes]:
         pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "dataset"}}]
         out.append(json.dumps(review(pod)).encode())
     return out
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
-    return sorted_values[index]
 
 
 SERVER_PID: int | None = None
@@ -138,26 +126,6 @@ async def closed_loop(session, url, payloads, workers: int, seconds: float, quie
         report(f"max ({workers} busy)", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-async def wait_ready(session: aiohttp.ClientSession, base: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            async with session.get(f"{base}/readyz") as resp:
-                if resp.status == 200:
-                    return
-        except aiohttp.ClientError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("webhook did not start")
-        await asyncio.sleep(0.1)
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="200,500,1000", help="comma-separated request rates")
@@ -166,40 +134,25 @@ async def main() -> None:
     parser.add_argument("--max-workers", type=int, default=16, help="requests in flight for the max step")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        generate(Path(tmp), "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))
-        port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ganggate", "--log-level", "WARNING", "webhook",
-             "--cert-file", f"{tmp}/tls.crt", "--key-file", f"{tmp}/tls.key",
-             "--host", "127.0.0.1", "--port", str(port)],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+    async with webhook_process() as webhook:
         global SERVER_PID
-        SERVER_PID = proc.pid
-        try:
-            context = ssl.create_default_context(cafile=f"{tmp}/ca.crt")
-            connector = aiohttp.TCPConnector(ssl=context, limit=args.connections, force_close=False)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                base = f"https://127.0.0.1:{port}"
-                await wait_ready(session, base, proc)
-                payloads = bodies()
-                url = f"{base}/mutate"
-                print(f"webhook on {base}: {len(payloads[0])}-byte AdmissionReviews, "
-                      f"{args.connections} keep-alive TLS connections, {os.cpu_count()} CPUs, "
-                      f"load average {os.getloadavg()[0]:.1f} (other work on the machine skews the figures)",
-                      flush=True)
-                await closed_loop(session, url, payloads, args.connections, 1.0, quiet=True)  # warm-up, TLS handshakes
-                for rate in (float(r) for r in args.rates.split(",")):
-                    await open_loop(session, url, payloads, rate, args.seconds)
-            connector = aiohttp.TCPConnector(ssl=context, limit=args.max_workers)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                await closed_loop(session, url, payloads, args.max_workers, args.seconds)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
-
+        SERVER_PID = webhook.proc.pid
+        context = webhook.ssl_context()
+        connector = aiohttp.TCPConnector(ssl=context, limit=args.connections, force_close=False)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            base = webhook.base
+            payloads = bodies()
+            url = f"{base}/mutate"
+            print(f"webhook on {base}: {len(payloads[0])}-byte AdmissionReviews, "
+                  f"{args.connections} keep-alive TLS connections, {os.cpu_count()} CPUs, "
+                  f"load average {os.getloadavg()[0]:.1f} (other work on the machine skews the figures)",
+                  flush=True)
+            await closed_loop(session, url, payloads, args.connections, 1.0, quiet=True)  # warm-up, TLS handshakes
+            for rate in (float(r) for r in args.rates.split(",")):
+                await open_loop(session, url, payloads, rate, args.seconds)
+        connector = aiohttp.TCPConnector(ssl=context, limit=args.max_workers)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            await closed_loop(session, url, payloads, args.max_workers, args.seconds)
 
 if __name__ == "__main__":
     asyncio.run(main())

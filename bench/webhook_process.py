@@ -1,0 +1,83 @@
+"""`ganggate webhook` in a subprocess (its own core), for the benchmarks that call it over TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from certs.files import generate  # noqa: E402
+
+
+@dataclass
+class WebhookProcess:
+    proc: subprocess.Popen
+    base: str  # https://127.0.0.1:<port>
+    ca_file: str
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self.ca_file)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of already sorted values, nearest rank."""
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _wait_ready(webhook: WebhookProcess) -> None:
+    deadline = time.monotonic() + 60
+    connector = aiohttp.TCPConnector(ssl=webhook.ssl_context())
+    async with aiohttp.ClientSession(connector=connector) as session:
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(f"{webhook.base}/readyz") as resp:
+                    if resp.status == 200:
+                        return
+            if webhook.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("webhook did not start")
+            await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def webhook_process() -> AsyncIterator[WebhookProcess]:
+    """Fresh certificates, the webhook started on a free loopback port, stopped with SIGTERM."""
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(Path(tmp), "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ganggate", "--log-level", "WARNING", "webhook",
+             "--cert-file", f"{tmp}/tls.crt", "--key-file", f"{tmp}/tls.key",
+             "--host", "127.0.0.1", "--port", str(port)],
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            webhook = WebhookProcess(proc, f"https://127.0.0.1:{port}", f"{tmp}/ca.crt")
+            await _wait_ready(webhook)
+            yield webhook
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
