@@ -182,9 +182,12 @@ class Controller:
     async def _loop(self) -> None:
         assert self._dirty is not None
         while True:
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that comes as the
+            # event is set (CPython gh-86296), and run() would then wait for this loop forever.
             try:
-                await asyncio.wait_for(self._dirty.wait(), timeout=self.config.tick_seconds)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(self.config.tick_seconds):
+                    await self._dirty.wait()
+            except TimeoutError:
                 pass
             await asyncio.sleep(self.config.debounce_seconds)
             self._dirty.clear()

@@ -154,9 +154,12 @@ class Watcher:
         if self.lines or self.closed:
             return
         self._wakeup.clear()
+        # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation (a server shutting
+        # down) that comes as an event is queued (CPython gh-86296).
         try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                await self._wakeup.wait()
+        except TimeoutError:
             pass
 
     def drain(self) -> list[bytes]:
