@@ -214,8 +214,11 @@ class Scheduler:
                 self._wake.clear()
                 wakeup = self.queue.next_wakeup()
                 timeout = 1.0 if wakeup is None else max(0.0, min(1.0, wakeup - time.monotonic()))
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                # Not asyncio.wait_for: on Python 3.11 it can swallow a cancellation that comes as
+                # the event is set (CPython gh-86296), and stopping the simulator would hang.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
                 continue
             try:
                 node = self.schedule_one(queued)
