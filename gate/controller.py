@@ -270,6 +270,9 @@ class Controller:
                 self.metrics.release_failures.inc()
                 log.warning("gang %s: release cut short (%s); it will be rolled forward", request.gang,
                             outcome.failed)
+                # Pods still gated lose their promise, so the next round rolls the decision
+                # forward instead of waiting for the bind timeout; released ones keep theirs.
+                self._cancel_promises(request.placement)
             if outcome.vanished:
                 log.warning("gang %s: pods gone before their release: %s", request.gang, ", ".join(outcome.vanished))
             log.info("GangReleased %s: %d pods released by decision %s", request.gang, len(outcome.released),
@@ -284,6 +287,7 @@ class Controller:
         except ApiCallError as exc:
             self.metrics.release_failures.inc()
             log.warning("gang %s: release failed: %s; it will be retried or rolled forward", request.gang, exc)
+            self._cancel_promises(request.placement)
             await asyncio.sleep(0.5)
         finally:
             self._releasing.discard(key)

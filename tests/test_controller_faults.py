@@ -218,3 +218,26 @@ async def test_the_commands_refuse_a_missing_kubeconfig_clearly(tmp_path):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, err = await proc.communicate()
         assert proc.returncode == 1 and b"error: cannot configure API access from" in err, (command, err)
+
+
+async def test_a_release_cut_short_by_api_errors_is_rolled_forward_by_the_same_controller(tmp_path):
+    """Pods whose patch failed lose their promise at once, so the next round finishes the
+    decision (the bind timeout is an hour here: waiting for it would never finish)."""
+    from gate.release import ApiCallError
+
+    async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8) as env:
+        controller, patches = await env.start_controller(bind_timeout_seconds=3600.0)
+        failed: set[str] = set()
+
+        async def fail_each_late_pod_once(key):
+            if key[-1] in "345" and key not in failed:
+                failed.add(key)
+                raise ApiCallError(500, "InternalError", "injected: etcd leader changed")
+
+        controller.releaser.before_apply = fail_each_late_pod_once
+        await create_pods(env.core, gang("job", 6, gpus=2))
+        pods = await wait_for(lambda: bound(env, "job", 6), what="the whole gang bound")
+        assert failed == {"default/job-3", "default/job-4", "default/job-5"}
+        assert len({decision(p)["id"] for p in pods}) == 1  # one decision, finished
+        assert sum(patches.applied.values()) == 6
+        await env.check(patches)
