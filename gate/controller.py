@@ -114,6 +114,7 @@ class Controller:
         self._releasing: set[tuple[str, str]] = set()
         self._release_tasks: set[asyncio.Task] = set()
         self._last_loop = time.monotonic()
+        self._held = False
 
     # ---- status --------------------------------------------------------------------------
 
@@ -127,6 +128,22 @@ class Controller:
 
     def _may_act(self) -> bool:
         return self.is_leader
+
+    @property
+    def idle(self) -> bool:
+        """True when no round is due and no release is in flight (a driver's "settled")."""
+        dirty = self._dirty is not None and self._dirty.is_set()
+        return not dirty and not self._releasing and not self._release_tasks
+
+    def hold(self) -> None:
+        """Run no decision round until `resume` (a replay lets one instant's changes land first,
+        so that everything that happens at one simulated instant is decided on together)."""
+        self._held = True
+
+    def resume(self) -> None:
+        """Undo `hold`, with a round for what happened meanwhile."""
+        self._held = False
+        self._poke()
 
     def healthy(self) -> bool:
         return time.monotonic() - self._last_loop < max(10.0, 5 * self.config.tick_seconds)
@@ -192,7 +209,7 @@ class Controller:
             await asyncio.sleep(self.config.debounce_seconds)
             self._dirty.clear()
             self._last_loop = time.monotonic()
-            if not self.synced or not self.is_leader:
+            if self._held or not self.synced or not self.is_leader:
                 continue
             try:
                 self.round(time.time())

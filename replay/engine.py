@@ -290,7 +290,7 @@ class _Engine:
     async def _pause(self) -> None:
         self.scheduler.hold()
         if self.stack.controller is not None:
-            self.stack.controller.paused = True
+            self.stack.controller.hold()
 
     async def _resume(self) -> None:
         deadline = time.monotonic() + self.settle_timeout
@@ -381,8 +381,7 @@ class _Engine:
                 return "controller (syncing)"
             if _rv(controller.pods.resource_version) < max_rv or _rv(controller.nodes.resource_version) < node_rv:
                 return "controller (watch)"
-            dirty = controller._dirty  # noqa: SLF001
-            if (dirty is not None and dirty.is_set()) or controller._releasing or controller._release_tasks:  # noqa: SLF001
+            if not controller.idle:
                 return "controller"
         return None
 

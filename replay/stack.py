@@ -135,21 +135,7 @@ async def start_gate(stack: Stack, *, debounce: float | None = None, match_condi
     config = ControllerConfig(policy=POLICY[stack.mode], leader_election=False, metrics_port=None,
                               **({} if debounce is None else {"debounce_seconds": debounce}))
 
-    class ReplayController(Controller):
-        """The controller, with its decision rounds held while the replay applies one instant's
-        changes (so that everything that happens at one simulated instant is decided on together)."""
-
-        paused = False
-
-        def round(self, now: float) -> None:
-            if not self.paused:
-                super().round(now)
-
-        def resume(self) -> None:
-            self.paused = False
-            self._poke()  # a round for what happened while paused
-
-    stack.controller = ReplayController(stack.api, config)
+    stack.controller = Controller(stack.api, config)
     stack.controller_task = asyncio.create_task(stack.controller.run(), name=f"ganggate-controller-{stack.mode}")
 
 
