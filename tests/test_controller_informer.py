@@ -3,29 +3,17 @@ resuming after a cut watch, relisting after a 410."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 
 from kubernetes_asyncio import client
 
 from gate.informer import Informer
 from kubesim import Simulator
+from tests.async_support import running
 from tests.controller_support import create_pods, gang_pod, wait_for
 
 
 async def _true(value):
     return value
-
-
-@contextlib.asynccontextmanager
-async def running(informer):
-    task = asyncio.create_task(informer.run())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_pages_then_watches_then_resumes_and_relists():
@@ -44,7 +32,7 @@ async def test_pages_then_watches_then_resumes_and_relists():
                                 on_list=lambda items: lists.append(len(items)),
                                 on_event=lambda kind, pod: events.append((kind, pod["metadata"]["name"])),
                                 backoff_base=0.01)
-            async with running(informer):
+            async with running(informer.run()):
                 await wait_for(lambda: _true(informer.synced), what="synced")
                 assert lists == [7] and len(informer.store) == 7
                 assert len(pages) == 4 and pages[0] is None and all(pages[1:])  # four pages of at most 2

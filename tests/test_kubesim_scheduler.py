@@ -9,6 +9,7 @@ import aiohttp
 
 from kubesim import Simulator
 from kubesim.scheduler import Scheduler
+from tests.async_support import running
 from tests.test_kubesim_scheduler_support import (
     Api,
     bound_node,
@@ -32,13 +33,8 @@ async def simulator(**kwargs):
 @contextlib.asynccontextmanager
 async def own_scheduler(url: str, **kwargs):
     """A Scheduler started by the test (the harness one is off), stopped on exit."""
-    task = asyncio.create_task(Scheduler(url, **kwargs).run())
-    try:
+    async with running(Scheduler(url, **kwargs).run()):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_pods_are_bound_and_spread_by_least_allocated():
