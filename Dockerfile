@@ -7,11 +7,6 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY ganggate ./ganggate
-COPY gate ./gate
-COPY webhook ./webhook
-COPY certs ./certs
-COPY kubesim ./kubesim
-COPY replay ./replay
 RUN pip wheel --wheel-dir /wheels .
 
 # --- runtime: the wheel installed into a slim image, run as a non-root user --------------------

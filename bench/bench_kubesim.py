@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aiohttp  # noqa: E402
 from kubernetes_asyncio import client  # noqa: E402
 
-from kubesim import Simulator  # noqa: E402
-from kubesim.apiserver import Target  # noqa: E402
-from kubesim.discovery import by_key  # noqa: E402
+from ganggate.sim import Simulator  # noqa: E402
+from ganggate.sim.apiserver import Target  # noqa: E402
+from ganggate.sim.discovery import by_key  # noqa: E402
 
 
 def pod(index: int, namespace: str) -> dict:

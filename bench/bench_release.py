@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
-from gate.controller import Controller, ControllerConfig  # noqa: E402
-from gate.informer import Informer  # noqa: E402
-from gate.release import call_json  # noqa: E402
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
+from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.controller.informer import Informer  # noqa: E402
+from ganggate.kube.calls import call_json  # noqa: E402
 
 
 def gated_pod(name: str, group: str, num: int) -> dict:
@@ -46,7 +46,7 @@ def gated_pod(name: str, group: str, num: int) -> dict:
 async def simulator(nodes: int, in_process: bool):
     """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields a factory of ApiClients."""
     if in_process:
-        from kubesim import Simulator
+        from ganggate.sim import Simulator
 
         async with Simulator(nodes=nodes, gpus_per_node=8, scheduler=True, kubelet=False) as sim:
             yield sim.api_client

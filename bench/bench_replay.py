@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from replay import engine, report  # noqa: E402
-from replay.synth import SynthConfig, generate  # noqa: E402
-from replay.trace import load_trace  # noqa: E402
+from ganggate.replay import engine, report  # noqa: E402
+from ganggate.replay.synth import SynthConfig, generate  # noqa: E402
+from ganggate.replay.trace import load_trace  # noqa: E402
 
 MODES = ("none", "count", "ganggate")
 

@@ -22,11 +22,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
-from gate.resources import pod_requests  # noqa: E402
-from gate.snapshot import make_node, make_pod  # noqa: E402
-from kubesim import sched_filters  # noqa: E402
-from kubesim.sched_algorithm import Algorithm  # noqa: E402
-from kubesim.sched_cache import ClusterCache  # noqa: E402
+from ganggate.core.resources import pod_requests  # noqa: E402
+from ganggate.core.snapshot import make_node, make_pod  # noqa: E402
+from ganggate.sim import sched_filters  # noqa: E402
+from ganggate.sim.sched_algorithm import Algorithm  # noqa: E402
+from ganggate.sim.sched_cache import ClusterCache  # noqa: E402
 
 
 def pure(nodes: int, pods: int, pinned: bool = False) -> tuple[float, float, int]:
@@ -61,8 +61,8 @@ def pure(nodes: int, pods: int, pinned: bool = False) -> tuple[float, float, int
 
 async def end_to_end(nodes: int, pods: int) -> tuple[float, float, int]:
     """(pods bound/s, seconds, pods seen bound in a final list)."""
-    from kubesim import Simulator
-    from kubesim.scheduler import Scheduler
+    from ganggate.sim import Simulator
+    from ganggate.sim.scheduler import Scheduler
 
     async with Simulator(nodes=nodes, gpus_per_node=8, scheduler=False, kubelet=False) as sim:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32)) as session:

@@ -21,7 +21,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from certs.files import generate  # noqa: E402
+from ganggate.certs.files import generate  # noqa: E402
 
 
 @dataclass

@@ -15,12 +15,12 @@ import sys
 from ganggate import __version__
 
 COMMAND_MODULES = (
-    "webhook.cli",  # ganggate webhook
-    "certs.cli",  # ganggate certs generate|inject
-    "gate.cli",  # ganggate controller, ganggate status
-    "gate.plan",  # ganggate plan --snapshot
-    "kubesim.cli",  # ganggate sim serve
-    "replay.cli",  # ganggate demo, ganggate replay
+    "ganggate.admission.cli",  # ganggate webhook
+    "ganggate.certs.cli",  # ganggate certs generate|inject
+    "ganggate.controller.cli",  # ganggate controller, ganggate status
+    "ganggate.controller.plan",  # ganggate plan --snapshot
+    "ganggate.sim.cli",  # ganggate sim serve
+    "ganggate.replay.cli",  # ganggate demo, ganggate replay
 )
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from gate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
-from gate.controller import Controller, ControllerConfig
-from gate.release import DECISION_ANNOTATION, Backoff, call_json, with_retries
+from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.controller.loop import Controller, ControllerConfig
+from ganggate.controller.release import DECISION_ANNOTATION
+from ganggate.kube.calls import Backoff, call_json, with_retries
 
 GPU = "nvidia.com/gpu"
 
@@ -148,7 +149,7 @@ class PodLog:
         self.marks[name] = self.seq
 
     async def start(self) -> None:
-        from gate.informer import Informer
+        from ganggate.controller.informer import Informer
 
         def on_list(items: list[dict]) -> None:
             for pod in items:
@@ -308,9 +309,9 @@ async def e2e_cluster(tmp_path: Path, *, nodes: int = 2, gpus_per_node: int = 8,
     """kubesim + the real HTTPS webhook registered through a MutatingWebhookConfiguration."""
     from kubernetes_asyncio import client
 
-    from certs.files import CA_CERT, TLS_CERT, TLS_KEY, generate
-    from kubesim import Simulator
-    from webhook.server import WebhookConfig, start_webhook
+    from ganggate.certs.files import CA_CERT, TLS_CERT, TLS_KEY, generate
+    from ganggate.sim import Simulator
+    from ganggate.admission.server import WebhookConfig, start_webhook
 
     certs = tmp_path / "certs"
     generate(certs, "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))
@@ -340,7 +341,7 @@ async def e2e_cluster(tmp_path: Path, *, nodes: int = 2, gpus_per_node: int = 8,
 
 async def node_gpus_free(env: E2E) -> dict[str, int]:
     """Per node, allocatable GPUs minus the GPUs of bound, non-terminated pods (as a user would add up)."""
-    from gate.resources import node_allocatable, pod_requests
+    from ganggate.core.resources import node_allocatable, pod_requests
 
     nodes = (await call_json(env.core.list_node)).get("items") or []
     free = {n["metadata"]["name"]: node_allocatable(n).get(GPU, 0) // 1000 for n in nodes}

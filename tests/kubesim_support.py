@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 
-from kubesim import Simulator
+from ganggate.sim import Simulator
 
 GATE = "scheduling.k8s.io/group-gate"
 

@@ -14,9 +14,9 @@ import asyncio
 
 import pytest
 
-from gate.controller import Controller, ControllerConfig
-from kubesim import Simulator
-from kubesim.watch import Watcher
+from ganggate.controller.loop import Controller, ControllerConfig
+from ganggate.sim import Simulator
+from ganggate.sim.watch import Watcher
 
 
 async def _settles(task: asyncio.Task, iterations: int = 200) -> bool:

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from cryptography import x509
 
-from certs import authority
-from certs.files import generate
-from certs.inject import ca_bundle_patch, check_ca_pem
+from ganggate.certs import authority
+from ganggate.certs.files import generate
+from ganggate.certs.inject import ca_bundle_patch, check_ca_pem
 from ganggate.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def test_only_a_ca_certificate_is_injected(tmp_path):
 
 # --- caBundle injection against kubesim, through the real CLI ------------------------------------
 
-kubesim = pytest.importorskip("kubesim.simulator")
+kubesim = pytest.importorskip("ganggate.sim.simulator")
 
 
 async def run_ganggate(*argv: str) -> tuple[int, str, str]:
@@ -186,7 +186,7 @@ async def run_ganggate(*argv: str) -> tuple[int, str, str]:
 async def test_inject_patches_the_configuration_in_kubesim(tmp_path):
     from kubernetes_asyncio import client
 
-    from kubesim import Simulator
+    from ganggate.sim import Simulator
 
     generate(tmp_path, "ganggate-webhook", "ganggate-system")
     ca_pem = (tmp_path / "ca.crt").read_bytes()

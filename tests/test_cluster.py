@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gate.cluster import ClusterState, PodInfo
-from gate.contract import ContractError
-from gate.resources import GPU
-from gate.snapshot import make_node, make_pod
+from ganggate.core.cluster import ClusterState, PodInfo
+from ganggate.contract import ContractError
+from ganggate.core.resources import GPU
+from ganggate.core.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
 

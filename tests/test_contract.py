@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gate.contract import (
+from ganggate.contract import (
     DEFAULT_MAX_POD_NUM,
     GANG_ANNOTATIONS,
     GATE_NAME,

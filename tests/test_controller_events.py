@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from gate.events import EventRecorder
-from gate.metrics import Metrics
-from kubesim import Simulator
+from ganggate.controller.events import EventRecorder
+from ganggate.controller.metrics import Metrics
+from ganggate.sim import Simulator
 from tests.controller_support import create_pods, gang_pod, list_events
 
 
@@ -32,7 +32,7 @@ async def test_repeats_aggregate_into_one_event_also_after_a_restart():
 
 
 def first_ref(pod):
-    from gate.events import PodRef
+    from ganggate.controller.events import PodRef
 
     return PodRef.from_pod(pod)
 

@@ -223,7 +223,7 @@ async def test_the_commands_refuse_a_missing_kubeconfig_clearly(tmp_path):
 async def test_a_release_cut_short_by_api_errors_is_rolled_forward_by_the_same_controller(tmp_path):
     """Pods whose patch failed lose their promise at once, so the next round finishes the
     decision (the bind timeout is an hour here: waiting for it would never finish)."""
-    from gate.release import ApiCallError
+    from ganggate.kube.calls import ApiCallError
 
     async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8) as env:
         controller, patches = await env.start_controller(bind_timeout_seconds=3600.0)

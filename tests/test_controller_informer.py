@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from gate.informer import Informer
-from kubesim import Simulator
+from ganggate.controller.informer import Informer
+from ganggate.sim import Simulator
 from tests.async_support import running
 from tests.controller_support import create_pods, gang_pod, wait_for
 

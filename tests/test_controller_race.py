@@ -6,7 +6,7 @@ already schedulable must never be able to take the room a released gang was plan
 
 from __future__ import annotations
 
-from gate.release import call_json
+from ganggate.kube.calls import call_json
 
 from tests.controller_support import create_pods, e2e_cluster, gang_pod, is_gated, list_events, wait_for
 

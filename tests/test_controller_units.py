@@ -8,20 +8,18 @@ import json
 import jsonpatch
 import pytest
 
-from gate.contract import GATE_NAME
-from gate.controller import ControllerConfig
-from gate.events import WaitNotifier, event_name, PodRef
-from gate.informer import Gone, Informer
-from gate.release import (
+from ganggate.contract import GATE_NAME
+from ganggate.controller.loop import ControllerConfig
+from ganggate.controller.events import WaitNotifier, event_name, PodRef
+from ganggate.controller.informer import Gone, Informer
+from ganggate.controller.release import (
     DECISION_ANNOTATION,
-    ApiCallError,
-    Backoff,
     build_patch,
     decision_annotation,
     node_hostname,
     parse_decision,
-    with_retries,
 )
+from ganggate.kube.calls import ApiCallError, Backoff, with_retries
 
 
 def pod(gates=None, node_selector=None, annotations=None, uid="u-1"):

@@ -1,7 +1,7 @@
 """kubesim's mutating admission chain against a real HTTPS webhook server.
 
 Each test starts a small aiohttp webhook over TLS (a CA and serving certificate made with
-certs.authority), registers MutatingWebhookConfigurations the way the API server stores them,
+ganggate.certs.authority), registers MutatingWebhookConfigurations the way the API server stores them,
 and calls `AdmissionChain.admit` as the API server does; the webhook records every review it
 receives and answers as the test configures it.
 """
@@ -24,8 +24,8 @@ import pytest
 import yaml
 from aiohttp import web
 
-from certs.authority import KeyPair, build_ca, build_serving_cert, cert_pem, key_pem, new_key
-from kubesim.admission import AdmissionChain, AdmissionDenied
+from ganggate.certs.authority import KeyPair, build_ca, build_serving_cert, cert_pem, key_pem, new_key
+from ganggate.sim.admission import AdmissionChain, AdmissionDenied
 
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
 POD_RESOURCE = {"group": "", "version": "v1", "resource": "pods"}
@@ -807,7 +807,7 @@ async def test_a_condition_that_does_not_compile_fails_closed(webhook):
 
 
 def test_conditions_are_compiled_once_per_expression_text():
-    from kubesim.admission_cel import build_activation, compile_expression, evaluate_conditions
+    from ganggate.sim.admission_cel import build_activation, compile_expression, evaluate_conditions
 
     expression = GANG_CONDITION + " && true"  # a text no other test compiles
     compile_expression.cache_clear()

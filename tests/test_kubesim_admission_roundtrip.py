@@ -13,13 +13,13 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from certs.files import TLS_CERT, TLS_KEY
-from gate.contract import GATE_NAME
-from kubesim import Simulator
+from ganggate.certs.files import TLS_CERT, TLS_KEY
+from ganggate.contract import GATE_NAME
+from ganggate.sim import Simulator
 from tests.test_kubesim_admission import add_label, tls_pair, webhook  # noqa: F401 (fixtures)
 from tests.webhook_support import gang_pod, make_certs
-from webhook.review import OUTCOMES
-from webhook.server import WebhookConfig, start_webhook
+from ganggate.admission.review import OUTCOMES
+from ganggate.admission.server import WebhookConfig, start_webhook
 
 REPO = Path(__file__).resolve().parent.parent
 WEBHOOK_NAME = "gang-gate.ganggate.io"

@@ -441,7 +441,7 @@ async def test_the_kubeconfig_works_with_kubernetes_asyncio(sim):
 
 
 async def test_the_harness_runs_the_scheduler_and_kubelet(tmp_path):
-    from kubesim import Simulator
+    from ganggate.sim import Simulator
     from tests.kubesim_support import eventually
 
     async with Simulator(nodes=1, gpus_per_node=2, kubeconfig_path=str(tmp_path / "kc")) as full:
@@ -468,7 +468,7 @@ async def test_list_items_have_no_type_meta_but_gets_and_watch_events_do(raw):
 
 
 async def test_a_port_in_use_fails_cleanly(sim):
-    from kubesim import Simulator
+    from ganggate.sim import Simulator
 
     with pytest.raises(OSError):
         async with Simulator(nodes=0, scheduler=False, kubelet=False, port=sim.port):

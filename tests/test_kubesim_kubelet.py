@@ -6,9 +6,9 @@ import contextlib
 
 import aiohttp
 
-from kubesim import Simulator
-from kubesim.clock import ManualClock
-from kubesim.kubelet import run_seconds
+from ganggate.sim import Simulator
+from ganggate.sim.clock import ManualClock
+from ganggate.sim.kubelet import run_seconds
 from tests.test_kubesim_scheduler_support import (
     Api,
     bound_node,

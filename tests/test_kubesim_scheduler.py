@@ -7,8 +7,8 @@ import contextlib
 
 import aiohttp
 
-from kubesim import Simulator
-from kubesim.scheduler import Scheduler
+from ganggate.sim import Simulator
+from ganggate.sim.scheduler import Scheduler
 from tests.async_support import running
 from tests.test_kubesim_scheduler_support import (
     Api,

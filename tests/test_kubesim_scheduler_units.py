@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gate.resources import GPU, pod_requests
-from gate.snapshot import make_node, make_pod
-from kubesim import sched_filters
-from kubesim.sched_algorithm import Algorithm
-from kubesim.sched_cache import ClusterCache, PodEntry
-from kubesim.sched_queue import SchedulingQueue
+from ganggate.core.resources import GPU, pod_requests
+from ganggate.core.snapshot import make_node, make_pod
+from ganggate.sim import sched_filters
+from ganggate.sim.sched_algorithm import Algorithm
+from ganggate.sim.sched_cache import ClusterCache, PodEntry
+from ganggate.sim.sched_queue import SchedulingQueue
 
 GI = 2**30 * 1000  # 1Gi in milli-units
 
@@ -238,7 +238,7 @@ def test_vectorized_filters_agree_with_the_per_node_reference(nodes, gpus, cpu, 
     request = pod_requests(pod)
     algorithm = Algorithm(cache)
     fits, counts = algorithm.feasible_mask(pod, request)
-    from gate.resources import node_allocatable
+    from ganggate.core.resources import node_allocatable
 
     reference = [
         sched_filters.node_filter_reasons(pod, request, node, node_allocatable(node), used, count)
@@ -376,7 +376,7 @@ def test_a_failed_pod_queues_behind_pods_that_waited_longer():
 
 
 def test_the_unschedulable_condition_is_written_only_when_the_message_changes():
-    from kubesim.scheduler import Scheduler
+    from ganggate.sim.scheduler import Scheduler
 
     scheduler = Scheduler("http://127.0.0.1:1", pod_initial_backoff_seconds=0)
     written: list[str] = []

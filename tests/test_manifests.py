@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gate.contract import GANG_ANNOTATIONS, GangSpec, parse_gang
-from webhook.review import ReviewPolicy, decide_create
+from ganggate.contract import GANG_ANNOTATIONS, GangSpec, parse_gang
+from ganggate.admission.review import ReviewPolicy, decide_create
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -361,6 +361,8 @@ def test_dockerfile_is_multi_stage_non_root_with_ganggate_entrypoint():
 
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     copied = {r.split()[0] for i, r in builder if i == "COPY"}
-    assert {p.rstrip("*") for p in packages} <= copied
+    top_level = {p.split(".")[0].rstrip("*") for p in packages}
+    assert top_level == {"ganggate"}
+    assert top_level <= copied
     ignored = (REPO / ".dockerignore").read_text().split()
-    assert not {p.rstrip("*") for p in packages} & set(ignored)
+    assert not top_level & set(ignored)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ganggate.cli import main
-from gate.snapshot import make_node, make_pod
+from ganggate.core.snapshot import make_node, make_pod
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "snapshot-small.json"
@@ -224,7 +224,7 @@ async def test_plan_on_a_kubectl_snapshot_of_a_live_cluster(tmp_path) -> None:
     import asyncio
     import os
 
-    from kubesim import Simulator
+    from ganggate.sim import Simulator
 
     async def command(*args: str, stdin: str | None = None, env: dict | None = None) -> str:
         process = await asyncio.create_subprocess_exec(

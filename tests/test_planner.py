@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gate.cluster import ClusterState, PodInfo
-from gate.planner import Capacity, Unfit, count_only_fits, decide, plan_gang, totals_only_fits
-from gate.resources import GPU
-from gate.snapshot import make_node, make_pod
+from ganggate.core.cluster import ClusterState, PodInfo
+from ganggate.core.planner import Capacity, Unfit, count_only_fits, decide, plan_gang, totals_only_fits
+from ganggate.core.resources import GPU
+from ganggate.core.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
 

@@ -3,9 +3,9 @@ already-schedulable pending pod could take first (that would leave the gang part
 
 from __future__ import annotations
 
-from gate.cluster import ClusterState
-from gate.planner import decide
-from gate.snapshot import make_node, make_pod
+from ganggate.core.cluster import ClusterState
+from ganggate.core.planner import decide
+from ganggate.core.snapshot import make_node, make_pod
 
 T0 = 1704067200.0
 

@@ -13,8 +13,8 @@ import logging
 
 import pytest
 
-from replay.engine import ReplayError, Scenario, check_fits, run_scenario, uniform_nodes
-from replay.trace import Job
+from ganggate.replay.engine import ReplayError, Scenario, check_fits, run_scenario, uniform_nodes
+from ganggate.replay.trace import Job
 
 JOBS = [
     Job("s", 0, 1, 1, "1", "1Gi", 100),

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.metrics import (
+from ganggate.replay.metrics import (
     JobProgress,
     JobRecord,
     Sample,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from gate.contract import GATE_NAME, GROUP_NAME, parse_gang
-from gate.resources import GPU, pod_requests
-from replay.observe import JOB_LABEL, pod_manifest, progress, view
-from replay.stack import _FALLBACK, DEPLOY_URL_FORM, webhook_configuration
-from replay.trace import Job
+from ganggate.contract import GATE_NAME, GROUP_NAME, parse_gang
+from ganggate.core.resources import GPU, pod_requests
+from ganggate.replay.observe import JOB_LABEL, pod_manifest, progress, view
+from ganggate.replay.stack import _FALLBACK, DEPLOY_URL_FORM, webhook_configuration
+from ganggate.replay.trace import Job
 
 JOB = Job("train", 0, 3, 2, "4", "16Gi", 60, 5)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from replay.metrics import Sample
-from replay.plot import plot_modes
+from ganggate.replay.metrics import Sample
+from ganggate.replay.plot import plot_modes
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate.resources import (
+from ganggate.core.resources import (
     GPU,
     QuantityError,
     fits,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gate.cluster import ClusterState
-from gate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
-from gate.planner import decide
-from gate.status import age, format_status
+from ganggate.core.cluster import ClusterState
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from ganggate.core.planner import decide
+from ganggate.controller.status import age, format_status
 
 NOW = 1_800_000_000.0
 

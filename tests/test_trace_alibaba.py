@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.alibaba import convert_rows, load_alibaba
-from replay.trace import TraceError
+from ganggate.replay.alibaba import convert_rows, load_alibaba
+from ganggate.replay.trace import TraceError
 
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
 ROWS = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import statistics
 
-from replay.synth import SIZE_MIX, SynthConfig, generate, pod_shape
-from replay.trace import format_trace, read_trace
+from ganggate.replay.synth import SIZE_MIX, SynthConfig, generate, pod_shape
+from ganggate.replay.trace import format_trace, read_trace
 
 
 def test_same_seed_same_trace_other_seed_other_trace():

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from gate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
 from tests.webhook_support import apply_response, decode_patch, gang_pod, gate_count, review
-from webhook.server import WebhookConfig, make_app
+from ganggate.admission.server import WebhookConfig, make_app
 
 
 @pytest.fixture

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from certs.files import TLS_CERT, TLS_KEY
-from certs.inject import inject_ca_bundle
-from gate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME
+from ganggate.certs.files import TLS_CERT, TLS_KEY
+from ganggate.certs.inject import inject_ca_bundle
+from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME
 from tests.webhook_support import gang_pod, make_certs
-from webhook.server import WebhookConfig, start_webhook
+from ganggate.admission.server import WebhookConfig, start_webhook
 
-pytest.importorskip("kubesim.simulator")
+pytest.importorskip("ganggate.sim.simulator")
 from kubernetes_asyncio import client  # noqa: E402
 from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
 
-from kubesim import Simulator  # noqa: E402
+from ganggate.sim import Simulator  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,10 +17,10 @@ import aiohttp
 import pytest
 from cryptography import x509
 
-from certs import authority
-from certs.files import TLS_CERT, TLS_KEY, generate, write_atomic
+from ganggate.certs import authority
+from ganggate.certs.files import TLS_CERT, TLS_KEY, generate, write_atomic
 from tests.webhook_support import apply_response, gang_pod, gate_count, make_certs, review
-from webhook.server import WebhookConfig, start_webhook
+from ganggate.admission.server import WebhookConfig, start_webhook
 
 SERVICE_HOST = "ganggate-webhook.ganggate-system.svc"
 REPO = Path(__file__).resolve().parent.parent

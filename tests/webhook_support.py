@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonpatch
 
-from gate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
 
 _counter = itertools.count()
 
@@ -108,7 +108,7 @@ def gate_count(pod: dict[str, Any]) -> int:
 
 def make_certs(out: Path, *, ips: tuple[str, ...] = ("127.0.0.1",)) -> Path:
     """Generate a CA and serving certificate for ganggate-webhook.ganggate-system into `out`."""
-    from certs.files import generate
+    from ganggate.certs.files import generate
 
     generate(out, "ganggate-webhook", "ganggate-system", ips=ips)
     return out
@@ -127,7 +127,7 @@ class WebhookThread:
         self.running: Any = None
 
     def __enter__(self) -> "WebhookThread":
-        from webhook.server import start_webhook
+        from ganggate.admission.server import start_webhook
 
         self.thread.start()
         future = asyncio.run_coroutine_threadsafe(start_webhook(self.config), self.loop)

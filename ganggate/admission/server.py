@@ -1,0 +1,315 @@
+"""The webhook's async shell: aiohttp app, TLS context with live certificate reload, metrics.
+
+`make_app(config)` builds the aiohttp application (routes /mutate, /healthz, /readyz,
+/metrics); `start_webhook(config)` serves it over HTTPS on a host/port (port 0 picks a free
+one) so the CLI, the demo and tests can run the webhook in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import ssl
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
+from ganggate.admission.review import (
+    DENIED,
+    MALFORMED,
+    OUTCOMES,
+    MalformedReview,
+    ReviewPolicy,
+    decide,
+    describe,
+    parse_body,
+    response_for,
+)
+
+log = logging.getLogger("ganggate.webhook")
+
+# An AdmissionReview carries the pod twice on UPDATE; objects in etcd are at most ~1.5 MiB.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """Everything the webhook server needs; cert_file/key_file None serves plain HTTP (tests only)."""
+
+    cert_file: str | None = None
+    key_file: str | None = None
+    host: str = "0.0.0.0"
+    port: int = 8443
+    max_pod_num: int = DEFAULT_MAX_POD_NUM
+    scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
+    cert_reload_seconds: float = 5.0
+
+    @property
+    def policy(self) -> ReviewPolicy:
+        return ReviewPolicy(max_pod_num=self.max_pod_num, scheduler_names=frozenset(self.scheduler_names))
+
+
+@dataclass
+class Metrics:
+    """The webhook's Prometheus metrics, in a registry of their own so several apps can coexist."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.requests = Counter(
+            "ganggate_webhook_requests",
+            "AdmissionReview requests answered, by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in OUTCOMES:  # every series exists from the start, at 0
+            self.requests.labels(outcome=outcome)
+        self.latency = Histogram(
+            "ganggate_webhook_request_duration_seconds",
+            "Time to answer one /mutate request",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.cert_reloads = Counter(
+            "ganggate_webhook_certificate_reloads",
+            "Serving certificate reloads from disk, by result",
+            ["result"],
+            registry=self.registry,
+        )
+
+
+METRICS_KEY = web.AppKey("metrics", Metrics)
+POLICY_KEY = web.AppKey("policy", ReviewPolicy)
+READY_KEY = web.AppKey("ready", dict)
+
+
+def _bad_request(message: str) -> web.Response:
+    """HTTP 400 with a Status body, as the API server answers a malformed request."""
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "BadRequest",
+            "code": 400, "message": message}
+    return web.json_response(body, status=400)
+
+
+async def handle_mutate(request: web.Request) -> web.Response:
+    """POST /mutate: answer one AdmissionReview."""
+    metrics = request.app[METRICS_KEY]
+    started = time.perf_counter()
+    outcome = MALFORMED
+    try:
+        try:
+            body = await request.read()
+            checked = parse_body(body)
+            decision = decide(checked["request"], request.app[POLICY_KEY])
+        except MalformedReview as exc:
+            log.warning("malformed AdmissionReview from %s: %s", request.remote, exc)
+            return _bad_request(str(exc))
+        outcome = decision.outcome
+        if outcome == DENIED:
+            log.info("denied %s: %s", describe(checked), decision.message)
+        return web.json_response(response_for(checked, decision), dumps=_dumps)
+    finally:
+        metrics.requests.labels(outcome=outcome).inc()
+        metrics.latency.observe(time.perf_counter() - started)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+async def handle_healthz(request: web.Request) -> web.Response:
+    """GET /healthz: the process is alive and its event loop answers."""
+    return web.Response(text="ok")
+
+
+async def handle_readyz(request: web.Request) -> web.Response:
+    """GET /readyz: ready to answer reviews (started and not shutting down)."""
+    if request.app[READY_KEY].get("ready"):
+        return web.Response(text="ok")
+    return web.Response(text="not ready", status=503)
+
+
+async def handle_metrics(request: web.Request) -> web.Response:
+    """GET /metrics: Prometheus text exposition of this app's registry."""
+    data = generate_latest(request.app[METRICS_KEY].registry)
+    return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def make_app(config: WebhookConfig, metrics: Metrics | None = None) -> web.Application:
+    """The aiohttp application; TLS is the server's business (see start_webhook)."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[METRICS_KEY] = metrics or Metrics()
+    app[POLICY_KEY] = config.policy
+    ready: dict[str, bool] = {"ready": False}
+    app[READY_KEY] = ready
+
+    async def on_startup(_: web.Application) -> None:
+        ready["ready"] = True
+
+    async def on_shutdown(_: web.Application) -> None:
+        ready["ready"] = False
+
+    app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
+    app.router.add_post("/mutate", handle_mutate)
+    app.router.add_get("/healthz", handle_healthz)
+    app.router.add_get("/readyz", handle_readyz)
+    app.router.add_get("/metrics", handle_metrics)
+    return app
+
+
+def make_ssl_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server context that speaks TLS 1.2 or newer and serves the given certificate."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def load_pair_safely(context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
+    """Load a certificate and key into a live context only once they are known to match.
+
+    OpenSSL installs the certificate before it checks the key, so a failed `load_cert_chain`
+    on the live context would leave it serving a certificate without its key. The files are
+    read once into a private temporary file, tried on a scratch context, then loaded for real
+    from the same bytes, so a rotation racing with the read cannot slip a mismatch in.
+    """
+    with open(cert_file, "rb") as handle:
+        cert = handle.read()
+    with open(key_file, "rb") as handle:
+        key = handle.read()
+    with tempfile.TemporaryDirectory(prefix="ganggate-tls-") as tmp:
+        combined = os.path.join(tmp, "pair.pem")
+        fd = os.open(combined, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(cert.rstrip(b"\n") + b"\n" + key)
+        scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        scratch.load_cert_chain(combined)
+        context.load_cert_chain(combined)
+
+
+def _stamp(*paths: str) -> tuple[tuple[int, int, int], ...]:
+    """What changes when a file is replaced: inode, size, mtime (symlinks followed, as a Secret
+    volume swaps its ..data link)."""
+    result = []
+    for path in paths:
+        st = os.stat(path)
+        result.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(result)
+
+
+class CertReloader:
+    """Polls the certificate files and loads a changed pair into the live SSLContext.
+
+    `load_cert_chain` on the context in use affects every new handshake; connections already
+    open keep their session. A half-written pair (key and cert not matching yet) is retried at
+    the next poll while the old certificate goes on being served.
+    """
+
+    def __init__(self, context: ssl.SSLContext, cert_file: str, key_file: str, interval: float,
+                 metrics: Metrics, loaded: tuple | None = None) -> None:
+        self.context = context
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self.interval = interval
+        self.metrics = metrics
+        # The stamp taken *before* the context first loaded the files, so a change racing with
+        # start-up is picked up at the first poll.
+        self._loaded = loaded if loaded is not None else _stamp(cert_file, key_file)
+
+    def check(self) -> bool:
+        """Reload when the files changed; True when a new certificate was loaded."""
+        try:
+            stamp = _stamp(self.cert_file, self.key_file)
+        except OSError as exc:
+            log.warning("cannot stat certificate files: %s", exc)
+            return False
+        if stamp == self._loaded:
+            return False
+        try:
+            load_pair_safely(self.context, self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            self.metrics.cert_reloads.labels(result="error").inc()
+            log.warning("new certificate files not loaded yet (will retry): %s", exc)
+            return False
+        self._loaded = stamp
+        self.metrics.cert_reloads.labels(result="success").inc()
+        log.info("loaded new serving certificate from %s", self.cert_file)
+        return True
+
+    async def run(self) -> None:
+        """Poll until cancelled."""
+        while True:
+            await asyncio.sleep(self.interval)
+            self.check()
+
+
+@dataclass
+class RunningWebhook:
+    """A webhook being served; `close()` stops it."""
+
+    runner: web.AppRunner
+    port: int
+    host: str
+    ssl_context: ssl.SSLContext | None
+    metrics: Metrics
+    reloader_task: asyncio.Task | None = None
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    async def close(self) -> None:
+        if self.reloader_task is not None:
+            self.reloader_task.cancel()
+            try:
+                await self.reloader_task
+            except asyncio.CancelledError:
+                pass
+        await self.runner.cleanup()
+
+    async def __aenter__(self) -> "RunningWebhook":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def start_webhook(config: WebhookConfig) -> RunningWebhook:
+    """Serve the webhook on config.host/config.port (0: a free port); returns the bound port."""
+    metrics = Metrics()
+    app = make_app(config, metrics)
+    context = None
+    stamp = None
+    if config.cert_file and config.key_file:
+        stamp = _stamp(config.cert_file, config.key_file)
+        context = make_ssl_context(config.cert_file, config.key_file)
+    elif config.cert_file or config.key_file:
+        raise ValueError("--cert-file and --key-file go together")
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, ssl_context=context, backlog=512)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    port = config.port
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        port = server.sockets[0].getsockname()[1]
+    running = RunningWebhook(runner=runner, port=port, host=config.host, ssl_context=context, metrics=metrics)
+    if context is not None and config.cert_reload_seconds > 0:
+        reloader = CertReloader(context, config.cert_file, config.key_file, config.cert_reload_seconds, metrics,
+                                stamp)
+        running.reloader_task = asyncio.create_task(reloader.run(), name="ganggate-cert-reloader")
+    log.info("webhook serving on %s", running.url)
+    return running

@@ -1,0 +1,103 @@
+"""`ganggate controller` and `ganggate status`: flags, API client configuration, entry points."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ganggate.kube.client import ConfigError, make_api_client
+
+
+def register(subparsers: Any) -> None:
+    """Add the `controller` and `status` subcommands."""
+    ctl = subparsers.add_parser(
+        "controller",
+        help="run the gate controller",
+        description="Watch nodes and pods; remove the scheduling gates of a whole gang together once a "
+        "placement for all of it has been planned on free capacity.",
+    )
+    ctl.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
+    ctl.add_argument("--policy", choices=["plan", "count"], default="plan",
+                     help="plan: place every pod on a node (default); count: the seed's GPU count check")
+    ctl.add_argument("--placement", choices=["pinned", "free"], default="pinned",
+                     help="pinned: pin each released pod to its planned node with a nodeSelector (default)")
+    ctl.add_argument("--on-bind-timeout", choices=["wait", "recreate"], default="wait",
+                     help="what to do with released pods not bound in time (recreate deletes only pods "
+                     "with an owning controller)")
+    ctl.add_argument("--bind-timeout", type=float, default=120.0, metavar="SECONDS",
+                     help="how long capacity stays promised to a released pod (default 120)")
+    ctl.add_argument("--starvation-seconds", type=float, default=300.0, metavar="SECONDS",
+                     help="after this long complete and waiting, a gang gets capacity held back (default 300)")
+    ctl.add_argument("--scheduler-name", action="append", metavar="NAME",
+                     help="a scheduler whose pods ganggate serves (repeatable; default default-scheduler)")
+    ctl.add_argument("--max-in-flight", type=int, default=32, help="concurrent release patches (default 32)")
+    ctl.add_argument("--no-leader-election", action="store_true", help="decide without holding the lease")
+    ctl.add_argument("--lease-name", default="ganggate-controller")
+    ctl.add_argument("--lease-namespace", default="ganggate-system", help="must exist")
+    ctl.add_argument("--metrics-port", type=int, default=8080, help="/metrics, /healthz, /readyz (0: any free port)")
+    ctl.add_argument("--max-pod-num", type=int, default=10000, help="largest group-pod-num accepted")
+    ctl.set_defaults(func=run_controller)
+
+    st = subparsers.add_parser(
+        "status",
+        help="show gangs and nodes as the controller sees them",
+        description="List the cluster once and show each gang (state, pods, GPUs, why it waits) and each "
+        "node's GPUs.",
+    )
+    st.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
+    st.add_argument("--namespace", "-n", help="only gangs of this namespace")
+    st.add_argument("--scheduler-name", action="append", metavar="NAME", help="served schedulers (repeatable)")
+    st.set_defaults(func=_run_status)
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    from ganggate.controller.status import run_status
+
+    return run_status(args)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from ganggate.controller.loop import ControllerConfig
+
+    cfg = ControllerConfig(
+        policy=args.policy, placement=args.placement, on_bind_timeout=args.on_bind_timeout,
+        bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
+        scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,
+        max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,
+        lease_name=args.lease_name, lease_namespace=args.lease_namespace, metrics_port=args.metrics_port,
+    )
+    cfg.validate()
+    return cfg
+
+
+def run_controller(args: argparse.Namespace) -> int:
+    """The `ganggate controller` command: run until interrupted."""
+    import asyncio
+
+    from ganggate.controller.loop import Controller
+
+    try:
+        cfg = config_from_args(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        api_client = await make_api_client(args.kubeconfig)
+        try:
+            await Controller(api_client, cfg).run()
+        finally:
+            await api_client.close()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. the metrics port is taken
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

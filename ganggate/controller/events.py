@@ -1,0 +1,204 @@
+"""core/v1 Events on pods, rate-limited and aggregated, plus the policy of when to send them.
+
+`EventRecorder` sends Events from a bounded queue at a bounded rate (a token bucket, as
+client-go's EventBroadcaster spam filter does) and aggregates repeats of the same reason on
+the same pod into one Event whose count grows (k8s.io/client-go/tools/record/events_cache.go):
+the Event name is derived from the pod and reason, a repeat PATCHes count/message/lastTimestamp.
+`WaitNotifier` decides which pods hear about a waiting gang, so that a 1,000-pod gang does
+not produce 1,000 Events per decision round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ganggate.kube.calls import ApiCallError, call_json, rfc3339
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "ganggate-controller"
+WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout"})
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """The involved object of an Event."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def from_pod(cls, pod: dict) -> "PodRef":
+        meta = pod.get("metadata") or {}
+        return cls(meta.get("namespace") or "default", meta.get("name") or "", meta.get("uid") or "")
+
+
+def event_name(ref: PodRef, reason: str) -> str:
+    """A stable Event name per (pod, reason), so that repeats aggregate into one Event."""
+    digest = hashlib.sha1(f"{ref.uid}/{reason}".encode()).hexdigest()[:10]
+    return f"{ref.name[:200]}.{digest}"
+
+
+@dataclass
+class _Sent:
+    name: str
+    count: int
+    first: str
+
+
+class EventRecorder:
+    """Queues Events and sends them at most `rate` per second (burst `burst`); drops when full."""
+
+    def __init__(self, core_api: Any, *, rate: float = 50.0, burst: int = 200, queue_size: int = 5000,
+                 metrics: Any = None, host: str = "") -> None:
+        self.core = core_api
+        self.rate = rate
+        self.burst = burst
+        self.metrics = metrics
+        self.host = host
+        self.queue: asyncio.Queue[tuple[PodRef, str, str]] = asyncio.Queue(maxsize=queue_size)
+        self._tokens = float(burst)
+        self._last = time.monotonic()
+        self._sent: dict[tuple[str, str], _Sent] = {}
+        self.sent_count = 0
+
+    def emit(self, pod: dict | PodRef, reason: str, message: str, log_it: bool = True) -> None:
+        """Queue an Event (non-blocking) and log the same line (unless the caller logs it per gang)."""
+        ref = pod if isinstance(pod, PodRef) else PodRef.from_pod(pod)
+        if log_it:
+            level = logging.WARNING if reason in WARNING_REASONS else logging.INFO
+            log.log(level, "%s %s/%s: %s", reason, ref.namespace, ref.name, message)
+        try:
+            self.queue.put_nowait((ref, reason, message))
+        except asyncio.QueueFull:
+            if self.metrics is not None:
+                self.metrics.events_dropped.inc()
+
+    async def _take_token(self) -> None:
+        while True:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return
+            await asyncio.sleep((1 - self._tokens) / self.rate)
+
+    async def send(self, ref: PodRef, reason: str, message: str) -> None:
+        """Create the Event, or bump the count of the one already sent for this pod and reason."""
+        now = rfc3339(time.time())
+        key = (ref.uid, reason)
+        sent = self._sent.get(key)
+        if sent is not None:
+            patch = {"count": sent.count + 1, "message": message, "lastTimestamp": now}
+            try:
+                await call_json(self.core.patch_namespaced_event, sent.name, ref.namespace, patch,
+                                verb="patch", metrics=self.metrics)
+                sent.count += 1
+                return
+            except ApiCallError as exc:
+                if exc.status != 404:
+                    raise
+                del self._sent[key]  # the Event expired (TTL): start a new one
+        name = event_name(ref, reason)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ref.namespace},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": ref.namespace,
+                               "name": ref.name, "uid": ref.uid},
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if reason in WARNING_REASONS else "Normal",
+            "source": {"component": COMPONENT, **({"host": self.host} if self.host else {})},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.host or COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await call_json(self.core.create_namespaced_event, ref.namespace, body, verb="create", metrics=self.metrics)
+            self._sent[key] = _Sent(name, 1, now)
+        except ApiCallError as exc:
+            if exc.status != 409:
+                raise
+            # Sent by an earlier run or another replica: continue its count.
+            existing = await call_json(self.core.read_namespaced_event, name, ref.namespace, verb="get",
+                                       metrics=self.metrics)
+            self._sent[key] = _Sent(name, int(existing.get("count") or 1), existing.get("firstTimestamp") or now)
+            await self.send(ref, reason, message)
+
+    async def run(self) -> None:
+        """Send queued Events until cancelled; a failed Event is logged and dropped."""
+        while True:
+            ref, reason, message = await self.queue.get()
+            await self._take_token()
+            try:
+                await self.send(ref, reason, message)
+                self.sent_count += 1
+            except ApiCallError as exc:
+                log.info("event %s on %s/%s not sent: %s", reason, ref.namespace, ref.name, exc)
+
+    def forget(self, uid: str) -> None:
+        """Drop aggregation state for a deleted pod."""
+        for key in [k for k in self._sent if k[0] == uid]:
+            del self._sent[key]
+
+
+@dataclass
+class _GangNotice:
+    reason: str
+    message: str
+    at: float
+    told: set[str] = field(default_factory=set)  # pod uids that heard this reason
+
+
+class WaitNotifier:
+    """Chooses which pods get a GangWaiting/GangUnschedulable Event, keeping their number small.
+
+    A new reason for a gang goes to every pod; a new message with the same reason goes to the
+    gang's first pod and to pods that have not heard this reason yet; an unchanged message is
+    repeated on the first pod every `repeat_seconds`.
+    """
+
+    def __init__(self, repeat_seconds: float = 300.0) -> None:
+        self.repeat_seconds = repeat_seconds
+        self._notices: dict[tuple[str, str], _GangNotice] = {}
+
+    def targets(self, gang_key: tuple[str, str], reason: str, message: str,
+                pods: list[dict], now: float) -> list[dict]:
+        """The pods to send this (reason, message) to now (possibly none); records the sending."""
+        if not pods:
+            return []
+        ordered = sorted(pods, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
+                                              (p.get("metadata") or {}).get("name") or ""))
+        first = ordered[0]
+        uid = lambda p: (p.get("metadata") or {}).get("uid") or ""  # noqa: E731
+        notice = self._notices.get(gang_key)
+        if notice is None or notice.reason != reason:
+            self._notices[gang_key] = _GangNotice(reason, message, now, {uid(p) for p in ordered})
+            return ordered
+        out: list[dict] = []
+        if notice.message != message or now - notice.at >= self.repeat_seconds:
+            out.append(first)
+            notice.message = message
+            notice.at = now
+        for pod in ordered:
+            if uid(pod) not in notice.told:
+                notice.told.add(uid(pod))
+                if pod is not first or not out:
+                    out.append(pod)
+        return out
+
+    def forget_except(self, live: Iterable[tuple[str, str]]) -> None:
+        """Drop notices of gangs no longer waiting."""
+        keep = set(live)
+        for key in [k for k in self._notices if k not in keep]:
+            del self._notices[key]

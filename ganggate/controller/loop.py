@@ -1,0 +1,379 @@
+"""The gate controller's async shell: informers in, decisions out, releases, events, metrics.
+
+Two informers keep the pure `ClusterState` in step with the API server. After events
+(debounced), the leader runs the core's `decide()`, promises each decision's placement in the
+state (before the first patch), and releases it (ganggate.controller.release). A gang whose release is in
+flight is not re-decided until the release has finished and its effect is seen in the watch;
+a release cut short (crash, lost leadership, exhausted retries) is finished by the core's
+roll-forward decision in a later round, under the same decision id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ganggate.core.cluster import ClusterState
+from ganggate.controller.events import EventRecorder, WaitNotifier
+from ganggate.controller.informer import Informer
+from ganggate.kube.leader import LeaderElector
+from ganggate.controller.metrics import Metrics, serve_metrics
+from ganggate.controller.release import Releaser, ReleaseRequest
+from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ControllerConfig:
+    """How the controller decides and behaves; see docs/controller.md."""
+
+    policy: str = "plan"  # "plan" | "count"
+    placement: str = "pinned"  # "pinned" | "free"
+    on_bind_timeout: str = "wait"  # "wait" | "recreate"
+    bind_timeout_seconds: float = 120.0
+    starvation_seconds: float = 300.0
+    scheduler_names: tuple[str, ...] = ("default-scheduler",)
+    max_pod_num: int = 10000
+    max_in_flight: int = 32
+    leader_election: bool = True
+    lease_name: str = "ganggate-controller"
+    lease_namespace: str = "ganggate-system"
+    lease_duration_seconds: float = 15.0
+    renew_seconds: float = 5.0
+    identity: str | None = None
+    metrics_port: int | None = None
+    debounce_seconds: float = 0.05
+    # Optional additions beyond the shared API:
+    tick_seconds: float = 1.0  # a round at least this often (bind timeouts, starvation)
+    event_rate: float = 50.0  # Events per second at most (burst 4x)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad setting."""
+        choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
+                   "on_bind_timeout": ("wait", "recreate")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        for name in ("bind_timeout_seconds", "starvation_seconds", "lease_duration_seconds", "renew_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        if not self.scheduler_names:
+            raise ValueError("at least one scheduler name is needed")
+
+
+def _decision_of_gang(gang: Any) -> dict | None:
+    """The decision recorded on the gang's released pods (for a roll-forward), if any."""
+    for pod in sorted(gang.pods.values(), key=lambda p: p.key):
+        if not pod.gated and isinstance(pod.decision, dict) and pod.decision.get("id"):
+            return pod.decision
+    return None
+
+
+class Controller:
+    """Releases whole gangs when they fit; see the module docstring."""
+
+    def __init__(self, api_client: Any, config: ControllerConfig) -> None:
+        from kubernetes_asyncio import client
+
+        config.validate()
+        self.config = config
+        self.api_client = api_client
+        self.identity = config.identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.core = client.CoreV1Api(api_client)
+        self.metrics = Metrics()
+        self.state = ClusterState(scheduler_names=tuple(config.scheduler_names), max_pod_num=config.max_pod_num,
+                                  bind_timeout_seconds=config.bind_timeout_seconds)
+        self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
+                                    metrics=self.metrics, host=self.identity)
+        self.notifier = WaitNotifier()
+        self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
+                                 backoff=Backoff(base=0.05, cap=5.0, attempts=12))
+        self.releaser.should_continue = self._may_act
+        self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_list,
+                              on_event=self._on_node_event, metrics=self.metrics)
+        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._on_list,
+                             on_event=self._on_pod_event, metrics=self.metrics)
+        self.leader: LeaderElector | None = None
+        if config.leader_election:
+            self.leader = LeaderElector(
+                client.CoordinationV1Api(api_client), name=config.lease_name, namespace=config.lease_namespace,
+                identity=self.identity, lease_duration=config.lease_duration_seconds,
+                retry_period=config.renew_seconds, metrics=self.metrics, on_change=lambda _: self._poke(),
+            )
+        self.metrics_port: int | None = None  # the bound port once serving
+        self.rounds = 0
+        self._dirty: asyncio.Event | None = None
+        self._releasing: set[tuple[str, str]] = set()
+        self._release_tasks: set[asyncio.Task] = set()
+        self._last_loop = time.monotonic()
+        self._held = False
+
+    # ---- status --------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        return self.nodes.synced and self.pods.synced
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader is None or self.leader.is_leader
+
+    def _may_act(self) -> bool:
+        return self.is_leader
+
+    @property
+    def idle(self) -> bool:
+        """True when no round is due and no release is in flight (a driver's "settled")."""
+        dirty = self._dirty is not None and self._dirty.is_set()
+        return not dirty and not self._releasing and not self._release_tasks
+
+    def hold(self) -> None:
+        """Run no decision round until `resume` (a replay lets one instant's changes land first,
+        so that everything that happens at one simulated instant is decided on together)."""
+        self._held = True
+
+    def resume(self) -> None:
+        """Undo `hold`, with a round for what happened meanwhile."""
+        self._held = False
+        self._poke()
+
+    def healthy(self) -> bool:
+        return time.monotonic() - self._last_loop < max(10.0, 5 * self.config.tick_seconds)
+
+    # ---- informer callbacks --------------------------------------------------------------
+
+    def _poke(self) -> None:
+        if self._dirty is not None:
+            self._dirty.set()
+
+    def _on_list(self, _items: list[dict]) -> None:
+        self.state.reset(list(self.nodes.store.values()), list(self.pods.store.values()))
+        self._poke()
+
+    def _on_node_event(self, kind: str, node: dict) -> None:
+        self.state.apply_node(kind, node)
+        self._poke()
+
+    def _on_pod_event(self, kind: str, pod: dict) -> None:
+        self.state.apply_pod(kind, pod)
+        if kind == "DELETED":
+            self.events.forget((pod.get("metadata") or {}).get("uid") or "")
+        self._poke()
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run informers, leader election, events and the decision loop until cancelled."""
+        self._dirty = asyncio.Event()
+        runner = None
+        if self.config.metrics_port is not None:
+            runner, self.metrics_port = await serve_metrics(
+                self.metrics, self.config.metrics_port, self.healthy, lambda: self.synced
+            )
+        tasks = [asyncio.create_task(c) for c in (self.nodes.run(), self.pods.run(), self.events.run(),
+                                                   self._loop())]
+        if self.leader is not None:
+            tasks.append(asyncio.create_task(self.leader.run()))
+        log.info("controller %s started (policy=%s placement=%s leader_election=%s)", self.identity,
+                 self.config.policy, self.config.placement, self.config.leader_election)
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            # gather() has already cancelled its children when we were cancelled; a second
+            # cancel would interrupt their clean-up (giving the lease up).
+            for task in tasks + list(self._release_tasks):
+                if not task.done() and not task.cancelling():
+                    task.cancel()
+            await asyncio.gather(*tasks, *self._release_tasks, return_exceptions=True)
+            if runner is not None:
+                await runner.cleanup()
+
+    async def _loop(self) -> None:
+        assert self._dirty is not None
+        while True:
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that comes as the
+            # event is set (CPython gh-86296), and run() would then wait for this loop forever.
+            try:
+                async with asyncio.timeout(self.config.tick_seconds):
+                    await self._dirty.wait()
+            except TimeoutError:
+                pass
+            await asyncio.sleep(self.config.debounce_seconds)
+            self._dirty.clear()
+            self._last_loop = time.monotonic()
+            if self._held or not self.synced or not self.is_leader:
+                continue
+            try:
+                self.round(time.time())
+            except Exception:  # a bug in one round must not stop the controller
+                log.exception("decision round failed")
+
+    def round(self, now: float) -> None:
+        """One decision round: decide, promise and start releases, report waits and timeouts."""
+        from ganggate.core.planner import decide
+
+        self.rounds += 1
+        started = time.perf_counter()
+        decisions, waitings = decide(self.state, now, policy=self.config.policy,
+                                     starvation_seconds=self.config.starvation_seconds)
+        self.metrics.decide_seconds.observe(time.perf_counter() - started)
+        for decision in decisions:
+            if decision.gang_key in self._releasing or not decision.placement:
+                continue
+            self._start_release(decision, now)
+        self._report_waiting(waitings, now)
+        self._handle_expired(now)
+        counts: dict[str, int] = {}
+        for gang in self.state.gangs.values():
+            counts[gang.state] = counts.get(gang.state, 0) + 1
+        self.metrics.set_gang_states(counts)
+
+    # ---- releasing -----------------------------------------------------------------------
+
+    def _start_release(self, decision: Any, now: float) -> None:
+        gang = self.state.gangs.get(decision.gang_key)
+        if gang is None:
+            return
+        recorded = _decision_of_gang(gang) if decision.roll_forward else None
+        if recorded is not None:
+            decision_id = str(recorded["id"])
+            when = str(recorded.get("time") or rfc3339(now))
+            count = int(recorded.get("pods") or len(decision.placement))
+        else:
+            decision_id = uuid.uuid4().hex[:16]
+            when = rfc3339(now)
+            count = len(decision.placement)
+            if gang.complete_since is not None and gang.state == "waiting":
+                self.metrics.wait_seconds.observe(max(0.0, now - gang.complete_since))
+        # Promise before the first patch, so the next round already counts this capacity.
+        self.state.promise(decision.gang_key, dict(decision.placement), now + self.config.bind_timeout_seconds)
+        hostnames = {name: self.state.nodes[name].hostname for name in set(decision.placement.values())
+                     if name is not None and name in self.state.nodes}
+        request = ReleaseRequest(
+            decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
+            pod_count=count, placement=dict(decision.placement),
+            pods={k: self.state.pods[k].raw for k in decision.placement if k in self.state.pods},
+            hostnames=hostnames, pinned=self.config.placement == "pinned",
+        )
+        self._releasing.add(decision.gang_key)
+        log.info("releasing gang %s: %d pods, decision %s%s (%s)", request.gang, len(request.placement),
+                 decision_id, " (roll forward)" if decision.roll_forward else "", decision.reason)
+        task = asyncio.create_task(self._release(decision, request))
+        self._release_tasks.add(task)
+        task.add_done_callback(self._release_tasks.discard)
+
+    async def _release(self, decision: Any, request: ReleaseRequest) -> None:
+        key = decision.gang_key
+        started = time.monotonic()
+        try:
+            outcome = await self.releaser.release(request)
+            self.metrics.release_seconds.observe(time.monotonic() - started)
+            if outcome.validation_failed:
+                self.metrics.release_failures.inc()
+                log.warning("gang %s not released: validation failed (%s; vanished: %s); nothing applied",
+                            request.gang, outcome.failed, outcome.vanished)
+                self._cancel_promises(request.placement)
+                return
+            self.metrics.releases.labels(kind="roll_forward" if decision.roll_forward else "new").inc()
+            if not outcome.complete:
+                self.metrics.release_failures.inc()
+                log.warning("gang %s: release cut short (%s); it will be rolled forward", request.gang,
+                            outcome.failed)
+                # Pods still gated lose their promise, so the next round rolls the decision
+                # forward instead of waiting for the bind timeout; released ones keep theirs.
+                self._cancel_promises(request.placement)
+            if outcome.vanished:
+                log.warning("gang %s: pods gone before their release: %s", request.gang, ", ".join(outcome.vanished))
+            log.info("GangReleased %s: %d pods released by decision %s", request.gang, len(outcome.released),
+                     request.decision_id)
+            for pod_key in outcome.released:
+                node = request.placement.get(pod_key)
+                where = f" onto node {node}" if node and request.pinned else ""
+                self.events.emit(request.pods[pod_key], "GangReleased",
+                                 f"gang {request.gang} released: {request.pod_count} pods together{where} "
+                                 f"(decision {request.decision_id})", log_it=False)
+            await self._await_echo(request, outcome.released)
+        except ApiCallError as exc:
+            self.metrics.release_failures.inc()
+            log.warning("gang %s: release failed: %s; it will be retried or rolled forward", request.gang, exc)
+            self._cancel_promises(request.placement)
+            await asyncio.sleep(0.5)
+        finally:
+            self._releasing.discard(key)
+            self._poke()
+
+    def _cancel_promises(self, placement: dict[str, str | None]) -> None:
+        """Give back the capacity promised to pods that were not released."""
+        self.state.cancel_promises(list(placement))
+
+    async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
+        """Wait (bounded) until the watch shows the released pods without their gate."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
+                       and p.uid == ((request.pods[k].get("metadata") or {}).get("uid"))]
+            if not pending:
+                return
+            await asyncio.sleep(0.02)
+
+    # ---- waiting and timeouts ------------------------------------------------------------
+
+    def _report_waiting(self, waitings: list[Any], now: float) -> None:
+        live = []
+        for waiting in waitings:
+            gang = self.state.gangs.get(waiting.gang_key)
+            if gang is None:
+                continue
+            live.append(waiting.gang_key)
+            pods = [p.raw for p in gang.pods.values() if not p.terminated]
+            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now)
+            if targets:
+                level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
+                log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)
+            for pod in targets:
+                self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
+        self.notifier.forget_except(live)
+
+    def _handle_expired(self, now: float) -> None:
+        for gang_key, pod_keys in self.state.expired_promises(now):
+            gang = f"{gang_key[0]}/{gang_key[1]}"
+            action = self.config.on_bind_timeout
+            self.metrics.bind_timeouts.labels(action=action).inc(len(pod_keys))
+            for pod_key in pod_keys:
+                pod = self.state.pods.get(pod_key)
+                if pod is None or pod.node_name or pod.terminated:
+                    continue
+                secs = int(self.config.bind_timeout_seconds)
+                if action == "recreate" and pod.owned:
+                    self.events.emit(pod.raw, "GangBindTimeout",
+                                     f"released with gang {gang} but not bound within {secs}s; deleting it so "
+                                     "its controller recreates it")
+                    task = asyncio.create_task(self._delete(pod_key, pod.uid))
+                    self._release_tasks.add(task)
+                    task.add_done_callback(self._release_tasks.discard)
+                elif action == "recreate":
+                    self.events.emit(pod.raw, "GangBindTimeout",
+                                     f"released with gang {gang} but not bound within {secs}s; not deleted: "
+                                     "it has no owning controller")
+                else:
+                    self.events.emit(pod.raw, "GangBindTimeout",
+                                     f"released with gang {gang} but not bound within {secs}s; waiting")
+
+    async def _delete(self, pod_key: str, uid: str) -> None:
+        namespace, name = pod_key.split("/", 1)
+        try:
+            await call_json(self.core.delete_namespaced_pod, name, namespace,
+                            body={"preconditions": {"uid": uid}}, verb="delete", metrics=self.metrics)
+            log.info("deleted %s (bind timeout, policy recreate)", pod_key)
+        except ApiCallError as exc:
+            if exc.status not in (404, 409):
+                log.warning("deleting %s: %s", pod_key, exc)

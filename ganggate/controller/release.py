@@ -1,0 +1,215 @@
+"""Releasing a decision: remove the gate of every pod of it, pin it, record the decision.
+
+One JSON patch per pod (pure `build_patch`): `test` the pod's uid and the gate at its index,
+`remove` that gate (only ours: a concurrent change makes the `test` fail instead of removing
+someone else's gate), `add` the planned node to spec.nodeSelector (allowed on a gated pod:
+KEP-3838 "mutable pod scheduling directives", only additions) and `add` the
+`ganggate.io/decision` annotation. Every patch is validated with `dryRun=All` first; only when
+all pass are they applied, concurrently with a bounded number in flight. 429 (Retry-After),
+5xx and transport errors are retried with backoff; 409 or a failed `test` (422) refetches the
+pod and rebuilds the patch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, Mapping
+
+import aiohttp
+
+from ganggate.contract import GATE_NAME
+from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
+
+log = logging.getLogger(__name__)
+
+DECISION_ANNOTATION = "ganggate.io/decision"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+# ---------------------------------------------------------------------------------------------
+# The patch (pure)
+
+
+def decision_annotation(decision_id: str, time: str, node: str | None, gang: str, pods: int) -> str:
+    """The compact JSON recorded on each released pod."""
+    return json.dumps(
+        {"id": decision_id, "time": time, "node": node, "gang": gang, "pods": pods}, separators=(",", ":")
+    )
+
+
+def parse_decision(pod: Mapping) -> dict | None:
+    """The pod's decision annotation as a dict, or None when absent or unreadable."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(DECISION_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _escape(key: str) -> str:
+    """JSON Pointer escaping (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def build_patch(pod: Mapping, annotation: str, hostname: str | None) -> list[dict] | None:
+    """The JSON patch that releases the pod, or None when it carries no ganggate gate.
+
+    hostname None leaves node selection to the scheduler (`--placement=free`).
+    """
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    gates = spec.get("schedulingGates") or []
+    index = next((i for i, g in enumerate(gates) if isinstance(g, Mapping) and g.get("name") == GATE_NAME), None)
+    if index is None:
+        return None
+    ops: list[dict] = []
+    if metadata.get("uid"):
+        ops.append({"op": "test", "path": "/metadata/uid", "value": metadata["uid"]})
+    ops.append({"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE_NAME})
+    ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
+    if hostname is not None:
+        if spec.get("nodeSelector") is None:
+            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: hostname}})
+        else:
+            ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(HOSTNAME_LABEL)}", "value": hostname})
+    if metadata.get("annotations") is None:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {DECISION_ANNOTATION: annotation}})
+    else:
+        ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(DECISION_ANNOTATION)}", "value": annotation})
+    return ops
+
+
+def node_hostname(node: Mapping | None, node_name: str) -> str:
+    """The value to pin with: the node's kubernetes.io/hostname label, else its name."""
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(HOSTNAME_LABEL) or node_name
+
+
+# ---------------------------------------------------------------------------------------------
+# The release (I/O)
+
+
+@dataclass
+class ReleaseRequest:
+    """What to release: the pods of one decision and where each is planned."""
+
+    decision_id: str
+    time: str  # RFC3339, the decision's time
+    gang: str  # "ns/name"
+    pod_count: int  # pods in the decision, as recorded
+    placement: dict[str, str | None]  # pod key -> node name (None = unpinned)
+    pods: dict[str, dict]  # pod key -> last seen pod object
+    hostnames: dict[str, str]  # node name -> kubernetes.io/hostname value
+    pinned: bool = True
+
+
+@dataclass
+class ReleaseOutcome:
+    released: list[str] = field(default_factory=list)  # gates this call removed
+    already: list[str] = field(default_factory=list)  # found without the gate (by us or another replica)
+    vanished: list[str] = field(default_factory=list)  # deleted or replaced before we got to them
+    failed: dict[str, str] = field(default_factory=dict)  # pod key -> why
+    validation_failed: bool = False  # nothing was applied because a dry run failed
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed and not self.validation_failed
+
+
+class Releaser:
+    """Applies release patches through CoreV1Api with bounded concurrency and retries."""
+
+    def __init__(self, core_api: Any, *, max_in_flight: int = 32, metrics: Any = None,
+                 backoff: Backoff | None = None, before_apply: Callable[[str], Awaitable[None]] | None = None) -> None:
+        self.core = core_api
+        self.semaphore = asyncio.Semaphore(max(1, max_in_flight))
+        self.metrics = metrics
+        self.backoff = backoff or Backoff()
+        # Test hook: awaited before each real (not dry-run) patch with the pod key.
+        self.before_apply = before_apply
+        # Checked before each real patch: a replica that lost leadership stops releasing.
+        self.should_continue: Callable[[], bool] = lambda: True
+
+    def _patch_for(self, req: ReleaseRequest, key: str, pod: Mapping) -> list[dict] | None:
+        node = req.placement.get(key)
+        hostname = req.hostnames.get(node, node) if (req.pinned and node) else None
+        annotation = decision_annotation(req.decision_id, req.time, node, req.gang, req.pod_count)
+        return build_patch(pod, annotation, hostname)
+
+    async def _get(self, key: str) -> dict | None:
+        namespace, name = key.split("/", 1)
+        try:
+            return await with_retries(
+                lambda: call_json(self.core.read_namespaced_pod, name, namespace, verb="get", metrics=self.metrics),
+                self.backoff,
+            )
+        except ApiCallError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _patch(self, key: str, body: list[dict], dry_run: bool) -> dict:
+        namespace, name = key.split("/", 1)
+        kwargs = {"dry_run": "All"} if dry_run else {}
+        async with self.semaphore:
+            return await with_retries(
+                lambda: call_json(self.core.patch_namespaced_pod, name, namespace, body,
+                                  verb="patch", metrics=self.metrics, **kwargs),
+                self.backoff,
+            )
+
+    async def _one(self, req: ReleaseRequest, key: str, dry_run: bool, outcome: ReleaseOutcome) -> None:
+        """Validate or apply one pod's patch; refetch and rebuild on 409/422, a few times."""
+        pod = req.pods.get(key)
+        expected_uid = ((pod or {}).get("metadata") or {}).get("uid")
+        for attempt in range(4):
+            if pod is None or (expected_uid and pod["metadata"].get("uid") != expected_uid):
+                outcome.vanished.append(key)
+                return
+            body = self._patch_for(req, key, pod)
+            if body is None:
+                outcome.already.append(key)
+                return
+            if not dry_run and not self.should_continue():
+                outcome.failed[key] = "stopped: no longer the leader"
+                return
+            try:
+                if not dry_run and self.before_apply is not None:
+                    await self.before_apply(key)
+                await self._patch(key, body, dry_run)
+            except ApiCallError as exc:
+                if exc.status == 404:
+                    outcome.vanished.append(key)
+                    return
+                if exc.status in (409, 422) and attempt < 3:
+                    log.info("release of %s: %s; refetching", key, exc)
+                    pod = await self._get(key)
+                    continue
+                outcome.failed[key] = str(exc)
+                return
+            if not dry_run:
+                outcome.released.append(key)
+                if self.metrics is not None:
+                    self.metrics.pods_released.inc()
+            return
+        outcome.failed[key] = "the pod kept changing under the patch"
+
+    async def release(self, req: ReleaseRequest) -> ReleaseOutcome:
+        """Validate all patches (dryRun=All), then apply all; never applies after a failed validation."""
+        keys = sorted(req.placement)
+        check = ReleaseOutcome()
+        await asyncio.gather(*(self._one(req, key, True, check) for key in keys))
+        if check.failed or check.vanished:
+            check.validation_failed = True
+            return check
+        outcome = ReleaseOutcome()
+        await asyncio.gather(*(self._one(req, key, False, outcome) for key in keys))
+        return outcome

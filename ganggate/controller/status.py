@@ -1,0 +1,192 @@
+"""`ganggate status`: a table of gangs and of nodes, from one list of the cluster.
+
+`collect` lists nodes and pods once into a `ClusterState`; the "why" column comes from the
+core's own `decide` (so it says what the controller would conclude now); `format_status` is
+pure and turns the state plus the decisions into text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ganggate.core.cluster import ClusterState
+from ganggate.core.resources import GPU
+
+
+@dataclass
+class GangRow:
+    gang: str
+    state: str
+    present: int
+    needed: int
+    gpus: int
+    waiting_since: str
+    why: str
+
+
+@dataclass
+class NodeRow:
+    node: str
+    condition: str
+    gpus: int
+    used: int
+    promised: int
+    free: int
+
+
+def age(seconds: float) -> str:
+    """kubectl-style age: 45s, 3m12s, 2h5m, 3d4h."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600}h"
+
+
+def _gpus(milli: int) -> int:
+    return milli // 1000
+
+
+def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[Any], now: float,
+              namespace: str | None = None) -> list[GangRow]:
+    """One row per gang (of the namespace, if given), ordered by namespace and name."""
+    why: dict[tuple[str, str], str] = {}
+    for waiting in waitings:
+        why[waiting.gang_key] = f"{waiting.event_reason}: {waiting.message}"
+    for decision in decisions:
+        what = "roll forward" if decision.roll_forward else "fits"
+        why[decision.gang_key] = f"{what}: {len(decision.placement)} pods to release ({decision.reason})"
+    rows = []
+    for key in sorted(state.gangs):
+        if namespace is not None and key[0] != namespace:
+            continue
+        gang = state.gangs[key]
+        live = gang.live_pods()
+        spec = gang.spec
+        needed = spec.pod_num if spec else 0
+        gpus = sum(p.request.get(GPU, 0) for p in live)
+        since = age(now - gang.complete_since) if gang.complete_since and gang.state in ("waiting", "partial") else "-"
+        reason = why.get(key, "")
+        if not reason and gang.conflict:
+            reason = f"GangConflict: {gang.conflict}"
+        if not reason and gang.state == "released":
+            bound = sum(1 for p in live if p.node_name)
+            reason = f"{bound} of {len(live)} pods bound"
+        if not reason and gang.state == "started" and spec is not None:
+            reason = f"started with {len(gang.released_pods())} of {spec.pod_num} pods; extras wait for room"
+        rows.append(GangRow(f"{key[0]}/{key[1]}", gang.state, len(live), needed, _gpus(gpus), since, reason))
+    return rows
+
+
+def node_rows(state: ClusterState) -> list[NodeRow]:
+    rows = []
+    for name in sorted(state.nodes):
+        node = state.nodes[name]
+        condition = "Ready" if node.ready else "NotReady"
+        if node.cordoned:
+            condition += ",SchedulingDisabled"
+        alloc = node.allocatable.get(GPU, 0)
+        used = node.used.get(GPU, 0)
+        promised = node.promised.get(GPU, 0)
+        rows.append(NodeRow(name, condition, _gpus(alloc), _gpus(used), _gpus(promised),
+                            _gpus(alloc - used - promised)))
+    return rows
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def format_status(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[Any], now: float,
+                  namespace: str | None = None) -> str:
+    """The two tables as text (pure)."""
+    gangs = gang_rows(state, decisions, waitings, now, namespace)
+    gang_table = _table(
+        ["GANG", "STATE", "PODS", "GPUS", "WAITING", "WHY"],
+        [[g.gang, g.state, f"{g.present}/{g.needed}", str(g.gpus), g.waiting_since, g.why] for g in gangs],
+    ) if gangs else "No gangs" + (f" in namespace {namespace}." if namespace else ".")
+    nodes = node_rows(state)
+    node_table = _table(
+        ["NODE", "STATUS", "GPUS", "USED", "PROMISED", "FREE"],
+        [[n.node, n.condition, str(n.gpus), str(n.used), str(n.promised), str(n.free)] for n in nodes],
+    ) if nodes else "No nodes."
+    return gang_table + "\n\n" + node_table + "\n"
+
+
+async def list_all(list_fn: Any, page_size: int = 500) -> list[dict]:
+    """Every object of a list call, page by page, as plain dicts."""
+    from ganggate.kube.calls import Backoff, call_json, with_retries
+
+    items: list[dict] = []
+    token = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": page_size}
+        if token:
+            kwargs["_continue"] = token
+        body = await with_retries(lambda: call_json(list_fn, verb="list", **kwargs), Backoff(attempts=5))
+        items.extend(body.get("items") or [])
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-scheduler",),
+                  max_pod_num: int = 10000) -> ClusterState:
+    """List nodes and pods once into a ClusterState."""
+    from kubernetes_asyncio import client
+
+    core = client.CoreV1Api(api_client)
+    nodes = await list_all(core.list_node)
+    pods = await list_all(core.list_pod_for_all_namespaces)
+    state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num)
+    state.reset(nodes, pods)
+    return state
+
+
+async def status_text(api_client: Any, namespace: str | None = None, policy: str = "plan",
+                      scheduler_names: tuple[str, ...] = ("default-scheduler",)) -> str:
+    """What `ganggate status` prints."""
+    from ganggate.core.planner import decide
+
+    state = await collect(api_client, scheduler_names)
+    now = time.time()
+    decisions, waitings = decide(state, now, policy=policy)
+    return format_status(state, decisions, waitings, now, namespace)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """The `ganggate status` command."""
+    import sys
+
+    from ganggate.kube.client import ConfigError, make_api_client
+    from ganggate.kube.calls import ApiCallError
+
+    async def main() -> int:
+        try:
+            api_client = await make_api_client(args.kubeconfig)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        try:
+            text = await status_text(api_client, args.namespace, scheduler_names=tuple(args.scheduler_name or
+                                                                                      ["default-scheduler"]))
+        except ApiCallError as exc:
+            print(f"error: cannot list the cluster: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await api_client.close()
+        print(text, end="")
+        return 0
+
+    return asyncio.run(main())

@@ -1,0 +1,384 @@
+"""The controller's incremental picture of the cluster: nodes, their use, gangs and promises.
+
+Fed by list and watch events, `ClusterState` keeps per node the allocatable resources, the sum
+of the effective requests of the non-terminated pods bound to it (`used`) and the requests of
+pods released by ganggate but not yet bound (`promised`). Each event costs O(one pod + its
+gang); nothing is ever recomputed for the whole cluster. Pure: no I/O, no clock of its own.
+
+What the scheduler counts on a node follows its NodeInfo (pkg/scheduler/framework/types.go):
+every pod with spec.nodeName set that has not Succeeded or Failed, whatever its scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Mapping
+
+from ganggate.contract import (
+    DEFAULT_MAX_POD_NUM,
+    DEFAULT_SCHEDULER_NAMES,
+    ContractError,
+    GangSpec,
+    has_gate,
+    parse_gang,
+)
+from ganggate.core.gangs import Gang, GangKey
+from ganggate.core.nodematch import node_is_cordoned, node_is_ready, selection_key
+from ganggate.core.resources import Resources, add_into, node_allocatable, pod_requests
+
+DECISION_ANNOTATION = "ganggate.io/decision"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+TERMINATED_PHASES = ("Succeeded", "Failed")
+
+
+def parse_time(value: object) -> float:
+    """An RFC 3339 timestamp as epoch seconds (0.0 when absent or unreadable)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _decision(annotations: Mapping[str, str]) -> dict | None:
+    raw = annotations.get(DECISION_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass
+class PodInfo:
+    """What the controller needs to know of one pod."""
+
+    uid: str
+    namespace: str
+    name: str
+    key: str
+    request: Resources
+    priority: int
+    created: float
+    gang: GangSpec | ContractError | None
+    gated: bool
+    node_name: str | None
+    phase: str
+    decision: dict | None
+    scheduler_name: str
+    owned: bool
+    raw: dict
+    #: Equal for pods that may use exactly the same nodes (selector, affinity, tolerations).
+    constraint_key: str = ""
+    #: Any scheduling gate at all (ganggate's or another system's, e.g. Kueue's).
+    has_gates: bool = False
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in TERMINATED_PHASES
+
+    @classmethod
+    def from_pod(cls, pod: dict, max_pod_num: int = DEFAULT_MAX_POD_NUM) -> "PodInfo":
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        annotations = meta.get("annotations") or {}
+        namespace = meta.get("namespace") or "default"
+        name = meta.get("name") or ""
+        return cls(
+            uid=meta.get("uid") or "",
+            namespace=namespace,
+            name=name,
+            key=f"{namespace}/{name}",
+            request=pod_requests(pod),
+            priority=int(spec.get("priority") or 0),
+            created=parse_time(meta.get("creationTimestamp")),
+            gang=parse_gang(annotations, max_pod_num),
+            gated=has_gate(spec),
+            node_name=spec.get("nodeName") or None,
+            phase=(pod.get("status") or {}).get("phase") or "Pending",
+            decision=_decision(annotations),
+            scheduler_name=spec.get("schedulerName") or "default-scheduler",
+            owned=any(
+                isinstance(ref, Mapping) and ref.get("controller") is True
+                for ref in meta.get("ownerReferences") or []
+            ),
+            raw=pod,
+            constraint_key=selection_key(pod),
+            has_gates=bool(spec.get("schedulingGates")),
+        )
+
+    @property
+    def schedulable_pending(self) -> bool:
+        """Unbound, ungated and alive: a scheduler may bind it at any moment."""
+        return not self.node_name and not self.has_gates and not self.terminated
+
+
+@dataclass
+class NodeInfo:
+    """One node: what it offers, what bound pods use, what released pods are promised."""
+
+    name: str
+    raw: dict
+    allocatable: Resources
+    used: Resources
+    promised: Resources
+
+    @property
+    def ready(self) -> bool:
+        return node_is_ready(self.raw)
+
+    @property
+    def cordoned(self) -> bool:
+        return node_is_cordoned(self.raw)
+
+    @property
+    def hostname(self) -> str:
+        """The value to pin a pod with: the kubernetes.io/hostname label, else the name."""
+        labels = (self.raw.get("metadata") or {}).get("labels") or {}
+        return labels.get(HOSTNAME_LABEL) or self.name
+
+
+@dataclass
+class Promise:
+    """Capacity held for a released pod until it is bound, deleted, or the deadline passes."""
+
+    gang_key: GangKey
+    pod_key: str
+    uid: str
+    node: str | None
+    request: Resources
+    deadline: float
+
+
+class ClusterState:
+    """The incremental picture of the cluster (see the module docstring).
+
+    bind_timeout_seconds is the deadline given to promises rebuilt from decision annotations
+    after a restart (the shell passes its own deadline to `promise`).
+    """
+
+    def __init__(
+        self,
+        *,
+        scheduler_names: tuple[str, ...] | list[str] = DEFAULT_SCHEDULER_NAMES,
+        max_pod_num: int = DEFAULT_MAX_POD_NUM,
+        bind_timeout_seconds: float = 120.0,
+    ) -> None:
+        self.scheduler_names = tuple(scheduler_names)
+        self.max_pod_num = max_pod_num
+        self.bind_timeout_seconds = bind_timeout_seconds
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.gangs: dict[GangKey, Gang] = {}
+        self.promises: dict[str, Promise] = {}
+        #: Pods any scheduler may bind at any moment (unbound, ungated, alive), by key: the
+        #: planner keeps a gang out of room such a pod could take first (see planner).
+        self.pending: dict[str, PodInfo] = {}
+        # Per node name, kept while the node object is missing (events come in any order).
+        self._used: dict[str, Resources] = {}
+        self._promised: dict[str, Resources] = {}
+        # (pod key, uid) whose promise timed out: not rebuilt from its decision annotation.
+        self._expired: set[tuple[str, str]] = set()
+
+    # ---- queries -------------------------------------------------------------------------
+
+    def free(self, node_name: str) -> Resources:
+        """allocatable - used - promised (negative when over-committed)."""
+        node = self.nodes.get(node_name)
+        out: Resources = dict(node.allocatable) if node else {}
+        add_into(out, self._used.get(node_name, {}), -1)
+        add_into(out, self._promised.get(node_name, {}), -1)
+        return out
+
+    def gang_of(self, pod: PodInfo) -> GangKey | None:
+        """The gang a pod belongs to, or None when it is in none ganggate serves."""
+        if pod.scheduler_name not in self.scheduler_names or not isinstance(pod.gang, GangSpec):
+            return None
+        return (pod.namespace, pod.gang.name)
+
+    # ---- events --------------------------------------------------------------------------
+
+    def reset(self, nodes: list[dict], pods: list[dict]) -> None:
+        """Replace the whole picture after a (re)list. Explicit promises of pods that are
+        still there unbound are kept; the rest end."""
+        old_promises = self.promises
+        self.nodes, self.pods, self.gangs, self.promises, self.pending = {}, {}, {}, {}, {}
+        self._used, self._promised = {}, {}
+        for node in nodes:
+            self._upsert_node(node)
+        touched: set[GangKey] = set()
+        for pod in pods:
+            info = PodInfo.from_pod(pod, self.max_pod_num)
+            self._add_pod(info, touched)
+        for promise in old_promises.values():
+            pod = self.pods.get(promise.pod_key)
+            if pod is not None and pod.uid == promise.uid and self._awaits_binding(pod):
+                self._hold(promise)
+        for pod in self.pods.values():
+            self._rebuild_promise(pod)
+        for key in touched:
+            self._refresh_gang(key)
+
+    def apply_node(self, event_type: str, node: dict) -> None:
+        """A node ADDED, MODIFIED or DELETED."""
+        name = (node.get("metadata") or {}).get("name") or ""
+        if event_type == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            self._upsert_node(node)
+
+    def apply_pod(self, event_type: str, pod: dict) -> None:
+        """A pod ADDED, MODIFIED or DELETED; events for one pod may come in any order."""
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        touched: set[GangKey] = set()
+        old = self.pods.get(key)
+        if old is not None:
+            self._remove_pod(old, touched)
+        if event_type == "DELETED":
+            self._end_promise(key)
+        else:
+            info = PodInfo.from_pod(pod, self.max_pod_num)
+            self._add_pod(info, touched)
+            promise = self.promises.get(key)
+            if promise is not None and (promise.uid != info.uid or not self._awaits_binding(info)):
+                self._end_promise(key)
+            self._rebuild_promise(info)
+        for gang_key in touched:
+            self._refresh_gang(gang_key)
+
+    # ---- promises ------------------------------------------------------------------------
+
+    def promise(self, gang_key: GangKey, placement: dict[str, str | None], deadline: float) -> None:
+        """Hold the requests of released pods on their planned nodes until they are bound.
+
+        placement maps pod key -> node name (None: released unpinned, counted nowhere but
+        still watched for the bind timeout). Pods unknown or already bound are skipped.
+        """
+        for pod_key, node in placement.items():
+            pod = self.pods.get(pod_key)
+            if pod is None or pod.node_name or pod.terminated:
+                continue
+            self._end_promise(pod_key)
+            self._hold(Promise(gang_key, pod_key, pod.uid, node, dict(pod.request), deadline))
+
+    def expired_promises(self, now: float) -> list[tuple[GangKey, list[str]]]:
+        """Gangs whose released pods are still unbound past the deadline, with those pods.
+
+        The promises are cleared: the capacity is no longer held for them. A promise whose
+        pod is still gated at its deadline (its release never happened, e.g. it was cut
+        short) is cleared without being reported: that pod was never released, so it did not
+        fail to bind, and its gang can be rolled forward.
+        """
+        by_gang: dict[GangKey, list[str]] = {}
+        for key, promise in list(self.promises.items()):
+            if promise.deadline <= now:
+                pod = self.pods.get(key)
+                if pod is not None and not pod.gated:
+                    by_gang.setdefault(promise.gang_key, []).append(key)
+                    self._expired.add((key, promise.uid))
+                self._end_promise(key)
+        return [(gang, sorted(keys)) for gang, keys in sorted(by_gang.items())]
+
+    def cancel_promises(self, pod_keys: Iterable[str]) -> None:
+        """Give back what was promised to pods that were not released after all (a release
+        whose validation failed): only pods still gated, or gone, lose their promise."""
+        for pod_key in pod_keys:
+            pod = self.pods.get(pod_key)
+            if pod is None or pod.gated:
+                self._end_promise(pod_key)
+
+    def promised_pods(self, node_name: str) -> list[str]:
+        """Keys of the pods holding a promise on the node."""
+        return sorted(k for k, p in self.promises.items() if p.node == node_name)
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _upsert_node(self, node: dict) -> None:
+        name = (node.get("metadata") or {}).get("name") or ""
+        self.nodes[name] = NodeInfo(
+            name=name,
+            raw=node,
+            allocatable=node_allocatable(node),
+            used=self._used.setdefault(name, {}),
+            promised=self._promised.setdefault(name, {}),
+        )
+
+    def _add_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
+        self.pods[info.key] = info
+        if info.schedulable_pending:
+            self.pending[info.key] = info
+        if info.node_name and not info.terminated:
+            _add(self._used, info.node_name, info.request, 1)
+        gang_key = self.gang_of(info)
+        if gang_key is not None:
+            gang = self.gangs.get(gang_key)
+            if gang is None:
+                gang = self.gangs[gang_key] = Gang(namespace=gang_key[0], name=gang_key[1], key=gang_key)
+            gang.add(info)
+            touched.add(gang_key)
+
+    def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
+        self.pods.pop(info.key, None)
+        self.pending.pop(info.key, None)
+        if info.node_name and not info.terminated:
+            _add(self._used, info.node_name, info.request, -1)
+        gang_key = self.gang_of(info)
+        if gang_key is not None and gang_key in self.gangs:
+            self.gangs[gang_key].discard(info.key)
+            touched.add(gang_key)
+
+    def _refresh_gang(self, key: GangKey) -> None:
+        gang = self.gangs.get(key)
+        if gang is None:
+            return
+        if not gang.pods:
+            del self.gangs[key]
+            return
+        gang.refresh()
+
+    @staticmethod
+    def _awaits_binding(pod: PodInfo) -> bool:
+        return not pod.node_name and not pod.terminated
+
+    def _hold(self, promise: Promise) -> None:
+        self.promises[promise.pod_key] = promise
+        if promise.node is not None:
+            _add(self._promised, promise.node, promise.request, 1)
+
+    def _end_promise(self, pod_key: str) -> None:
+        promise = self.promises.pop(pod_key, None)
+        if promise is not None and promise.node is not None:
+            _add(self._promised, promise.node, promise.request, -1)
+
+    def _rebuild_promise(self, pod: PodInfo) -> None:
+        """After a restart: a released, unbound gang pod with a decision naming a node holds
+        that node's capacity (roll forward counts it as promised)."""
+        if pod.key in self.promises or pod.gated or not self._awaits_binding(pod):
+            return
+        if not isinstance(pod.decision, dict) or (pod.key, pod.uid) in self._expired:
+            return
+        gang_key = self.gang_of(pod)
+        node = pod.decision.get("node")
+        if gang_key is None or not isinstance(node, str) or not node:
+            return
+        deadline = parse_time(pod.decision.get("time")) + self.bind_timeout_seconds
+        self._hold(Promise(gang_key, pod.key, pod.uid, node, dict(pod.request), deadline))
+
+
+def _add(table: dict[str, Resources], node_name: str, amounts: Mapping[str, int], sign: int) -> None:
+    """table[node] += sign * amounts, dropping zero entries.
+
+    The per-node dicts are made once per name and shared with NodeInfo.used/promised."""
+    target = table.setdefault(node_name, {})
+    for name, amount in amounts.items():
+        value = target.get(name, 0) + sign * amount
+        if value:
+            target[name] = value
+        else:
+            target.pop(name, None)

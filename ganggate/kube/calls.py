@@ -1,0 +1,119 @@
+"""Raw JSON calls to the Kubernetes API, with the error type, retries and backoff they share.
+
+kubernetes-asyncio's generated methods are called with `_preload_content=False`, so no model
+deserialization runs on hot paths; every component (controller, status, leader election, events)
+calls the API through `call_json` and retries through `with_retries`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, Mapping
+
+import aiohttp
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_CODES = frozenset({0, 429, 500, 502, 503, 504})
+
+
+class ApiCallError(Exception):
+    """A failed API call: HTTP status (0 for a transport error or timeout), reason, message."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None,
+                 body: dict | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        self.body = body or {}
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in RETRYABLE_CODES
+
+
+def _retry_after(headers: Mapping[str, str], body: Mapping[str, Any]) -> float | None:
+    value = headers.get("Retry-After")
+    if value is None:
+        value = ((body.get("details") or {}) if isinstance(body, Mapping) else {}).get("retryAfterSeconds")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+async def read_json(resp: aiohttp.ClientResponse) -> dict:
+    """Read a raw response (from `_preload_content=False`) as JSON; raise ApiCallError if not 2xx."""
+    try:
+        data = await resp.read()
+    finally:
+        resp.release()
+    try:
+        body = json.loads(data) if data else {}
+    except ValueError:
+        body = {"message": data[:200].decode("utf-8", "replace")}
+    if not 200 <= resp.status <= 299:
+        if not isinstance(body, dict):
+            body = {}
+        raise ApiCallError(
+            resp.status, str(body.get("reason") or resp.reason or ""), str(body.get("message") or ""),
+            _retry_after(resp.headers, body), body,
+        )
+    return body
+
+
+async def call_json(fn: Callable[..., Awaitable[Any]], *args: Any, verb: str = "", metrics: Any = None,
+                    timeout: float = 30.0, **kwargs: Any) -> dict:
+    """Call a kubernetes-asyncio API method without model deserialization; return the JSON body.
+
+    Raises ApiCallError (status 0 for transport errors and timeouts); counts errors in metrics.
+    """
+    try:
+        resp = await fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
+        return await read_json(resp)
+    except ApiCallError as exc:
+        if metrics is not None:
+            metrics.api_error(verb, exc.status)
+        raise
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+        if metrics is not None:
+            metrics.api_error(verb, 0)
+        raise ApiCallError(0, type(exc).__name__, str(exc)) from exc
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter, as client-go's wait.Backoff with Jitter."""
+
+    base: float = 0.05
+    cap: float = 5.0
+    attempts: int = 12
+
+    def delay(self, attempt: int) -> float:
+        ceiling = min(self.cap, self.base * (2 ** attempt))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+async def with_retries(make_call: Callable[[], Awaitable[Any]], backoff: Backoff) -> Any:
+    """Run make_call, retrying retryable ApiCallErrors; Retry-After wins over the backoff delay."""
+    for attempt in range(backoff.attempts):
+        try:
+            return await make_call()
+        except ApiCallError as exc:
+            if not exc.retryable or attempt == backoff.attempts - 1:
+                raise
+            delay = exc.retry_after if exc.retry_after is not None else backoff.delay(attempt)
+            log.debug("retrying after %s (attempt %d, %.2fs)", exc, attempt + 1, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,171 @@
+"""`ganggate demo` and `ganggate replay`: argument parsing and the thin shell around them."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+COMPONENT_LOGGERS = ("gate", "webhook", "kubesim", "certs", "ganggate.webhook", "aiohttp")
+
+
+def register(subparsers: Any) -> None:
+    demo = subparsers.add_parser(
+        "demo",
+        help="play the 99-GPU story on an embedded cluster, without and with ganggate",
+        description=(
+            "Start kubesim, the webhook (with certificates made on the spot) and the gate controller in "
+            "this process on loopback, and play the seed's story twice in simulated time: a 100-pod "
+            "training job on 99 free GPUs plus a stream of small jobs, first with the default scheduler "
+            "alone, then with ganggate. Prints a line per step and a comparison at the end."
+        ),
+    )
+    demo.add_argument("--quiet", action="store_true", help="print only the summary")
+    demo.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
+    demo.set_defaults(func=_demo)
+
+    replay = subparsers.add_parser(
+        "replay",
+        help="replay a job trace on kubesim under none / count / ganggate admission",
+        description=(
+            "Replay a job trace (CSV: job_id,submit_time,pods,gpus_per_pod,cpu_per_pod,memory_per_pod,"
+            "run_time,priority; see docs/replay.md) on an embedded kubesim cluster in simulated time, "
+            "through the real webhook and controller, once per admission mode; write summary.csv, "
+            "timeseries.csv and replay.png to --out and print the comparison."
+        ),
+    )
+    source = replay.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", type=Path, help="the trace CSV to replay")
+    source.add_argument("--synth", action="store_true", help="generate a synthetic trace (replay/synth.py)")
+    source.add_argument("--alibaba", type=Path, metavar="POD_LIST_CSV",
+                        help="an openb_pod_list_*.csv of the Alibaba GPU trace (each pod a one-pod job; "
+                             "replay/alibaba.py)")
+    replay.add_argument("--limit", type=_positive_int, help="with --alibaba: the first N pods by creation time")
+    replay.add_argument("--jobs", type=_positive_int, default=200, help="jobs of a synthetic trace (default 200)")
+    replay.add_argument("--seed", type=int, default=1, help="seed of a synthetic trace (default 1)")
+    replay.add_argument("--load", type=_positive_float, default=0.9,
+                        help="offered load of a synthetic trace, GPU demand / capacity (default 0.9)")
+    replay.add_argument("--nodes", type=_positive_int, default=4, help="GPU nodes of the cluster (default 4)")
+    replay.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (default 8)")
+    replay.add_argument("--node-cpu", default="64", help="CPU of each node (default 64)")
+    replay.add_argument("--node-memory", default="512Gi", help="memory of each node (default 512Gi)")
+    replay.add_argument("--modes", default="none,count,ganggate",
+                        help="comma-separated admission modes: none, count, ganggate (default all three)")
+    replay.add_argument("--out", type=Path, default=Path("replay-out"), help="output directory (default replay-out)")
+    replay.add_argument("--title", default="", help="title of the plot")
+    replay.set_defaults(func=_replay)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _quiet_components(args: argparse.Namespace) -> None:
+    """The components' own INFO/WARNING logs would drown the view; --log-level DEBUG keeps them."""
+    if getattr(args, "log_level", "INFO") != "DEBUG":
+        for name in COMPONENT_LOGGERS:
+            logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ganggate.replay.demo import run
+
+    _quiet_components(args)
+    return run(quiet=args.quiet, color=False if args.no_color else None)
+
+
+def parse_modes(text: str) -> list[str]:
+    from ganggate.replay.stack import MODES
+
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ValueError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(MODES)}")
+    return list(dict.fromkeys(modes))
+
+
+def _replay(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ganggate.core.resources import QuantityError, parse_quantity
+    from ganggate.replay import engine, report
+    from ganggate.replay.plot import plot_modes
+    from ganggate.replay.synth import SynthConfig, generate
+    from ganggate.replay.trace import TraceError, load_trace, write_trace
+
+    _quiet_components(args)
+    try:
+        modes = parse_modes(args.modes)
+        for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+            try:
+                parse_quantity(value)
+            except QuantityError:
+                raise ValueError(f"{flag}={value!r} is not a Kubernetes quantity") from None
+        if args.trace is not None:
+            jobs = load_trace(args.trace)
+            source = str(args.trace)
+        elif args.alibaba is not None:
+            from ganggate.replay.alibaba import load_alibaba
+
+            jobs = load_alibaba(args.alibaba, args.limit)
+            source = f"{args.alibaba}, one job per pod"
+        else:
+            jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                                        seed=args.seed, load=args.load))
+            source = f"synthetic: {args.jobs} jobs, seed {args.seed}, load {args.load:g}"
+        scenario = engine.Scenario(jobs, engine.uniform_nodes(args.nodes, args.gpus_per_node,
+                                                              args.node_cpu, args.node_memory))
+        engine.check_fits(scenario)
+    except (TraceError, ValueError, engine.ReplayError) as exc:
+        print(f"ganggate replay: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.trace is None:
+        write_trace(jobs, args.out / "trace.csv")
+    print(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
+          f"modes: {', '.join(modes)}", flush=True)
+
+    async def run_all() -> dict[str, engine.RunResult]:
+        results = {}
+        for mode in modes:
+            result = await engine.run_scenario(scenario, mode, exact_webhook=False)
+            print(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
+                  f"completed, {result.wall_seconds:.1f} s", flush=True)
+            results[mode] = result
+        return results
+
+    try:
+        results = asyncio.run(run_all())
+    except engine.ReplayError as exc:
+        print(f"ganggate replay: {exc}", file=sys.stderr)
+        return 1
+    summaries = [r.summary for r in results.values()]
+    report.write_summary_csv(summaries, args.out / "summary.csv")
+    report.write_timeseries_csv({m: r.samples for m, r in results.items()}, args.out / "timeseries.csv")
+    plot_modes({m: r.samples for m, r in results.items()}, scenario.capacity, args.out / "replay.png",
+               title=args.title or f"{len(jobs)} jobs on {args.nodes} x {args.gpus_per_node} GPUs",
+               ends={m: r.end for m, r in results.items()})
+    print()
+    print(report.markdown_table(summaries))
+    print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
+          + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
+    return 0

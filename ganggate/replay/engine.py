@@ -1,0 +1,467 @@
+"""Run a job trace on kubesim over simulated time, through the real webhook and controller.
+
+Time moves only when the engine says so (`ManualClock`, shared with kubesim's kubelet): at each
+step it finishes the jobs due, applies cluster events (a node added), submits the jobs due,
+waits until the cluster has settled, records a sample, then jumps to the next event. The run
+stops when nothing can happen any more: nothing running and nothing left to arrive; jobs that
+never completed by then are deadlocked.
+
+A distributed job computes only once every rank has joined (torch.distributed rendezvous,
+MPI_Init): a job's run time starts when its last pod is Running. kubesim's kubelet would start
+each pod's `kubesim.io/run-seconds` on its own, so the engine finishes a job's pods itself, by
+writing the Succeeded status the kubelet writes (ganggate.sim.kubelet.succeeded_status) through the
+pods/status subresource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Sequence
+
+import aiohttp
+
+from ganggate.core.resources import GPU, parse_quantity
+from ganggate.replay.metrics import JobProgress, JobRecord, Sample, Summary, split_gpus, summarise
+from ganggate.replay.observe import JOB_LABEL, PodView, pod_manifest, progress, view
+from ganggate.replay.stack import MODES, Stack, start_gate
+from ganggate.replay.trace import Job
+
+NAMESPACE = "default"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class ReplayError(RuntimeError):
+    """The replay could not go on (a component died, the cluster never settled)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A node of the simulated cluster."""
+
+    name: str
+    gpus: int = 8
+    cpu: str = "64"
+    memory: str = "512Gi"
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A node that joins the cluster at `time` (the demo's "add a node")."""
+
+    time: float
+    node: NodeSpec
+
+
+@dataclass(frozen=True)
+class Background:
+    """A long-running pod that is not part of any gang (something else using GPUs on a node)."""
+
+    name: str
+    node: str
+    gpus: int
+    cpu: str = "1"
+    memory: str = "1Gi"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What to replay: the jobs, the cluster and anything else that happens."""
+
+    jobs: Sequence[Job]
+    nodes: Sequence[NodeSpec]
+    node_events: Sequence[NodeEvent] = ()
+    background: Sequence[Background] = ()
+
+    @property
+    def capacity(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+
+@dataclass
+class StepView:
+    """What a step looked like, for a live view."""
+
+    mode: str
+    time: float
+    sample: Sample
+    progress: dict[str, JobProgress]
+    records: dict[str, JobRecord]
+    capacity: int
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    mode: str
+    samples: list[Sample]
+    records: list[JobRecord]
+    summary: Summary
+    end: float
+    capacity: int
+    steps: int
+    wall_seconds: float
+
+
+def uniform_nodes(count: int, gpus_per_node: int, cpu: str = "64", memory: str = "512Gi") -> list[NodeSpec]:
+    return [NodeSpec(f"node-{i}", gpus_per_node, cpu, memory) for i in range(count)]
+
+
+def check_fits(scenario: Scenario) -> None:
+    """Refuse a scenario with a pod larger than every node: it could never run in any mode."""
+    nodes = list(scenario.nodes) + [e.node for e in scenario.node_events]
+    for job in scenario.jobs:
+        if not any(
+            job.gpus_per_pod <= n.gpus
+            and parse_quantity(job.cpu_per_pod) <= parse_quantity(n.cpu)
+            and parse_quantity(job.memory_per_pod) <= parse_quantity(n.memory)
+            for n in nodes
+        ):
+            raise ReplayError(f"job {job.job_id}: a pod of {job.gpus_per_pod} GPUs, {job.cpu_per_pod} CPU, "
+                              f"{job.memory_per_pod} memory fits on no node of the cluster")
+
+
+class _Engine:
+    def __init__(self, scenario: Scenario, mode: str, on_step: Callable[[StepView], Any] | None,
+                 settle_timeout: float, exact_webhook: bool = True) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.scenario = scenario
+        self.mode = mode
+        self.on_step = on_step
+        self.settle_timeout = settle_timeout
+        self.jobs = {j.job_id: j for j in scenario.jobs}
+        self.records: dict[str, JobRecord] = {}
+        self.samples: list[Sample] = []
+        self.finishes: list[tuple[float, str]] = []
+        self.steps = 0
+        self.exact_webhook = exact_webhook
+        self._pods_cache: tuple[int, tuple[list[PodView], int, int]] | None = None
+        self._view_cache: dict[Any, tuple[str, PodView | None]] = {}
+        self._starting = 0
+
+    # ---- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        from ganggate.sim import Simulator
+        from ganggate.sim.clock import ManualClock
+        from ganggate.sim.kubelet import Kubelet
+        from ganggate.sim.scheduler import Scheduler
+
+        started = time.monotonic()
+        first = min([j.submit_time for j in self.scenario.jobs] + [0.0])
+        clock = ManualClock(start=first)
+        sim = Simulator(nodes=0, scheduler=False, kubelet=False, clock=clock)
+        await sim.start()
+        stack = Stack(mode=self.mode, sim=sim)
+        tasks: list[asyncio.Task] = []
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64),
+                                        timeout=aiohttp.ClientTimeout(total=60))
+        try:
+            for node in self.scenario.nodes:
+                await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus)
+            # Backoff and the unschedulable flush are wall-clock waits in kube-scheduler
+            # (pkg/scheduler/backend/queue/scheduling_queue.go): seconds that simulated time
+            # compresses away. Without them a retry follows the cluster event that allows it.
+            self.scheduler = Scheduler(sim.url, pod_initial_backoff_seconds=0.0, pod_max_backoff_seconds=0.0,
+                                       unschedulable_flush_seconds=1e9)
+            self.kubelet = Kubelet(sim.url, clock=clock)
+            tasks = [asyncio.create_task(self.scheduler.run(), name="replay-scheduler"),
+                     asyncio.create_task(self.kubelet.run(), name="replay-kubelet")]
+            if self.mode != "none":
+                stack.api = sim.api_client()
+                await start_gate(stack, debounce=0.005, match_conditions=self.exact_webhook)
+            self.sim, self.stack, self.session, self.tasks = sim, stack, session, tasks
+            for pod in self.scenario.background:
+                await self._create(self._background_pod(pod))
+            await self._settle()  # what runs before the trace starts is in place first
+            arrivals = sorted(self.scenario.jobs, key=lambda j: j.submit_time)
+            node_events = sorted(self.scenario.node_events, key=lambda e: e.time)
+            a = n = 0
+            # Every step consumes an arrival, a node event or a job end (two per job at most),
+            # or wakes a clock sleeper; the bound only guards against a component that would
+            # keep sleeping on the clock for ever.
+            max_steps = 4 * (len(arrivals) + len(node_events)) + 1000
+            while True:
+                if self.steps > max_steps:
+                    raise ReplayError(f"the replay did not end within {max_steps} steps")
+                now = clock.now()
+                events: list[str] = []
+                await self._pause()
+                while self.finishes and self.finishes[0][0] <= now:
+                    _, job_id = heapq.heappop(self.finishes)
+                    await self._finish(job_id)
+                    events.append(f"{job_id} finished")
+                while n < len(node_events) and node_events[n].time <= now:
+                    node = node_events[n].node
+                    await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus)
+                    events.append(f"node {node.name} added ({node.gpus} GPUs)")
+                    n += 1
+                due = []
+                while a < len(arrivals) and arrivals[a].submit_time <= now:
+                    due.append(arrivals[a])
+                    a += 1
+                for job in due:
+                    await self._submit(job)
+                    events.append(f"{job.job_id} submitted ({job.pods} pod{'s' * (job.pods != 1)} x "
+                                  f"{job.gpus_per_pod} GPU{'s' * (job.gpus_per_pod != 1)})")
+                await self._resume()
+                await self._settle()
+                self._observe(now, events)
+                candidates = [t for t in (
+                    arrivals[a].submit_time if a < len(arrivals) else None,
+                    node_events[n].time if n < len(node_events) else None,
+                    self.finishes[0][0] if self.finishes else None,
+                    clock.next_wakeup(),
+                ) if t is not None]
+                if not candidates:
+                    break
+                clock.advance_to(max(min(candidates), now))
+            end = clock.now()
+        finally:
+            await session.close()
+            await stack.close()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await sim.stop()
+        records = [self.records.get(j.job_id) or JobRecord(j.job_id, j.submit_time, j.gpus)
+                   for j in self.scenario.jobs]
+        capacity = self.scenario.capacity + sum(e.node.gpus for e in self.scenario.node_events)
+        summary = summarise(self.mode, self.samples, records, self.scenario.capacity, end)
+        return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
+                         time.monotonic() - started)
+
+    # ---- acting on the cluster ---------------------------------------------------------
+
+    def _background_pod(self, pod: Background) -> dict:
+        resources = {"cpu": pod.cpu, "memory": pod.memory}
+        limits = {GPU: str(pod.gpus)} if pod.gpus else {}
+        if pod.gpus:
+            resources[GPU] = str(pod.gpus)
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod.name, "namespace": NAMESPACE, "labels": {"app": pod.name}},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": pod.node},
+                "containers": [{"name": "main", "image": "inference-server",
+                                "resources": {"requests": resources, **({"limits": limits} if limits else {})}}],
+            },
+        }
+
+    async def _create(self, pod: dict) -> None:
+        url = f"{self.sim.url}/api/v1/namespaces/{NAMESPACE}/pods"
+        async with self.session.post(url, json=pod) as response:
+            body = await response.read()
+            if response.status >= 300:
+                raise ReplayError(f"creating pod {pod['metadata']['name']}: HTTP {response.status}: "
+                                  f"{body[:300].decode(errors='replace')}")
+
+    async def _submit(self, job: Job) -> None:
+        self.records[job.job_id] = JobRecord(job.job_id, job.submit_time, job.gpus)
+        await _gather_bounded([self._create(pod_manifest(job, i, NAMESPACE)) for i in range(job.pods)])
+
+    async def _finish(self, job_id: str) -> None:
+        """The job's processes exit 0: write Succeeded as the kubelet would."""
+        from ganggate.sim.kubelet import now_rfc3339, succeeded_status
+
+        pods = [s.obj for _, s in self.sim.store.iter("pods", NAMESPACE)
+                if (s.obj["metadata"].get("labels") or {}).get(JOB_LABEL) == job_id]
+
+        async def finish(pod: dict) -> None:
+            name = pod["metadata"]["name"]
+            url = f"{self.sim.url}/api/v1/namespaces/{NAMESPACE}/pods/{name}/status"
+            async with self.session.patch(url, json=succeeded_status(pod, now_rfc3339()),
+                                          headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
+                body = await response.read()
+                if response.status >= 300:
+                    raise ReplayError(f"finishing pod {name}: HTTP {response.status}: {body[:300]!r}")
+
+        await _gather_bounded([finish(p) for p in pods])
+
+    # ---- one instant at a time ---------------------------------------------------------
+    # Changes at one simulated instant are simultaneous, but they reach the API server one
+    # request at a time. So that the scheduler and the controller decide on all of them
+    # together (and a replay is the same every time), their decisions are held while the
+    # engine applies an instant's changes, and resumed once both have seen every change.
+
+    async def _pause(self) -> None:
+        self.scheduler.hold()
+        if self.stack.controller is not None:
+            self.stack.controller.hold()
+
+    async def _resume(self) -> None:
+        deadline = time.monotonic() + self.settle_timeout
+        while time.monotonic() < deadline:
+            _, max_rv, _ = self._pods()
+            if self._observed(max_rv, self._node_rv()):
+                break
+            await asyncio.sleep(0.002)
+        else:
+            raise ReplayError("the scheduler and controller did not see this step's changes in time")
+        self.scheduler.resume()
+        if self.stack.controller is not None:
+            self.stack.controller.resume()
+
+    def _observed(self, max_rv: int, node_rv: int) -> bool:
+        """True when the scheduler and the controller have seen every pod and node change."""
+        sched = self.scheduler
+        if not sched.synced or sched.pods_resource_version < max_rv:
+            return False
+        names = [s.obj["metadata"]["name"] for _, s in self.sim.store.iter("nodes")]
+        if any(name not in sched.cache.index for name in names):
+            return False
+        controller = self.stack.controller
+        if controller is not None:
+            if not controller.synced:
+                return False
+            if _rv(controller.pods.resource_version) < max_rv or _rv(controller.nodes.resource_version) < node_rv:
+                return False
+        return True
+
+    # ---- watching it settle ------------------------------------------------------------
+
+    def _pods(self) -> tuple[list[PodView], int, int]:
+        """The replay's pods, the highest pod resourceVersion and the pod count; recomputed only
+        when the store has changed (its global resourceVersion moved), a pod's view only when
+        that pod has."""
+        revision = self.sim.store.resource_version
+        if self._pods_cache is not None and self._pods_cache[0] == revision:
+            return self._pods_cache[1]
+        views, max_rv, count, starting = [], 0, 0, 0
+        known = self._view_cache
+        fresh: dict[Any, tuple[str, PodView | None]] = {}
+        for key, stored in self.sim.store.iter("pods"):
+            count += 1
+            rv_text = stored.obj["metadata"]["resourceVersion"]
+            rv = int(rv_text)
+            if rv > max_rv:
+                max_rv = rv
+            cached = known.get(key)
+            pod_view = cached[1] if cached is not None and cached[0] == rv_text else view(stored.obj)
+            fresh[key] = (rv_text, pod_view)
+            if pod_view is not None:
+                views.append(pod_view)
+                if pod_view.node and pod_view.phase == "Pending":
+                    starting += 1
+        self._view_cache = fresh
+        self._starting = starting
+        result = (views, max_rv, count)
+        self._pods_cache = (revision, result)
+        return result
+
+    def _node_rv(self) -> int:
+        return max((int(s.obj["metadata"]["resourceVersion"]) for _, s in self.sim.store.iter("nodes")), default=0)
+
+    def _busy_components(self, views: list[PodView], max_rv: int, node_rv: int) -> str | None:
+        """Which component still has work at this instant, or None when all are idle."""
+        for task in self.tasks:
+            if task.done():
+                failure = None if task.cancelled() else task.exception()
+                raise ReplayError(f"{task.get_name()} stopped: {failure!r}")
+        if self._starting:  # bound pods the kubelet has not started yet (counted by _pods)
+            return "kubelet"
+        sched = self.scheduler
+        if not sched.synced:
+            return "scheduler (syncing)"
+        if sched.pods_resource_version < max_rv:
+            return "scheduler (watch)"
+        if sched.busy:
+            return "scheduler"
+        if self.kubelet.pods_resource_version < max_rv:
+            return "kubelet (watch)"
+        controller = self.stack.controller
+        if controller is not None:
+            failed = self.stack.controller_failed()
+            if failed is not None:
+                raise ReplayError(f"the gate controller stopped: {failed!r}")
+            if not controller.synced:
+                return "controller (syncing)"
+            if _rv(controller.pods.resource_version) < max_rv or _rv(controller.nodes.resource_version) < node_rv:
+                return "controller (watch)"
+            if not controller.idle:
+                return "controller"
+        return None
+
+    async def _settle(self) -> None:
+        """Wait until no component has anything left to do at this instant (two checks agree)."""
+        deadline = time.monotonic() + self.settle_timeout
+        last: tuple[int, int] | None = None
+        reason = "not checked"
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+            views, max_rv, count = self._pods()
+            reason = self._busy_components(views, max_rv, self._node_rv())
+            signature = (count, max_rv)
+            if reason is None and signature == last:
+                return
+            last = signature if reason is None else None
+        raise ReplayError(f"the cluster did not settle within {self.settle_timeout:g}s (waiting for {reason})")
+
+    def _observe(self, now: float, events: list[str]) -> None:
+        views, _, _ = self._pods()
+        submitted = {k: v for k, v in self.jobs.items() if k in self.records}
+        current = progress(submitted, views)
+        finished_counts: dict[str, int] = {}
+        for p in views:
+            if p.finished:
+                finished_counts[p.job_id] = finished_counts.get(p.job_id, 0) + 1
+        running = waiting = finished = 0
+        for job_id, record in self.records.items():
+            job = self.jobs[job_id]
+            state = current.get(job_id)
+            if record.started_at is None and state is not None and state.all_running:
+                record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus, started_at=now)
+                heapq.heappush(self.finishes, (now + job.run_time, job_id))
+            if record.finished_at is None and finished_counts.get(job_id, 0) >= job.pods:
+                record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus,
+                                                          record.started_at, finished_at=now)
+            if record.finished_at is not None:
+                finished += 1
+            elif record.started_at is not None:
+                running += 1
+            else:
+                waiting += 1
+        busy, held = split_gpus(current.values())
+        sample = Sample(now, busy, held, running, waiting, finished)
+        self.samples.append(sample)
+        self.steps += 1
+        if self.on_step is not None:
+            self.on_step(StepView(self.mode, now, sample, current, dict(self.records), self.scenario.capacity,
+                                  events))
+
+
+def _rv(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+async def _gather_bounded(coros: list[Awaitable[Any]], limit: int = 32) -> None:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coro: Awaitable[Any]) -> Any:
+        async with semaphore:
+            return await coro
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+async def run_scenario(scenario: Scenario, mode: str, *, on_step: Callable[[StepView], Any] | None = None,
+                       settle_timeout: float = 60.0, exact_webhook: bool = True) -> RunResult:
+    """Replay the scenario in one admission mode (`none`, `count` or `ganggate`).
+
+    `exact_webhook=False` registers the webhook without deploy/'s matchConditions. Every pod
+    of a trace carries the gang annotations, so the conditions always hold and the same
+    requests reach the webhook; only kubesim's (interpreted, slow) CEL evaluation is saved.
+    """
+    check_fits(scenario)
+    return await _Engine(scenario, mode, on_step, settle_timeout, exact_webhook).run()
+
+
+async def run_modes(scenario: Scenario, modes: Sequence[str], **kwargs: Any) -> dict[str, RunResult]:
+    """Replay the scenario in each mode in turn, each on a fresh cluster."""
+    return {mode: await run_scenario(scenario, mode, **kwargs) for mode in modes}

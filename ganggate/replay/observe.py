@@ -1,0 +1,122 @@
+"""Pure reading of the cluster during a replay: job pods to build, job progress, settledness.
+
+The replay labels every pod with its job; from the pods as the API server holds them this module
+tells how far each job has got and whether the cluster has settled (nothing left for the
+scheduler, the kubelet or the gate controller to do at this instant of simulated time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from ganggate.core.resources import GPU
+from ganggate.replay.metrics import JobProgress
+from ganggate.replay.trace import Job
+
+JOB_LABEL = "replay.ganggate.io/job"
+INDEX_LABEL = "replay.ganggate.io/index"
+PRIORITY_ANNOTATION = "replay.ganggate.io/priority"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True) -> dict:
+    """Pod `index` of a job: its resources, its job label and (for a gang) the gang annotations.
+
+    The same pods are created in every mode; without the webhook the annotations are inert.
+    """
+    requests: dict[str, str] = {"cpu": job.cpu_per_pod, "memory": job.memory_per_pod}
+    limits: dict[str, str] = {}
+    if job.gpus_per_pod:
+        # Extended resources must have request == limit (pkg/apis/core/validation).
+        requests[GPU] = limits[GPU] = str(job.gpus_per_pod)
+    annotations = {PRIORITY_ANNOTATION: str(job.priority)}
+    if gang:
+        annotations[GROUP_NAME] = job.job_id
+        annotations[GROUP_POD_NUM] = str(job.pods)
+    resources: dict[str, dict[str, str]] = {"requests": requests}
+    if limits:
+        resources["limits"] = limits
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{job.job_id}-{index}",
+            "namespace": namespace,
+            "labels": {JOB_LABEL: job.job_id, INDEX_LABEL: str(index)},
+            "annotations": annotations,
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "schedulerName": "default-scheduler",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "worker", "image": "ganggate/replay-worker", "resources": resources}],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the replay needs to know of one pod."""
+
+    job_id: str
+    gated: bool
+    node: str | None
+    phase: str
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node) and not self.finished
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running"
+
+
+def view(pod: Mapping) -> PodView | None:
+    """The replay's view of a pod, or None for a pod that is not one of the replay's."""
+    metadata = pod.get("metadata") or {}
+    job_id = (metadata.get("labels") or {}).get(JOB_LABEL)
+    if not job_id:
+        return None
+    spec = pod.get("spec") or {}
+    gates = spec.get("schedulingGates") or []
+    return PodView(
+        job_id=job_id,
+        gated=any(g.get("name") == GATE_NAME for g in gates if isinstance(g, Mapping)),
+        node=spec.get("nodeName") or None,
+        phase=(pod.get("status") or {}).get("phase") or "Pending",
+    )
+
+
+def progress(jobs: Mapping[str, Job], pods: Iterable[PodView]) -> dict[str, JobProgress]:
+    """Each submitted job's bound and running pod counts."""
+    bound: dict[str, int] = {}
+    running: dict[str, int] = {}
+    for pod in pods:
+        if pod.job_id not in jobs:
+            continue
+        bound[pod.job_id] = bound.get(pod.job_id, 0) + (1 if pod.bound else 0)
+        running[pod.job_id] = running.get(pod.job_id, 0) + (1 if pod.running else 0)
+    return {
+        job_id: JobProgress(
+            job_id=job_id,
+            pods=jobs[job_id].pods,
+            gpus_per_pod=jobs[job_id].gpus_per_pod,
+            bound=bound[job_id],
+            running=running[job_id],
+        )
+        for job_id in bound
+    }
+
+
+def unsettled(pods: Iterable[PodView]) -> list[PodView]:
+    """Pods that some component still has to act on right now: bound but not yet running
+    (the kubelet's turn). Ungated unbound pods are the scheduler's and are judged by the
+    caller, since a pod that fits nowhere stays unbound for good."""
+    return [p for p in pods if p.bound and not p.running]

@@ -1,0 +1,72 @@
+"""Draw GPUs busy vs held idle over time, one panel per admission mode (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ganggate.replay.metrics import Sample
+
+
+def _steps(samples: Sequence[Sample], end: float) -> tuple[list[float], list[int], list[int]]:
+    """Hours, busy and held-idle as a step function drawn point to point."""
+    times: list[float] = []
+    busy: list[int] = []
+    held: list[int] = []
+    for here, there in zip(samples, list(samples[1:]) + [None]):
+        until = end if there is None else there.time
+        for t in (here.time, max(until, here.time)):
+            times.append(t / 3600.0)
+            busy.append(here.busy_gpus)
+            held.append(here.held_idle_gpus)
+    return times, busy, held
+
+
+def plot_modes(
+    runs: Mapping[str, Sequence[Sample]],
+    capacity: int,
+    path: str | Path,
+    *,
+    title: str = "",
+    ends: Mapping[str, float] | None = None,
+) -> Path:
+    """Save a PNG with one panel per mode: busy GPUs and GPUs held idle by incomplete jobs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    modes = list(runs)
+    figure, axes = plt.subplots(
+        len(modes), 1, figsize=(9, 2.4 * max(len(modes), 1) + 0.6), sharex=True, squeeze=False
+    )
+    horizon = max(
+        [(ends or {}).get(m, s[-1].time if s else 0.0) for m, s in runs.items()] or [0.0]
+    )
+    for axis, mode in zip(axes[:, 0], modes):
+        samples = runs[mode]
+        end = (ends or {}).get(mode, samples[-1].time if samples else 0.0)
+        times, busy, held = _steps(samples, end)
+        axis.stackplot(
+            times,
+            busy,
+            held,
+            labels=["busy (whole gang running)", "held idle (gang incomplete)"],
+            colors=["#2e7d32", "#c62828"],
+            alpha=0.85,
+        )
+        axis.axhline(capacity, color="black", linewidth=0.8, linestyle="--", label="capacity")
+        axis.set_ylim(0, capacity * 1.08)
+        axis.set_xlim(0, max(horizon / 3600.0, 1e-6))
+        axis.set_ylabel("GPUs")
+        axis.set_title(f"mode: {mode}", fontsize=10, loc="left")
+    axes[0, 0].legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("simulated time (hours)")
+    if title:
+        figure.suptitle(title, fontsize=11)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,115 @@
+"""Synthetic job traces whose shape follows published studies of GPU clusters.
+
+- Job sizes (GPUs per job): most jobs use one GPU, a tail uses 2-8, a few use 16-64. This is
+  the qualitative finding of Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters
+  for DNN Training Workloads", USENIX ATC 2019 (Microsoft Philly) and of Weng et al., "MLaaS
+  in the Wild: Workload Analysis and Scheduling in Large-Scale Heterogeneous GPU Clusters",
+  NSDI 2022 (Alibaba PAI). The weights in `SIZE_MIX` are ours, chosen to match that shape,
+  not numbers copied from either paper.
+- Run times: heavy-tailed, log-normal (both studies report run times spanning minutes to days
+  with a long tail).
+- Arrivals: a Poisson process whose rate gives the requested offered load.
+
+Everything is drawn from one `random.Random(seed)`: the same arguments give the same trace.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from ganggate.replay.trace import Job
+
+#: GPUs per job -> relative weight.
+SIZE_MIX: dict[int, float] = {
+    1: 0.70,
+    2: 0.07,
+    4: 0.09,
+    8: 0.09,
+    16: 0.03,
+    32: 0.015,
+    64: 0.005,
+}
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """How to draw a trace; the defaults give a busy but not hopeless cluster."""
+
+    jobs: int = 500
+    nodes: int = 64
+    gpus_per_node: int = 8
+    seed: int = 1
+    load: float = 0.9  # offered GPU demand / GPU capacity
+    median_run_time: float = 1800.0  # seconds
+    run_time_sigma: float = 1.0  # of log(run time)
+    min_run_time: float = 60.0
+    max_run_time: float = 86400.0
+    per_gpu_pods: float = 0.5  # chance a multi-GPU job runs one pod per GPU (else whole nodes)
+    cpu_per_gpu: int = 4  # cores
+    memory_per_gpu_gi: int = 16
+
+
+def size_mix(capacity: int) -> dict[int, float]:
+    """The job-size weights restricted to sizes that fit in the cluster at all."""
+    mix = {size: w for size, w in SIZE_MIX.items() if size <= capacity}
+    if not mix:
+        raise ValueError(f"a cluster of {capacity} GPUs cannot run any job size")
+    return mix
+
+
+def pod_shape(gpus: int, gpus_per_node: int, per_gpu: bool) -> tuple[int, int]:
+    """(pods, GPUs per pod) for a job of `gpus` GPUs: one pod per GPU, or pods as large as
+    a node (when the job's GPUs divide evenly into them)."""
+    if gpus <= 1:
+        return 1, max(gpus, 0)
+    per_pod = min(gpus, gpus_per_node)
+    if per_gpu or gpus % per_pod:
+        return gpus, 1
+    return gpus // per_pod, per_pod
+
+
+def generate(config: SynthConfig) -> list[Job]:
+    """Draw a trace of `config.jobs` jobs, sorted by submit time."""
+    if config.jobs < 1 or config.nodes < 1 or config.gpus_per_node < 1:
+        raise ValueError("jobs, nodes and gpus_per_node must be at least 1")
+    if config.load <= 0:
+        raise ValueError("load must be positive")
+    rng = random.Random(config.seed)
+    capacity = config.nodes * config.gpus_per_node
+    mix = size_mix(capacity)
+    sizes = rng.choices(list(mix), weights=list(mix.values()), k=config.jobs)
+    mu = math.log(config.median_run_time)
+    run_times = [
+        float(
+            round(
+                min(
+                    config.max_run_time,
+                    max(config.min_run_time, rng.lognormvariate(mu, config.run_time_sigma)),
+                )
+            )
+        )
+        for _ in sizes
+    ]
+    shapes = [pod_shape(g, config.gpus_per_node, rng.random() < config.per_gpu_pods) for g in sizes]
+    # Poisson arrivals at the rate that makes the mean offered load `load`.
+    work = sum(g * t for g, t in zip(sizes, run_times)) / config.jobs  # GPU-seconds per job
+    rate = config.load * capacity / work  # jobs per second
+    jobs: list[Job] = []
+    now = 0.0
+    for index, ((pods, per_pod), run_time) in enumerate(zip(shapes, run_times)):
+        jobs.append(
+            Job(
+                job_id=f"job-{index:05d}",
+                submit_time=float(round(now)),
+                pods=pods,
+                gpus_per_pod=per_pod,
+                cpu_per_pod=str(config.cpu_per_gpu * max(per_pod, 1)),
+                memory_per_pod=f"{config.memory_per_gpu_gi * max(per_pod, 1)}Gi",
+                run_time=run_time,
+                priority=0,
+            )
+        )
+        now += rng.expovariate(rate)
+    return jobs

@@ -1,0 +1,82 @@
+"""`ganggate sim serve`: run kubesim's API server (and its scheduler and kubelet) on loopback."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    sim = subparsers.add_parser(
+        "sim",
+        help="kubesim: the in-memory Kubernetes API server used for the demo and tests",
+        description="kubesim: an in-memory kube-apiserver and default scheduler served over HTTP.",
+    )
+    sim_commands = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
+    serve = sim_commands.add_parser(
+        "serve",
+        help="serve the simulated API on a loopback port and write a kubeconfig for it",
+        description=(
+            "Serve kubesim over plain HTTP. Point kubectl (--kubeconfig FILE) or kubernetes-asyncio "
+            "at the kubeconfig it writes. Stops on Ctrl-C or SIGTERM."
+        ),
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8001, help="port (default: 8001; 0 picks a free one)")
+    serve.add_argument("--nodes", type=int, default=4, help="GPU nodes to create at start (default: 4)")
+    serve.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default: 8)")
+    serve.add_argument("--cpu", default="64", help="CPU capacity per node (default: 64)")
+    serve.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
+    serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
+    serve.add_argument("--kubeconfig-out", metavar="FILE", default="ganggate.sim.kubeconfig",
+                       help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
+    serve.add_argument("--no-scheduler", action="store_true", help="do not run the default-scheduler stand-in")
+    serve.add_argument("--no-kubelet", action="store_true", help="do not run the kubelet stand-in")
+    serve.add_argument("--time-scale", type=float, default=1.0,
+                       help="kubelet clock speed-up: simulated seconds per real second (default: 1)")
+    serve.add_argument("--watch-history", type=int, default=10000,
+                       help="watch events kept for resuming watches; older resourceVersions get 410 (default: 10000)")
+    serve.add_argument("--bookmark-seconds", type=float, default=5.0,
+                       help="interval of BOOKMARK events on watches that allow them (default: 5)")
+    serve.set_defaults(func=_serve)
+    sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from ganggate.sim.clock import WallClock
+    from ganggate.sim.simulator import Simulator
+
+    if args.nodes < 0 or args.gpus_per_node < 0:
+        print("error: --nodes and --gpus-per-node must not be negative")
+        return 2
+    if args.time_scale <= 0:
+        print("error: --time-scale must be positive")
+        return 2
+    if args.watch_history < 1:
+        print("error: --watch-history must be at least 1")
+        return 2
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with Simulator(
+            nodes=args.nodes, gpus_per_node=args.gpus_per_node, cpu=args.cpu, memory=args.memory,
+            node_prefix=args.node_prefix, scheduler=not args.no_scheduler, kubelet=not args.no_kubelet,
+            clock=WallClock(args.time_scale), watch_history=args.watch_history,
+            bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
+            kubeconfig_path=args.kubeconfig_out,
+        ) as sim:
+            print(f"kubesim serving {sim.url} with {args.nodes} node(s); kubeconfig: {sim.kubeconfig}", flush=True)
+            print(f"  kubectl --kubeconfig {sim.kubeconfig} get nodes", flush=True)
+            await stop.wait()
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        print(f"error: cannot serve on {args.host}:{args.port}: {exc}")
+        return 1
+    return 0

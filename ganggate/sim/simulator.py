@@ -1,0 +1,198 @@
+"""The embedded harness: kubesim's API server on a loopback port, with nodes, scheduler and kubelet.
+
+    async with Simulator(nodes=4, gpus_per_node=8) as sim:
+        async with sim.api_client() as api: ...
+
+The scheduler and kubelet stand-ins (kubesim/scheduler.py, kubesim/kubelet.py) are HTTP clients of
+the server, started as tasks when enabled and present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ganggate.sim import discovery
+from ganggate.sim.apiserver import ApiServer, Target
+from ganggate.sim.faults import FaultInjector
+from ganggate.sim.kubeconfig import write_kubeconfig
+from ganggate.sim.store import Store
+
+log = logging.getLogger("ganggate.sim.simulator")
+
+
+def node_manifest(name: str, cpu: str = "64", memory: str = "512Gi", gpus: int = 8,
+                  labels: dict[str, str] | None = None, taints: list[dict[str, Any]] | None = None,
+                  ready: bool = True, pods: str = "110") -> dict[str, Any]:
+    """A Node as a kubelet registers it: hostname/os labels, capacity = allocatable, Ready condition."""
+    capacity: dict[str, str] = {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)}
+    if gpus:
+        capacity["nvidia.com/gpu"] = str(gpus)
+    node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    node_labels.update(labels or {})
+    from ganggate.sim.store import now_rfc3339
+
+    now = now_rfc3339()
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": {"taints": list(taints)} if taints else {},
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "conditions": [{
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "kubelet is posting ready status" if ready else "kubelet is not ready",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }],
+            "addresses": [{"type": "Hostname", "address": name}],
+            # NodeSystemInfo: every field is required in the API schema (clients validate it).
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name + ".boot")),
+                "containerRuntimeVersion": "containerd://1.7.0-kubesim",
+                "kernelVersion": "6.1.0-kubesim",
+                "kubeProxyVersion": "v1.31.0-kubesim",
+                "kubeletVersion": "v1.31.0-kubesim",
+                "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+                "operatingSystem": "linux",
+                "osImage": "kubesim",
+                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+            },
+        },
+    }
+
+
+class Simulator:
+    """kubesim served over HTTP on loopback; see docs/kubesim.md."""
+
+    def __init__(
+        self,
+        nodes: int = 4,
+        gpus_per_node: int = 8,
+        cpu: str = "64",
+        memory: str = "512Gi",
+        node_prefix: str = "node-",
+        scheduler: bool = True,
+        kubelet: bool = True,
+        kubelet_start_seconds: float = 0.0,
+        clock: Any = None,
+        watch_history: int = 10000,
+        bookmark_seconds: float = 5.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        kubeconfig_path: str | None = None,
+    ) -> None:
+        self.node_count = nodes
+        self.gpus_per_node = gpus_per_node
+        self.cpu = cpu
+        self.memory = memory
+        self.node_prefix = node_prefix
+        self.scheduler_enabled = scheduler
+        self.kubelet_enabled = kubelet
+        self.kubelet_start_seconds = kubelet_start_seconds
+        self.clock = clock
+        self.host = host
+        self.port = port
+        self.store = Store(watch_history=watch_history)
+        self.faults = FaultInjector(self.store.hub.close_all, self.store.compact)
+        self.server = ApiServer(self.store, self.faults, bookmark_seconds=bookmark_seconds)
+        self._kubeconfig_path = kubeconfig_path
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.url = ""
+        self.kubeconfig = ""
+
+    async def __aenter__(self) -> "Simulator":
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()  # a port in use, say: release what was started
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Serve, create the default namespaces and nodes, write the kubeconfig, start the stand-ins."""
+        self.server.bootstrap()
+        self._runner = web.AppRunner(self.server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        self.port = sockets[0].getsockname()[1]
+        self.url = f"http://{self.host}:{self.port}"
+        if self._kubeconfig_path is None:
+            self._tempdir = tempfile.TemporaryDirectory(prefix="kubesim-")
+            self._kubeconfig_path = str(Path(self._tempdir.name) / "kubeconfig")
+        self.kubeconfig = str(write_kubeconfig(self._kubeconfig_path, self.url))
+        for index in range(self.node_count):
+            await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node)
+        if self.scheduler_enabled:
+            self._start_component("ganggate.sim.scheduler", "Scheduler", self.url)
+        if self.kubelet_enabled:
+            self._start_component("ganggate.sim.kubelet", "Kubelet", self.url,
+                                  start_seconds=self.kubelet_start_seconds, clock=self.clock)
+
+    def _start_component(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:
+        import importlib
+
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            log.warning("%s is not installed; running without it", module_name)
+            return
+        component = getattr(module, class_name)(url, **kwargs)
+        task = asyncio.create_task(component.run(), name=f"kubesim-{class_name.lower()}")
+        self._tasks.append(task)
+
+    async def stop(self) -> None:
+        """Stop the stand-ins and the server; remove the temporary kubeconfig."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        self.store.hub.close_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.server.close()
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+    def api_client(self) -> Any:
+        """A kubernetes_asyncio ApiClient for this simulator (the caller closes it)."""
+        from kubernetes_asyncio import client
+
+        configuration = client.Configuration(host=self.url)
+        configuration.api_key = {"authorization": "kubesim-dummy-token"}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        return client.ApiClient(configuration)
+
+    async def add_node(self, name: str, cpu: str = "64", memory: str = "512Gi", gpus: int = 8,
+                       labels: dict[str, str] | None = None, taints: list[dict[str, Any]] | None = None,
+                       ready: bool = True) -> dict[str, Any]:
+        """Register a node (as its kubelet would) through the API server's create pipeline."""
+        info = discovery.by_key("nodes")
+        manifest = node_manifest(name, cpu, memory, gpus, labels, taints, ready)
+        created = await self.server.create_object(Target(info, None, None, None), manifest)
+        return self.store.get("nodes", None, created["metadata"]["name"]) or created

@@ -1,1 +1,0 @@
-"""The gate controller: release a gang's pods only when the whole gang fits."""
