@@ -3,6 +3,12 @@
 Each component module exposes `register(subparsers)`, which adds its subcommands and sets
 `func` (a callable taking the parsed args and returning an exit code) on each. Modules keep
 heavy imports inside their command functions so that `ganggate --help` stays fast.
+
+A command group may be filled by more than one package: `register` may return a mapping of group
+name to that group's subparsers (`{"sim": ...}`), and an entry `(module, group)` in
+`COMMAND_MODULES` registers into that group instead of the top level. So `ganggate sim up`, which
+composes the simulator with the webhook and the controller, lives outside `ganggate.sim`, and the
+simulator keeps importing nothing of the product it tests.
 """
 
 from __future__ import annotations
@@ -11,10 +17,11 @@ import argparse
 import importlib
 import logging
 import sys
+from typing import Any
 
 from ganggate import __version__
 
-COMMAND_MODULES = (
+COMMAND_MODULES: tuple[str | tuple[str, str], ...] = (
     "ganggate.admission.cli",  # ganggate webhook
     "ganggate.certs.cli",  # ganggate certs generate|inject
     "ganggate.controller.cli",  # ganggate controller, ganggate status
@@ -37,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging verbosity (default: INFO)",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
+    groups: dict[str, Any] = {}
+    for entry in COMMAND_MODULES:
+        module_name, group = (entry, None) if isinstance(entry, str) else entry
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -45,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name != module_name:
                 raise
             continue
-        module.register(subparsers)
+        added = module.register(groups[group] if group else subparsers)
+        if isinstance(added, dict):
+            groups.update(added)
     return parser
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
+    """Add `sim` and `sim serve`; return the `sim` group so other packages can add to it."""
     sim = subparsers.add_parser(
         "sim",
         help="kubesim: the in-memory Kubernetes API server used for the demo and tests",
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--cpu", default="64", help="CPU capacity per node (default: 64)")
     serve.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
-    serve.add_argument("--kubeconfig-out", metavar="FILE", default="ganggate.sim.kubeconfig",
+    serve.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                        help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
     serve.add_argument("--no-scheduler", action="store_true", help="do not run the default-scheduler stand-in")
     serve.add_argument("--no-kubelet", action="store_true", help="do not run the kubelet stand-in")
@@ -39,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="interval of BOOKMARK events on watches that allow them (default: 5)")
     serve.set_defaults(func=_serve)
     sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
+    return {"sim": sim_commands}
 
 
 def _serve(args: argparse.Namespace) -> int:
