@@ -11,111 +11,18 @@ every pod with spec.nodeName set that has not Succeeded or Failed, whatever its 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Iterable, Mapping
 
-from ganggate.contract import (
-    DEFAULT_MAX_POD_NUM,
-    DEFAULT_SCHEDULER_NAMES,
-    ContractError,
-    GangSpec,
-    has_gate,
-    parse_gang,
-)
+from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.nodematch import node_is_cordoned, node_is_ready, selection_key
-from ganggate.core.resources import Resources, add_into, node_allocatable, pod_requests
+from ganggate.core.nodematch import node_is_cordoned, node_is_ready
+# PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
+# back up into cluster (that was an import cycle); re-exported for callers that use this path.
+from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, parse_time  # noqa: F401
+from ganggate.core.resources import Resources, add_into, node_allocatable
 
-DECISION_ANNOTATION = "ganggate.io/decision"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-TERMINATED_PHASES = ("Succeeded", "Failed")
-
-
-def parse_time(value: object) -> float:
-    """An RFC 3339 timestamp as epoch seconds (0.0 when absent or unreadable)."""
-    if not isinstance(value, str) or not value:
-        return 0.0
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def _decision(annotations: Mapping[str, str]) -> dict | None:
-    raw = annotations.get(DECISION_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-@dataclass
-class PodInfo:
-    """What the controller needs to know of one pod."""
-
-    uid: str
-    namespace: str
-    name: str
-    key: str
-    request: Resources
-    priority: int
-    created: float
-    gang: GangSpec | ContractError | None
-    gated: bool
-    node_name: str | None
-    phase: str
-    decision: dict | None
-    scheduler_name: str
-    owned: bool
-    raw: dict
-    #: Equal for pods that may use exactly the same nodes (selector, affinity, tolerations).
-    constraint_key: str = ""
-    #: Any scheduling gate at all (ganggate's or another system's, e.g. Kueue's).
-    has_gates: bool = False
-
-    @property
-    def terminated(self) -> bool:
-        return self.phase in TERMINATED_PHASES
-
-    @classmethod
-    def from_pod(cls, pod: dict, max_pod_num: int = DEFAULT_MAX_POD_NUM) -> "PodInfo":
-        meta = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        annotations = meta.get("annotations") or {}
-        namespace = meta.get("namespace") or "default"
-        name = meta.get("name") or ""
-        return cls(
-            uid=meta.get("uid") or "",
-            namespace=namespace,
-            name=name,
-            key=f"{namespace}/{name}",
-            request=pod_requests(pod),
-            priority=int(spec.get("priority") or 0),
-            created=parse_time(meta.get("creationTimestamp")),
-            gang=parse_gang(annotations, max_pod_num),
-            gated=has_gate(spec),
-            node_name=spec.get("nodeName") or None,
-            phase=(pod.get("status") or {}).get("phase") or "Pending",
-            decision=_decision(annotations),
-            scheduler_name=spec.get("schedulerName") or "default-scheduler",
-            owned=any(
-                isinstance(ref, Mapping) and ref.get("controller") is True
-                for ref in meta.get("ownerReferences") or []
-            ),
-            raw=pod,
-            constraint_key=selection_key(pod),
-            has_gates=bool(spec.get("schedulingGates")),
-        )
-
-    @property
-    def schedulable_pending(self) -> bool:
-        """Unbound, ungated and alive: a scheduler may bind it at any moment."""
-        return not self.node_name and not self.has_gates and not self.terminated
 
 
 @dataclass

@@ -12,12 +12,9 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ganggate.contract import GROUP_MIN_AVAILABLE, GROUP_POD_NUM, GangSpec
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ganggate.core.cluster import PodInfo
+from ganggate.core.pods import PodInfo
 
 GangKey = tuple[str, str]
 
@@ -45,7 +42,7 @@ class Gang:
     name: str
     key: GangKey
     #: The gang's pods by key; read it freely, change it only through add() and discard().
-    pods: dict[str, "PodInfo"] = field(default_factory=dict)
+    pods: dict[str, PodInfo] = field(default_factory=dict)
     spec: GangSpec | None = None
     conflict: str | None = None
     complete_since: float | None = None
@@ -65,7 +62,7 @@ class Gang:
     def state(self) -> str:
         return self._state
 
-    def add(self, pod: "PodInfo") -> None:
+    def add(self, pod: PodInfo) -> None:
         """Add (or replace) a pod; call refresh() once the event's changes are in."""
         self.discard(pod.key)
         self.pods[pod.key] = pod
@@ -77,7 +74,7 @@ class Gang:
         if pod is not None:
             self._tally(pod, -1)
 
-    def _tally(self, pod: "PodInfo", sign: int) -> None:
+    def _tally(self, pod: PodInfo, sign: int) -> None:
         if not pod.gated:
             self._released += sign
         if pod.terminated:
@@ -95,18 +92,18 @@ class Gang:
         elif not pod.node_name:
             self._released_unbound_live += sign
 
-    def live_pods(self) -> list["PodInfo"]:
+    def live_pods(self) -> list[PodInfo]:
         """Pods not yet Succeeded/Failed."""
         return [p for p in self.pods.values() if not p.terminated]
 
-    def gated_pods(self) -> list["PodInfo"]:
+    def gated_pods(self) -> list[PodInfo]:
         """Live pods still behind ganggate's gate, oldest first (then by name)."""
         return sorted(
             (p for p in self.pods.values() if p.gated and not p.terminated),
             key=lambda p: (p.created, p.key),
         )
 
-    def released_pods(self) -> list["PodInfo"]:
+    def released_pods(self) -> list[PodInfo]:
         """Pods (of any phase) whose gate has been removed."""
         return [p for p in self.pods.values() if not p.gated]
 
@@ -176,7 +173,7 @@ def _count(counter: Counter, key: object, sign: int) -> None:
         del counter[key]
 
 
-def _agree(pods: list["PodInfo"]) -> tuple[GangSpec | None, str | None]:
+def _agree(pods: list[PodInfo]) -> tuple[GangSpec | None, str | None]:
     """The spec the pods agree on, or a text naming the disagreement."""
     specs: dict[GangSpec, list[str]] = {}
     for pod in sorted(pods, key=lambda p: p.key):
