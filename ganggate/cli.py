@@ -60,7 +60,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_path(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """The subcommand names in argv, e.g. ['sim', 'serve'], found by walking the parser tree."""
+    path: list[str] = []
+    for token in argv:
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subparsers and token in subparsers[0].choices:
+            path.append(token)
+            parser = subparsers[0].choices[token]
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
+    from ganggate import extras
+
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -72,7 +86,20 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    return int(func(args) or 0)
+    path = command_path(parser, argv)
+    command = " ".join(["ganggate", *path])
+    missing = extras.missing_for(path)
+    if missing is not None:
+        print(extras.hint(command, *missing), file=sys.stderr)
+        return 2
+    try:
+        return int(func(args) or 0)
+    except ModuleNotFoundError as exc:
+        extra = extras.extra_of(exc)
+        if extra is None:
+            raise
+        print(extras.hint(command, extra, exc.name.partition(".")[0]), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
