@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import base64
-import copy
-from pathlib import Path
-
-import yaml
 
 from ganggate.contract import GATE_NAME, GROUP_NAME, parse_gang
 from ganggate.core.resources import GPU, pod_requests
+from ganggate.local.parts import webhook_configuration
 from ganggate.replay.observe import JOB_LABEL, pod_manifest, progress, view
-from ganggate.replay.stack import _FALLBACK, DEPLOY_URL_FORM, webhook_configuration
 from ganggate.replay.trace import Job
 
 JOB = Job("train", 0, 3, 2, "4", "16Gi", 60, 5)
@@ -68,19 +64,6 @@ def test_webhook_configuration_is_deploys_url_form_with_our_url_and_ca():
     }
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["matchConditions"]
-
-
-def test_built_in_copy_matches_deploy():
-    """An installed copy without deploy/ registers the same webhook as the repository's file."""
-    assert DEPLOY_URL_FORM.exists()
-    deployed = yaml.safe_load(Path(DEPLOY_URL_FORM).read_text())
-    fallback = copy.deepcopy(_FALLBACK)
-    for config in (deployed, fallback):
-        for webhook in config["webhooks"]:
-            webhook.pop("clientConfig")
-            for condition in webhook.get("matchConditions", []):
-                condition["expression"] = " ".join(condition["expression"].split())
-    assert fallback == deployed
 
 
 def test_webhook_configuration_without_match_conditions_keeps_the_rest():

@@ -1,0 +1,103 @@
+"""The start-up steps shared by `ganggate sim up` and the demo's stack: certificates, the webhook
+over HTTPS registered by its MutatingWebhookConfiguration, a namespace, the gate controller."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: deploy/kubesim/webhook-url.yaml, shipped in the package so an installed wheel has it.
+MANIFEST = "webhook-url.yaml"
+
+
+def manifest_text() -> str:
+    """The MutatingWebhookConfiguration in the URL form of clientConfig, as shipped."""
+    return resources.files("ganggate.local").joinpath(MANIFEST).read_text(encoding="utf-8")
+
+
+def webhook_configuration(url: str, ca_pem: bytes, *, match_conditions: bool = True) -> dict[str, Any]:
+    """The shipped MutatingWebhookConfiguration pointed at `url` with the CA (without its
+    matchConditions when `match_conditions` is False)."""
+    import yaml
+
+    configuration = yaml.safe_load(manifest_text())
+    for webhook in configuration["webhooks"]:
+        webhook["clientConfig"] = {
+            "url": url.rstrip("/") + "/mutate",
+            "caBundle": base64.b64encode(ca_pem).decode(),
+        }
+        if not match_conditions:
+            webhook.pop("matchConditions", None)
+    return configuration
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """The webhook's serving certificate and key, and the CA that signed them."""
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+
+
+def make_certificates(directory: Path) -> Certificates:
+    """Make (or reuse) a CA and a serving certificate for 127.0.0.1 in `directory`."""
+    from ganggate.certs import files as certfiles
+
+    certfiles.generate(directory, "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))
+    return Certificates(directory / certfiles.TLS_CERT, directory / certfiles.TLS_KEY, directory / certfiles.CA_CERT)
+
+
+async def start_tls_webhook(certs: Certificates, port: int = 0) -> Any:
+    """Serve the webhook over HTTPS on 127.0.0.1:`port` (0: a free one); a taken port raises OSError."""
+    from ganggate.admission.server import WebhookConfig, start_webhook
+
+    return await start_webhook(WebhookConfig(cert_file=str(certs.cert_file), key_file=str(certs.key_file),
+                                             host="127.0.0.1", port=port, cert_reload_seconds=0))
+
+
+async def register_webhook(api: Any, configuration: dict[str, Any]) -> None:
+    """Create the MutatingWebhookConfiguration through the API server."""
+    from kubernetes_asyncio import client
+
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(configuration)
+    log.info("webhook registered: MutatingWebhookConfiguration %s -> %s",
+             configuration["metadata"]["name"], configuration["webhooks"][0]["clientConfig"]["url"])
+
+
+async def ensure_namespace(api: Any, name: str) -> None:
+    """Create the namespace unless it exists."""
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        await client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def start_controller(api: Any, config: Any, name: str = "ganggate-controller") -> tuple[Any, asyncio.Task]:
+    """Start the gate controller as a task; returns it and the task."""
+    from ganggate.controller.loop import Controller
+
+    controller = Controller(api, config)
+    return controller, asyncio.create_task(controller.run(), name=name)
+
+
+async def stop_task(task: asyncio.Task | None) -> None:
+    """Cancel a task and wait for it to finish its clean-up."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):
+        pass
