@@ -1,5 +1,19 @@
 """The decision core: pure, typed functions and data, no I/O.
 
-Resource arithmetic, node matching, the controller's picture of the cluster, gang bookkeeping and
-the planner. The async shell in `ganggate.controller` feeds it events and acts on its decisions.
+Lowest first (each module imports only those above it in this list):
+  resources   quantities, a pod's effective request, fitting, GPU amounts
+  nodematch   which nodes a pod may use (selector, affinity, taints, readiness, cordon)
+  pods        PodInfo: one pod as the controller sees it
+  gangs       Gang: the pods of one gang and the state they add up to
+  cluster     ClusterState: nodes, their use, gangs and promises, fed by watch events
+  outcome     Decision, Waiting, Unfit: what a round returns
+  capacity    Capacity: the nodes' free capacity as a round uses it up, indexed for best fit
+  explain     the messages a user reads: why a gang does not fit, what it waits for
+  packing     plan_gang: place one gang's pods, or say why not
+  contention  keep a gang out of room a pending pod may bind into first
+  ordering    priority/age order of a round, and the hold-back for a starving gang
+  baseline    the count-only policy and the checks the planner is measured against
+  planner     decide(): one round over the cluster; re-exports the public names
+  snapshot    reading node/pod snapshots (kubectl -o json/yaml) and making test objects
+The async shell in `ganggate.controller` feeds it events and acts on its decisions.
 """

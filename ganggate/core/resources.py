@@ -135,6 +135,15 @@ def insufficient(request: Mapping[str, int], free: Mapping[str, int]) -> list[st
     return sorted(n for n, a in request.items() if a > 0 and a > free.get(n, 0))
 
 
+def gpus(resources: Mapping[str, int]) -> int:
+    """GPU amount (milli) of a request or a free-capacity map: every resource named */gpu."""
+    out = 0
+    for name, amount in resources.items():
+        if name == GPU or name.endswith("/gpu"):
+            out += amount
+    return out
+
+
 def _container_requests(container: Mapping) -> Resources:
     resources = container.get("resources") or {}
     limits = parse_resource_list(resources.get("limits"))

@@ -1,0 +1,270 @@
+"""The free capacity of the nodes as one decision round uses it up, indexed for best fit.
+
+Fitting is per node and per resource, as the scheduler's NodeResourcesFit filter does it
+(pkg/scheduler/framework/plugins/noderesources/fit.go); which nodes a pod may use at all
+follows `ganggate.core.nodematch.node_rejects`, worked out once per distinct pod constraint
+(see `Capacity`). The two node choices the packer uses live here, next to the index they
+read: `best_node` (best fit) and `filling_node` (fill the gang's nodes, else the emptiest).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import Counter
+from typing import Iterable, Mapping
+
+from ganggate.core.cluster import ClusterState
+from ganggate.core.nodematch import (
+    matches_node_selection,
+    node_is_cordoned,
+    node_is_ready,
+    node_rejects,
+    required_node_terms,
+)
+from ganggate.core.pods import PodInfo
+from ganggate.core.resources import CPU, MEMORY, Resources, add_into, fits, gpus
+
+
+class NodeIndex:
+    """Nodes eligible for one pod constraint, bucketed by free GPU; each bucket sorted by
+    (free cpu, free memory, name), so best fit is a bisect and a short scan."""
+
+    def __init__(self) -> None:
+        self.members: set[str] = set()
+        self.levels: list[int] = []
+        self.buckets: dict[int, list[tuple[int, int, str]]] = {}
+
+    def add(self, name: str, free: Mapping[str, int]) -> None:
+        level = gpus(free)
+        bucket = self.buckets.get(level)
+        if bucket is None:
+            bucket = self.buckets[level] = []
+            bisect.insort(self.levels, level)
+        bisect.insort(bucket, (free.get(CPU, 0), free.get(MEMORY, 0), name))
+
+    def remove(self, name: str, free: Mapping[str, int]) -> None:
+        level = gpus(free)
+        bucket = self.buckets[level]
+        entry = (free.get(CPU, 0), free.get(MEMORY, 0), name)
+        del bucket[bisect.bisect_left(bucket, entry)]
+        if not bucket:
+            del self.buckets[level]
+            del self.levels[bisect.bisect_left(self.levels, level)]
+
+    def room_for(self, gpu: int) -> int:
+        """Upper bound of the pods of `gpu` GPUs that fit: sum of floor(free / gpu)."""
+        start = bisect.bisect_left(self.levels, gpu)
+        return sum(len(self.buckets[lv]) * (lv // gpu) for lv in self.levels[start:])
+
+
+# A label key no real label can have, standing for matchFields' metadata.name.
+_NAME_FIELD = "\x00metadata.name"
+# nodematch's wording for a selector/affinity mismatch, asked of it rather than copied.
+_SELECTOR_REASON = node_rejects(
+    {"spec": {"nodeSelector": {"k": "v"}}},
+    {"metadata": {"name": "", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+)
+
+
+def _selection_keys(pod: Mapping) -> tuple[tuple[str, ...], bool]:
+    """The node labels (and _NAME_FIELD) a pod's node selection reads; and whether it has
+    required node-affinity terms (else it is a plain nodeSelector)."""
+    spec = pod.get("spec") or {}
+    keys = set((spec.get("nodeSelector") or {}).keys())
+    terms = required_node_terms(pod)
+    for term in terms or []:
+        keys.update(e.get("key") for e in term.get("matchExpressions") or [] if isinstance(e.get("key"), str))
+        if term.get("matchFields"):
+            keys.add(_NAME_FIELD)
+    return tuple(sorted(keys)), terms is not None
+
+
+class _Projection:
+    """Nodes grouped by their values of a few label keys: a selector reading only those keys
+    treats every node of a group alike, so it is evaluated once per group, not per node."""
+
+    def __init__(self, keys: tuple[str, ...], nodes: Mapping[str, Mapping], class_of: Mapping[str, int]) -> None:
+        self.keys = keys
+        self.group_of_value: dict[tuple, int] = {}
+        self.members: list[list[str]] = []
+        self.representatives: list[dict] = []
+        self.joint: Counter[tuple[int, int]] = Counter()  # (class, group) -> nodes
+        for name, raw in nodes.items():
+            labels = (raw.get("metadata") or {}).get("labels") or {}
+            value = tuple(name if k == _NAME_FIELD else labels.get(k) for k in keys)
+            group = self.group_of_value.get(value)
+            if group is None:
+                group = self.group_of_value[value] = len(self.members)
+                self.members.append([])
+                self.representatives.append(
+                    {
+                        "metadata": {
+                            "name": name if _NAME_FIELD in keys else "",
+                            "labels": {k: v for k, v in zip(keys, value) if k != _NAME_FIELD and v is not None},
+                        }
+                    }
+                )
+            self.members[group].append(name)
+            self.joint[(class_of[name], group)] += 1
+
+
+class Capacity:
+    """The free capacity of the nodes as one decision round uses it up.
+
+    free[node] starts as allocatable - used - promised and shrinks with each decision of the
+    round. Which nodes a pod may use (nodematch.node_rejects) is worked out per distinct pod
+    constraint, not per pod, and not per node either: nodes are grouped into classes by what
+    filters apart from labels (readiness, cordon, taints) and, per set of label keys a
+    selector reads, by their values of those keys. Constraints that allow the same nodes
+    share one index, so a decision costs the same whatever the number of constraints.
+    """
+
+    def __init__(self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources]) -> None:
+        self.nodes = nodes
+        self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
+        self._node_indexes: dict[str, list[NodeIndex]] = {name: [] for name in nodes}
+        self._used_gpus: dict[str, int] = {}
+        self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
+        self._by_signature: dict[tuple, NodeIndex] = {}
+        self._projections: dict[tuple[str, ...], _Projection] = {}
+        # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
+        self._class_of: dict[str, int] = {}
+        self._classes: list[dict] = []
+        seen: dict[tuple, int] = {}
+        for name, raw in nodes.items():
+            spec = raw.get("spec") or {}
+            taints = spec.get("taints") or []
+            key = (node_is_ready(raw), node_is_cordoned(raw), json.dumps(taints, sort_keys=True))
+            cls_id = seen.get(key)
+            if cls_id is None:
+                cls_id = seen[key] = len(self._classes)
+                self._classes.append(
+                    {
+                        "metadata": {"name": "", "labels": {}},
+                        "spec": {"unschedulable": key[1], "taints": taints},
+                        "status": {"conditions": [{"type": "Ready", "status": "True" if key[0] else "False"}]},
+                    }
+                )
+            self._class_of[name] = cls_id
+
+    @classmethod
+    def from_state(cls, state: ClusterState) -> "Capacity":
+        nodes = {name: info.raw for name, info in state.nodes.items()}
+        return cls(nodes, {name: state.free(name) for name in nodes})
+
+    def index(self, pod: PodInfo) -> NodeIndex:
+        """The index of the nodes the pod may use."""
+        return self._eligibility(pod)[0]
+
+    def rejected(self, pod: PodInfo) -> Counter[str]:
+        """Why the other nodes may not be used: reason -> number of nodes."""
+        return self._eligibility(pod)[1]
+
+    def _eligibility(self, pod: PodInfo) -> tuple[NodeIndex, Counter[str]]:
+        found = self._by_constraint.get(pod.constraint_key)
+        if found is not None:
+            return found
+        keys, has_terms = _selection_keys(pod.raw)
+        projection = self._projections.get(keys)
+        if projection is None:
+            projection = self._projections[keys] = _Projection(keys, self.nodes, self._class_of)
+        if has_terms:
+            groups = frozenset(
+                g for g, rep in enumerate(projection.representatives) if matches_node_selection(pod.raw, rep)
+            )
+        else:  # a plain nodeSelector: exactly the group with those values
+            selector = (pod.raw.get("spec") or {}).get("nodeSelector") or {}
+            group = projection.group_of_value.get(tuple(selector.get(k) for k in keys))
+            groups = frozenset() if group is None else frozenset([group])
+        # Readiness, cordon and taints, judged by node_rejects on each class's stand-in.
+        without_selection = {"spec": {"tolerations": (pod.raw.get("spec") or {}).get("tolerations") or []}}
+        class_reasons = [node_rejects(without_selection, stand_in) for stand_in in self._classes]
+        classes = frozenset(c for c, reason in enumerate(class_reasons) if reason is None)
+        rejected: Counter[str] = Counter()
+        for (cls_id, group), count in projection.joint.items():
+            if class_reasons[cls_id] is not None:
+                rejected[class_reasons[cls_id]] += count
+            elif group not in groups:
+                rejected[_SELECTOR_REASON] += count
+        signature = (keys, groups, classes)
+        index = self._by_signature.get(signature)
+        if index is None:
+            index = self._by_signature[signature] = NodeIndex()
+            for group in groups:
+                for name in projection.members[group]:
+                    if self._class_of[name] in classes:
+                        index.members.add(name)
+                        index.add(name, self.free[name])
+                        self._node_indexes[name].append(index)
+        found = self._by_constraint[pod.constraint_key] = (index, rejected)
+        return found
+
+    def used_gpus(self, node: str, state: ClusterState) -> int:
+        """GPUs the node's bound pods use (cached for the round)."""
+        value = self._used_gpus.get(node)
+        if value is None:
+            info = state.nodes.get(node)
+            value = self._used_gpus[node] = gpus(info.used) if info is not None else 0
+        return value
+
+    def take(self, node: str, request: Mapping[str, int], sign: int = 1) -> None:
+        """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
+        indexes = self._node_indexes[node]
+        for index in indexes:
+            index.remove(node, self.free[node])
+        add_into(self.free[node], request, -sign)
+        for index in indexes:
+            index.add(node, self.free[node])
+
+    def _best_among(
+        self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str]
+    ) -> tuple[int, int, int, str] | None:
+        """Best fit among the given nodes (the gang's own): the (free GPU, CPU, memory, name)
+        key of the node with the least left where the pod fits, or None."""
+        best: tuple[int, int, int, str] | None = None
+        for name in names:
+            free = self.free[name]
+            if name in index.members and fits(request, free):
+                key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
+                if best is None or key < best:
+                    best = key
+        return best
+
+    def best_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
+        """Best fit for the pod: least GPU left, then a node the gang uses, then least CPU
+        and memory left; None when no eligible node has room."""
+        index = self.index(pod)
+        request = pod.request
+        best_gang = self._best_among(index, request, gang_nodes)
+        gpu = gpus(request)
+        start = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
+        probe = (request.get(CPU, 0),)
+        for level in index.levels[start:]:
+            if best_gang is not None and best_gang[0] <= level:
+                return best_gang[3]
+            bucket = index.buckets[level]
+            for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
+                name = bucket[i][2]
+                if fits(request, self.free[name]):
+                    return name
+        return best_gang[3] if best_gang is not None else None
+
+    def filling_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
+        """The fallback strategy: keep filling the gang's nodes (best fit among them), else
+        open the emptiest node with room (most free GPU, then most free CPU)."""
+        index = self.index(pod)
+        request = pod.request
+        best_gang = self._best_among(index, request, gang_nodes)
+        if best_gang is not None:
+            return best_gang[3]
+        gpu = gpus(request)
+        stop = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
+        probe = (request.get(CPU, 0),)
+        for level in reversed(index.levels[stop:]):
+            bucket = index.buckets[level]
+            for i in range(len(bucket) - 1, bisect.bisect_left(bucket, probe) - 1, -1):
+                name = bucket[i][2]
+                if fits(request, self.free[name]):
+                    return name
+        return None

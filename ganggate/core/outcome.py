@@ -1,0 +1,34 @@
+"""What a decision round returns, as plain data: gangs to release, gangs that wait, and why
+one gang does not fit. Defined below every planning module so they all can name them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ganggate.core.gangs import GangKey
+
+
+@dataclass
+class Decision:
+    """Release these pods now; placement maps pod key -> planned node (None: unpinned)."""
+
+    gang_key: GangKey
+    placement: dict[str, str | None]
+    reason: str
+    roll_forward: bool = False
+
+
+@dataclass
+class Waiting:
+    """A gang that stays gated this round, and the Event that says why."""
+
+    gang_key: GangKey
+    event_reason: str  # "GangWaiting" | "GangUnschedulable" | "GangConflict"
+    message: str
+
+
+@dataclass
+class Unfit:
+    """Why a gang cannot be placed now."""
+
+    message: str

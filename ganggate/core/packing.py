@@ -1,0 +1,119 @@
+"""Packing one gang: where each of its pods should go, or why it cannot all go now.
+
+`plan_gang` packs the pods of one gang onto the working free capacity of the nodes: largest
+pods first, each on the node where it leaves the least free GPU (then the least free CPU and
+memory), preferring nodes the gang already uses, so that GPUs stay unfragmented and a gang
+sits on few nodes. Homogeneous gangs are placed whenever they fit (each placement lowers the
+room, sum of per-node pod slots, by exactly one); gangs of several shapes that best fit
+misses get two more greedy tries (CPU-heaviest first; fill the emptiest nodes one by one).
+The per-node fitting and node choice are `ganggate.core.capacity`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ganggate.core.capacity import Capacity
+from ganggate.core.explain import gpu_message, no_nodes_message, scope_note, unfit_message
+from ganggate.core.outcome import Unfit
+from ganggate.core.pods import PodInfo
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, format_amount, gpus
+
+
+def largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """Most GPU first, then most CPU and memory (the order best fit packs in)."""
+    return sorted(
+        pods,
+        key=lambda p: (-gpus(p.request), -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
+    )
+
+
+def cpu_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """Most CPU first, then memory and GPU: the second try for gangs of several shapes."""
+    return sorted(
+        pods,
+        key=lambda p: (-p.request.get(CPU, 0), -p.request.get(MEMORY, 0), -gpus(p.request), p.key),
+    )
+
+
+def plan_gang(
+    pods: Sequence[PodInfo], candidates: Capacity, min_count: int | None = None
+) -> dict[str, str] | Unfit:
+    """Place at least `min_count` (default: all) of the pods, as many as fit.
+
+    On success the placement's requests are taken from `candidates` (so the next gang of
+    the round sees what is left) and pod key -> node is returned; otherwise nothing is taken
+    and Unfit says why.
+    """
+    if not pods:
+        return {}
+    need = len(pods) if min_count is None else max(0, min(min_count, len(pods)))
+    pruned = _prune(pods, candidates, need)
+    if pruned is not None:
+        return pruned
+    largest = largest_first(pods)
+    tries = [(largest, candidates.best_node)]
+    if len({tuple(sorted(p.request.items())) for p in pods}) > 1:
+        # Gangs of several shapes get two more tries when best fit fails: CPU-heaviest
+        # first, and filling nodes one at a time from the emptiest.
+        tries += [(cpu_first(pods), candidates.best_node), (largest, candidates.filling_node)]
+    message = ""
+    for order, choose in tries:
+        placement, taken, failed = _greedy(order, candidates, need, choose)
+        if len(placement) >= need:
+            return placement
+        if not message:  # said against what is left once the pods that fit are placed
+            message = unfit_message(failed, pods, candidates, len(placement), need)
+        for node, request in reversed(taken):
+            candidates.take(node, request, -1)
+    return Unfit(message)
+
+
+def _greedy(
+    order: list[PodInfo], capacity: Capacity, need: int, choose: Callable[..., str | None]
+) -> tuple[dict[str, str], list[tuple[str, Resources]], PodInfo | None]:
+    """Place the pods in this order, each where `choose` says; stop once `need` is out of
+    reach. Returns the placement, what was taken (to give back) and the first pod left out."""
+    placement: dict[str, str] = {}
+    taken: list[tuple[str, Resources]] = []
+    gang_nodes: dict[str, None] = {}
+    first_failed: PodInfo | None = None
+    misses = 0
+    for pod in order:
+        node = choose(pod, gang_nodes)
+        if node is None:
+            misses += 1
+            first_failed = first_failed or pod
+            if len(order) - misses < need:
+                break
+            continue
+        capacity.take(node, pod.request)
+        taken.append((node, pod.request))
+        placement[pod.key] = node
+        gang_nodes[node] = None
+    return placement, taken, first_failed
+
+
+def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | None:
+    """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit."""
+    gpu_pods = [p for p in pods if gpus(p.request) > 0]
+    if not gpu_pods or len({p.constraint_key for p in gpu_pods}) != 1:
+        return None
+    index = capacity.index(gpu_pods[0])
+    smallest = min(gpus(p.request) for p in gpu_pods)
+    largest = max(gpu_pods, key=lambda p: gpus(p.request))
+    top = index.levels[-1] if index.levels else 0
+    if not index.members:
+        return Unfit(no_nodes_message(capacity.rejected(gpu_pods[0]), len(capacity.nodes)))
+    if gpus(largest.request) > top and len(pods) - 1 < need:
+        return Unfit(gpu_message(gpus(largest.request), top) + scope_note(index, capacity.rejected(gpu_pods[0])))
+    needed_gpu_pods = need - (len(pods) - len(gpu_pods))
+    room = index.room_for(smallest)
+    if needed_gpu_pods > room:
+        if room == 0:
+            return Unfit(gpu_message(smallest, top) + scope_note(index, capacity.rejected(gpu_pods[0])))
+        return Unfit(
+            f"needs {needed_gpu_pods} pods of {format_amount(GPU, smallest)} GPU; "
+            f"the free GPUs have room for {room}" + scope_note(index, capacity.rejected(gpu_pods[0]))
+        )
+    return None
