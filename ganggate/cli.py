@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str | tuple[str, str], ...] = (
     "ganggate.controller.cli",  # ganggate controller, ganggate status
     "ganggate.controller.plan",  # ganggate plan --snapshot
     "ganggate.sim.cli",  # ganggate sim serve
+    ("ganggate.local.cli", "sim"),  # ganggate sim up
     "ganggate.replay.cli",  # ganggate demo, ganggate replay
 )
 

@@ -10,7 +10,7 @@ import pytest
 
 from ganggate.cli import build_parser
 
-EXPECTED = {"webhook", "certs generate", "certs inject", "controller", "status", "plan", "sim serve", "demo", "replay"}
+EXPECTED = {"webhook", "certs generate", "certs inject", "controller", "status", "plan", "sim serve", "sim up", "demo", "replay"}
 
 
 def leaf_commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> dict[str, argparse.ArgumentParser]:

@@ -1,0 +1,134 @@
+"""`ganggate sim up` at run time: start kubesim, the webhook and the controller, wait, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from ganggate.local.parts import (ensure_namespace, make_certificates, register_webhook, start_controller,
+                                  start_tls_webhook, stop_task, webhook_configuration)
+
+log = logging.getLogger(__name__)
+
+LEASE_NAMESPACE = "ganggate-system"
+
+
+class UpError(Exception):
+    """A start-up failure, said in one line."""
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """What `ganggate sim up` starts."""
+
+    nodes: int = 4
+    gpus_per_node: int = 8
+    cpu: str = "64"
+    memory: str = "512Gi"
+    port: int = 8001
+    webhook_port: int = 0
+    kubeconfig_out: str = "kubesim.kubeconfig"
+    certs_dir: str | None = None
+
+
+async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
+    """Run the local cluster until `stop` is set; raise UpError if a part cannot start or dies."""
+    async with contextlib.AsyncExitStack() as parts:
+        sim = await _start_kubesim(parts, options)
+        api = sim.api_client()
+        parts.push_async_callback(api.close)
+        try:
+            certs_dir = _certs_dir(parts, options.certs_dir)
+            certs = make_certificates(certs_dir)
+        except OSError as exc:
+            raise UpError(f"cannot write the webhook's certificates to {options.certs_dir}: "
+                          f"{exc.strerror or exc}") from None
+        try:
+            webhook = await start_tls_webhook(certs, options.webhook_port)
+        except OSError as exc:
+            raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: "
+                          f"{exc.strerror or exc}") from None
+        parts.push_async_callback(webhook.close)
+        await register_webhook(api, webhook_configuration(webhook.url, certs.ca_file.read_bytes()))
+        await ensure_namespace(api, LEASE_NAMESPACE)
+        log.info("namespace %s ready for the controller's lease", LEASE_NAMESPACE)
+        from ganggate.controller.loop import ControllerConfig
+
+        config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None)
+        controller, task = start_controller(api, config)
+        parts.push_async_callback(stop_task, task)
+        if not await _until_leading(controller, task, stop):
+            return
+        lease = f"{LEASE_NAMESPACE}/{config.lease_name}"
+        log.info("controller up: leader of lease %s, watching nodes and pods", lease)
+        out.write(next_steps(options, sim.url, webhook.url, lease, certs_dir if options.certs_dir else None))
+        out.flush()
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait([stopping, task], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        _raise_if_stopped(task)
+        log.info("stopping: controller, webhook, kubesim")
+
+
+async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
+    from ganggate.sim.simulator import Simulator
+
+    sim = Simulator(nodes=options.nodes, gpus_per_node=options.gpus_per_node, cpu=options.cpu,
+                    memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out)
+    try:
+        await parts.enter_async_context(sim)
+    except OSError as exc:
+        raise UpError(f"cannot serve the API on 127.0.0.1:{options.port}: {exc.strerror or exc}") from None
+    log.info("kubesim up: API server %s with %d node(s) of %d GPU(s), scheduler and kubelet running",
+             sim.url, options.nodes, options.gpus_per_node)
+    return sim
+
+
+def _certs_dir(parts: contextlib.ExitStack | contextlib.AsyncExitStack, given: str | None) -> Path:
+    """The given directory (kept), else a temporary one removed on exit."""
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return Path(parts.enter_context(tempfile.TemporaryDirectory(prefix="ganggate-certs-")))
+
+
+async def _until_leading(controller, task: asyncio.Task, stop: asyncio.Event) -> bool:
+    """Wait until the controller leads with its informers synced; False if asked to stop first."""
+    while not (controller.synced and controller.is_leader):
+        _raise_if_stopped(task)
+        if stop.is_set():
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+def _raise_if_stopped(task: asyncio.Task) -> None:
+    if task.done():
+        exc = None if task.cancelled() else task.exception()
+        raise UpError(f"the gate controller stopped: {exc or 'cancelled'}")
+
+
+def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, certs_dir: Path | None) -> str:
+    """The ready banner: where each part is and what to run next."""
+    kubeconfig = options.kubeconfig_out
+    certs = f" (certificates in {certs_dir})" if certs_dir else ""
+    return (
+        "ganggate sim up: ready\n"
+        f"  API server:  {api_url} ({options.nodes} node(s), {options.gpus_per_node} GPU(s) each)\n"
+        f"  webhook:     {webhook_url}/mutate{certs}\n"
+        f"  controller:  leader of lease {lease}\n"
+        f"  kubeconfig:  {kubeconfig} (left in place when stopped)\n"
+        "Next:\n"
+        f"  kubectl --kubeconfig {kubeconfig} apply -f examples/pytorch-ddp-job.yaml\n"
+        f"  kubectl --kubeconfig {kubeconfig} get pods\n"
+        f"  ganggate status --kubeconfig {kubeconfig}\n"
+        "Stop with Ctrl-C.\n"
+    )
