@@ -1,0 +1,300 @@
+"""The source layout holds: no import cycles among ganggate's modules, long modules say why they
+are long, and the wheel ships one top-level package. Read from the source with `ast` and
+`tomllib`; nothing is imported or built."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections import deque
+from pathlib import Path
+
+import pytest
+from setuptools import find_packages
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "ganggate"
+
+#: Product modules longer than this must say why at the top of their docstring.
+MAX_LINES = 400
+#: The marker: a docstring line starting with this, followed by the reason.
+LONG_MARKER = "Why this module is long:"
+
+#: Top-level directories with an __init__.py that are not shipped, and why they have one.
+NOT_SHIPPED = {
+    "bench": "the benchmark scripts share bench/webhook_process.py; run from the checkout only",
+}
+
+
+# ---- reading the tree --------------------------------------------------------------------
+
+
+def module_files(root: Path, package: str = PACKAGE) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the package (a package is its __init__)."""
+    out: dict[str, Path] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest prefix of a dotted name that is one of our modules."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Our modules that `name` imports anywhere in its file: at module level, inside functions,
+    under `if TYPE_CHECKING:`, and by `importlib.import_module` of a module named in a string."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    dynamic = False
+    strings: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found.add(_resolve(alias.name, modules) or "")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"  # `from pkg import module`
+                found.add(submodule if submodule in modules else _resolve(source, modules) or "")
+        elif isinstance(node, ast.Attribute) and node.attr == "import_module":
+            dynamic = True
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.add(node.value)
+    if dynamic:  # e.g. the CLI's COMMAND_MODULES: strings that name our modules
+        found.update(s for s in strings if s in modules)
+    found.discard("")
+    found.discard(name)
+    return found
+
+
+def import_graph(root: Path, package: str = PACKAGE) -> dict[str, set[str]]:
+    modules = module_files(root, package)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module, as a path that
+    starts and ends at the same module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in graph:
+                    continue
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(component)
+    return [_cycle_in(component, graph) for component in components]
+
+
+def _cycle_in(component: set[str], graph: dict[str, set[str]]) -> list[str]:
+    """The shortest cycle through the component's first module (breadth-first)."""
+    start = min(component)
+    parent: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for succ in sorted(graph[node] & component):
+            if succ == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return path[::-1] + [start]
+            if succ not in parent:
+                parent[succ] = node
+                queue.append(succ)
+    raise AssertionError(f"no cycle through {start} in {sorted(component)}")  # pragma: no cover
+
+
+def docstring_says_why_long(source: str) -> bool:
+    """The module docstring has a line starting with LONG_MARKER and some reason after it."""
+    doc = ast.get_docstring(ast.parse(source)) or ""
+    return any(line.strip().startswith(LONG_MARKER) and line.strip() != LONG_MARKER.strip() for line in doc.splitlines())
+
+
+def long_modules(root: Path) -> dict[str, int]:
+    """Product modules over MAX_LINES lines, with their line counts."""
+    out = {}
+    for name, path in module_files(root).items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES:
+            out[name] = lines
+    return out
+
+
+# ---- (a) no import cycles ----------------------------------------------------------------
+
+
+def test_no_import_cycles_among_ganggate_modules() -> None:
+    cycles = find_cycles(import_graph(ROOT))
+    assert not cycles, "import cycle(s): " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_cycle_finder_sees_imports_in_functions_and_type_checking_blocks(tmp_path: Path) -> None:
+    """The shape of the old core/cluster.py <-> core/gangs.py cycle, and one made by a
+    function-level import, are both found; a plain chain is not a cycle."""
+    pkg = tmp_path / "ganggate"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "cluster.py").write_text("from ganggate.core.gangs import Gang\n")
+    (pkg / "core" / "gangs.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ganggate.core.cluster import PodInfo\n"
+    )
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from ganggate import a\n")
+    (pkg / "c.py").write_text("import ganggate.core.cluster\n")
+    (pkg / "x.py").write_text("import ganggate.y as y\n")
+    (pkg / "y.py").write_text("from ganggate.z import thing\n")
+    (pkg / "z.py").write_text("from .x import other\n")
+    cycles = find_cycles(import_graph(tmp_path))
+    assert sorted(cycles) == [
+        ["ganggate.a", "ganggate.b", "ganggate.a"],
+        ["ganggate.core.cluster", "ganggate.core.gangs", "ganggate.core.cluster"],
+        ["ganggate.x", "ganggate.y", "ganggate.z", "ganggate.x"],
+    ]
+
+
+def test_cycle_finder_counts_modules_loaded_by_name(tmp_path: Path) -> None:
+    """A CLI that loads its commands with importlib.import_module depends on them."""
+    pkg = tmp_path / "ganggate"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli.py").write_text("import importlib\nMODULES = ('ganggate.cmd',)\n")
+    (pkg / "cmd.py").write_text("from ganggate.cli import helper\n")
+    assert find_cycles(import_graph(tmp_path)) == []  # no import_module call: strings are just strings
+    (pkg / "cli.py").write_text("import importlib\nMODULES = ('ganggate.cmd',)\nimportlib.import_module(MODULES[0])\n")
+    assert find_cycles(import_graph(tmp_path)) == [["ganggate.cli", "ganggate.cmd", "ganggate.cli"]]
+
+
+# ---- (b) long modules say why ------------------------------------------------------------
+
+#: Modules over the limit, owned outside the core, that do not yet say why (expected to fail
+#: until their owners split them or give the reason; remove an entry once it passes).
+_PENDING_LONG: dict[str, str] = {
+    "ganggate.sim.apiserver": "kubesim's API server (915 lines): owned by the simulator's engineer",
+    "ganggate.sim.validation": "kubesim's validation (793 lines): owned by the simulator's engineer",
+    "ganggate.replay.engine": "the trace replay engine (467 lines): owned by the replay's engineer",
+}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(reason=_PENDING_LONG[name], strict=False))
+        if name in _PENDING_LONG
+        else name
+        for name in sorted(long_modules(ROOT))
+    ]
+    or [pytest.param(None, marks=pytest.mark.skip(reason="no module is over the limit"))],
+)
+def test_long_module_says_why_at_the_top_of_its_docstring(module: str) -> None:
+    path = module_files(ROOT)[module]
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    says_why = docstring_says_why_long(path.read_text(encoding="utf-8"))
+    assert says_why, (
+        f"{path.relative_to(ROOT)} has {lines} lines (> {MAX_LINES}): split it, or add a docstring "
+        f"line starting {LONG_MARKER!r} with the reason"
+    )
+
+
+def test_why_long_marker_needs_a_reason_in_the_docstring() -> None:
+    assert docstring_says_why_long(f'"""Parts.\n\n{LONG_MARKER} one state machine, kept whole.\n"""\n')
+    assert not docstring_says_why_long(f'"""Parts.\n\n{LONG_MARKER}\n"""\n')  # no reason given
+    assert not docstring_says_why_long(f'"""Parts."""\n# {LONG_MARKER} a comment is not the docstring\n')
+    assert not docstring_says_why_long("x = 1\n")
+
+
+# ---- (c) one top-level package -----------------------------------------------------------
+
+
+def _find_config() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def test_wheel_ships_only_the_ganggate_package() -> None:
+    config = _find_config()
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert all(p == PACKAGE or p.startswith(f"{PACKAGE}.") for p in include), include
+    shipped = find_packages(where=str(ROOT), include=include)
+    assert shipped and {p.split(".")[0] for p in shipped} == {PACKAGE}, shipped
+
+
+def test_no_other_top_level_package_in_the_tree() -> None:
+    config = _find_config()
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    top = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {PACKAGE}
+    unexplained = top - set(NOT_SHIPPED)
+    assert not unexplained, f"top-level packages besides {PACKAGE}: {sorted(unexplained)}"
+    # Those that are there on purpose stay out of the wheel.
+    assert not set(find_packages(where=str(ROOT), include=include)) & set(NOT_SHIPPED)
+
+
+def test_every_directory_of_the_package_ships() -> None:
+    """find_packages skips a directory without __init__.py, so its modules would be missing
+    from the wheel while the tests, run from the checkout, still pass."""
+    config = _find_config()
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    shipped = set(find_packages(where=str(ROOT), include=include))
+    with_code = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for path in (ROOT / PACKAGE).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert with_code - shipped == set(), f"directories with modules but no __init__.py: {sorted(with_code - shipped)}"
+
+
+def test_console_scripts_point_into_the_package() -> None:
+    modules = module_files(ROOT)
+    for script, target in _find_config()["project"]["scripts"].items():
+        module, _, func = target.partition(":")
+        assert module in modules, f"{script} -> {target}: no module {module}"
+        tree = ast.parse(modules[module].read_text(encoding="utf-8"))
+        assert any(isinstance(n, ast.FunctionDef) and n.name == func for n in tree.body), f"{script} -> {target}"
