@@ -4,11 +4,13 @@
 of 1, 2, 4, 8, 16 and 64 pods of 1, 2, 4 or 8 GPUs. Prints the time of ClusterState.reset (a
 relist), of one full decide() round (nobody starving: the ordinary case), of the same round
 with every unfit gang starving, of one round after a decision's promises, of one round where
-every gang has its own node constraints, and of one incremental apply_pod. Run: .venv/bin/python bench/bench_decide.py
+every gang has its own node constraints, and of one incremental apply_pod.
+Run: .venv/bin/python bench/bench_decide.py (--help for a smaller cluster).
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import sys
@@ -27,18 +29,18 @@ GANG_SIZES = (1, 2, 4, 8, 16, 64)
 GPUS_PER_POD = (1, 2, 4, 8)
 
 
-def build(seed: int = 7) -> tuple[list[dict], list[dict]]:
+def build(seed: int = 7, node_count: int = NODES, waiting_pods: int = WAITING_PODS) -> tuple[list[dict], list[dict]]:
     rng = random.Random(seed)
-    nodes = [make_node(f"node-{i:05d}", gpus=8, cpu="96", memory="768Gi") for i in range(NODES)]
+    nodes = [make_node(f"node-{i:05d}", gpus=8, cpu="96", memory="768Gi") for i in range(node_count)]
     pods: list[dict] = []
-    for i in range(NODES):
+    for i in range(node_count):
         if rng.random() < 0.4:
             pods.append(make_pod(f"run-{i}", namespace="busy", gpus=rng.choice((1, 2, 4, 6)), cpu="8",
                                  node_name=f"node-{i:05d}", phase="Running"))
     waiting = 0
     gang = 0
-    while waiting < WAITING_PODS:
-        size = min(rng.choice(GANG_SIZES), WAITING_PODS - waiting)
+    while waiting < waiting_pods:
+        size = min(rng.choice(GANG_SIZES), waiting_pods - waiting)
         gpus = rng.choice(GPUS_PER_POD)
         second = rng.randrange(240)
         created = f"2024-01-01T{second // 3600:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z"
@@ -75,10 +77,26 @@ def timed(fn, repeat: int) -> Timing:
     return out
 
 
-def main() -> None:
-    nodes, pods = build()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Time the decision core (ClusterState, decide) on a synthetic cluster.")
+    parser.add_argument("--nodes", type=int, default=NODES, help=f"nodes of 8 GPUs (default {NODES})")
+    parser.add_argument("--waiting-pods", type=int, default=WAITING_PODS,
+                        help=f"gated gang pods waiting (default {WAITING_PODS})")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each round; the median is shown (default 3)")
+    parser.add_argument("--seed", type=int, default=7, help="random seed of the cluster (default 7)")
+    args = parser.parse_args(argv)
+    for name in ("nodes", "waiting_pods", "repeat"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    repeat = args.repeat
+    nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     state = ClusterState()
-    reset = timed(lambda: state.reset(nodes, pods), 3)
+    reset = timed(lambda: state.reset(nodes, pods), repeat)
     gangs = len(state.gangs)
     now = 1704067200.0 + 300  # nobody has waited 300 s: the ordinary case
     result: dict = {}
@@ -86,21 +104,22 @@ def main() -> None:
     def one_round() -> None:
         result["out"] = decide(state, now)
 
-    rounds = timed(one_round, 3)
+    rounds = timed(one_round, repeat)
     decisions, waiting = result["out"]
-    starving = timed(lambda: decide(state, now, starvation_seconds=0.0), 3)
+    starving = timed(lambda: decide(state, now, starvation_seconds=0.0), repeat)
     released = sum(len(d.placement) for d in decisions)
     # Promise every decision (as the shell does before patching), then decide again: the
     # second round sees those gangs as in flight and the capacity as taken.
     for d in decisions:
         state.promise(d.gang_key, d.placement, now + 120)
-    after = timed(one_round, 3)
-    # One pod event: a released pod becomes bound.
-    d = decisions[0]
-    key, node = next(iter(d.placement.items()))
-    raw = state.pods[key].raw
-    bound = {**raw, "spec": {**raw["spec"], "schedulingGates": [], "nodeName": node}}
-    apply = timed(lambda: state.apply_pod("MODIFIED", bound), 200)
+    after = timed(one_round, repeat)
+    # One pod event: a released pod becomes bound (when anything was released at all).
+    apply = None
+    if decisions:
+        key, node = next(iter(decisions[0].placement.items()))
+        raw = state.pods[key].raw
+        bound = {**raw, "spec": {**raw["spec"], "schedulingGates": [], "nodeName": node}}
+        apply = timed(lambda: state.apply_pod("MODIFIED", bound), 200)
     # The same cluster where every gang has its own tolerations and a pool selector (one
     # constraint per gang): eligibility is shared, not recomputed per constraint.
     varied = []
@@ -113,9 +132,9 @@ def main() -> None:
     other = ClusterState()
     other.reset(nodes, varied)
     distinct = len({p.constraint_key for p in other.pods.values() if p.gated})
-    per_constraint = timed(lambda: decide(other, now), 3)
-    print(f"cluster: {NODES} nodes x 8 GPUs, {len(pods) - WAITING_PODS} running pods, "
-          f"{WAITING_PODS} waiting pods in {gangs} gangs")
+    per_constraint = timed(lambda: decide(other, now), repeat)
+    print(f"cluster: {args.nodes} nodes x 8 GPUs, {len(pods) - args.waiting_pods} running pods, "
+          f"{args.waiting_pods} waiting pods in {gangs} gangs")
     print(f"ClusterState.reset:        {reset.ms()}")
     print(f"decide() round:            {rounds.ms()}  "
           f"({len(decisions)} gangs / {released} pods released, {len(waiting)} gangs wait)")
@@ -125,7 +144,7 @@ def main() -> None:
           f"({len(result['out'][0])} more gangs released)")
     print(f"decide(), {distinct} constraints: {per_constraint.ms()}  "
           "(every gang its own tolerations and selector)")
-    print(f"apply_pod (one event):     {apply.us()}")
+    print(f"apply_pod (one event):     {apply.us() if apply else 'not measured: nothing was released'}")
 
 
 if __name__ == "__main__":
