@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,13 +47,13 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
             certs_dir = _certs_dir(parts, options.certs_dir)
             certs = make_certificates(certs_dir)
         except OSError as exc:
-            raise UpError(f"cannot write the webhook's certificates to {options.certs_dir}: "
-                          f"{exc.strerror or exc}") from None
+            raise UpError(f"cannot write the webhook's certificates to {options.certs_dir or 'a temporary directory'}: "
+                          f"{_reason(exc)}") from None
         try:
             webhook = await start_tls_webhook(certs, options.webhook_port)
         except OSError as exc:
             raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: "
-                          f"{exc.strerror or exc}") from None
+                          f"{_reason(exc)}") from None
         parts.push_async_callback(webhook.close)
         await register_webhook(api, webhook_configuration(webhook.url, certs.ca_file.read_bytes()))
         await ensure_namespace(api, LEASE_NAMESPACE)
@@ -85,7 +86,7 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:
-        raise UpError(f"cannot serve the API on 127.0.0.1:{options.port}: {exc.strerror or exc}") from None
+        raise UpError(f"cannot serve the API on 127.0.0.1:{options.port}: {_reason(exc)}") from None
     log.info("kubesim up: API server %s with %d node(s) of %d GPU(s), scheduler and kubelet running",
              sim.url, options.nodes, options.gpus_per_node)
     return sim
@@ -108,6 +109,11 @@ async def _until_leading(controller, task: asyncio.Task, stop: asyncio.Event) ->
             return False
         await asyncio.sleep(0.05)
     return True
+
+
+def _reason(exc: OSError) -> str:
+    """An OSError's reason alone ("address already in use"), without asyncio's restatement."""
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc)
 
 
 def _raise_if_stopped(task: asyncio.Task) -> None:
