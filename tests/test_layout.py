@@ -298,3 +298,22 @@ def test_console_scripts_point_into_the_package() -> None:
         assert module in modules, f"{script} -> {target}: no module {module}"
         tree = ast.parse(modules[module].read_text(encoding="utf-8"))
         assert any(isinstance(n, ast.FunctionDef) and n.name == func for n in tree.body), f"{script} -> {target}"
+
+
+# ---- the core's module map stays true ----------------------------------------------------
+
+
+def test_core_modules_import_only_those_listed_above_them() -> None:
+    """ganggate/core/__init__.py lists the core's modules lowest first; each imports only core
+    modules above it, so the map a newcomer reads is the real dependency order."""
+    doc = ast.get_docstring(ast.parse((ROOT / PACKAGE / "core" / "__init__.py").read_text(encoding="utf-8"))) or ""
+    listed = [line.split()[0] for line in doc.splitlines() if line.startswith("  ") and len(line.split()) > 1]
+    graph = import_graph(ROOT)
+    core = sorted(n.rpartition(".")[2] for n in graph if n.startswith(f"{PACKAGE}.core."))
+    assert sorted(listed) == core, f"core/__init__.py's map lists {sorted(listed)}, the core has {core}"
+    wrong = []
+    for position, short in enumerate(listed):
+        for target in sorted(graph[f"{PACKAGE}.core.{short}"]):
+            if target.startswith(f"{PACKAGE}.core.") and target.rpartition(".")[2] not in listed[:position]:
+                wrong.append(f"{short} imports {target.rpartition('.')[2]}, listed below it")
+    assert not wrong, "; ".join(wrong)
