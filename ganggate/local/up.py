@@ -43,19 +43,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         sim = await _start_kubesim(parts, options)
         api = sim.api_client()
         parts.push_async_callback(api.close)
-        try:
-            certs_dir = _certs_dir(parts, options.certs_dir)
-            certs = make_certificates(certs_dir)
-        except OSError as exc:
-            raise UpError(f"cannot write the webhook's certificates to {options.certs_dir or 'a temporary directory'}: "
-                          f"{_reason(exc)}") from None
-        try:
-            webhook = await start_tls_webhook(certs, options.webhook_port)
-        except OSError as exc:
-            raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: "
-                          f"{_reason(exc)}") from None
-        parts.push_async_callback(webhook.close)
-        await register_webhook(api, webhook_configuration(webhook.url, certs.ca_file.read_bytes()))
+        webhook_url, certs_dir = await _start_webhook(parts, api, options)
         await ensure_namespace(api, LEASE_NAMESPACE)
         log.info("namespace %s ready for the controller's lease", LEASE_NAMESPACE)
         from ganggate.controller.loop import ControllerConfig
@@ -67,7 +55,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
             return
         lease = f"{LEASE_NAMESPACE}/{config.lease_name}"
         log.info("controller up: leader of lease %s, watching nodes and pods", lease)
-        out.write(next_steps(options, sim.url, webhook.url, lease, certs_dir if options.certs_dir else None))
+        out.write(next_steps(options, sim.url, webhook_url, lease, certs_dir if options.certs_dir else None))
         out.flush()
         stopping = asyncio.create_task(stop.wait())
         try:
@@ -90,6 +78,23 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
     log.info("kubesim up: API server %s with %d node(s) of %d GPU(s), scheduler and kubelet running",
              sim.url, options.nodes, options.gpus_per_node)
     return sim
+
+
+async def _start_webhook(parts: contextlib.AsyncExitStack, api, options: UpOptions) -> tuple[str, Path]:
+    """Make certificates, serve the webhook over HTTPS and register it; returns its URL and the certs' dir."""
+    try:
+        certs_dir = _certs_dir(parts, options.certs_dir)
+        certs = make_certificates(certs_dir)
+    except OSError as exc:
+        where = options.certs_dir or "a temporary directory"
+        raise UpError(f"cannot write the webhook's certificates to {where}: {_reason(exc)}") from None
+    try:
+        webhook = await start_tls_webhook(certs, options.webhook_port)
+    except OSError as exc:
+        raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: {_reason(exc)}") from None
+    parts.push_async_callback(webhook.close)
+    await register_webhook(api, webhook_configuration(webhook.url, certs.ca_file.read_bytes()))
+    return webhook.url, certs_dir
 
 
 def _certs_dir(parts: contextlib.ExitStack | contextlib.AsyncExitStack, given: str | None) -> Path:
