@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
+from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.controller.release import DECISION_ANNOTATION
+from ganggate.controller.status import age, format_status, lease_line
 from ganggate.core.cluster import ClusterState
-from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
 from ganggate.core.planner import decide
-from ganggate.controller.status import age, format_status
 
 NOW = 1_800_000_000.0
 
@@ -19,15 +22,20 @@ def node(name, gpus=8, unschedulable=False):
     }
 
 
-def pod(name, group, num, gpus, ns="ml", gated=True, node_name=None):
+def pod(name, group, num, gpus, ns="ml", gated=True, node_name=None, released_by_ganggate=True, **extra):
+    """A gang pod; an ungated one carries ganggate's decision unless it bypassed the gate."""
     spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    annotations = {GROUP_NAME: group, GROUP_POD_NUM: str(num), **extra}
     if gated:
         spec["schedulingGates"] = [{"name": GATE_NAME}]
+    elif released_by_ganggate:
+        annotations[DECISION_ANNOTATION] = json.dumps({"id": "d1", "time": "2027-01-15T08:00:01Z",
+                                                       "node": node_name, "gang": f"{ns}/{group}", "pods": num})
     if node_name:
         spec["nodeName"] = node_name
     return {
         "metadata": {"name": name, "namespace": ns, "uid": f"uid-{ns}-{name}", "creationTimestamp": "2027-01-15T08:00:00Z",
-                     "annotations": {GROUP_NAME: group, GROUP_POD_NUM: str(num)}},
+                     "annotations": annotations},
         "spec": spec,
         "status": {"phase": "Running" if node_name else "Pending"},
     }
@@ -69,3 +77,40 @@ def test_status_says_when_a_gang_fits_now_and_filters_by_namespace():
 
 def test_age_reads_like_kubectl():
     assert [age(s) for s in (5, 192, 7500, 3 * 86400 + 4 * 3600)] == ["5s", "3m12s", "2h5m", "3d4h"]
+
+
+def test_gangs_that_bypassed_the_gate_show_as_not_gated_with_the_likely_causes():
+    nodes = [node("gpu-0")]
+    pods = (
+        [pod(f"free-{i}", "free", 4, 1, gated=False, node_name="gpu-0", released_by_ganggate=False) for i in range(4)]
+        + [pod("bad-0", "bad", 4, 1, gated=False, node_name="gpu-0", released_by_ganggate=False,
+               **{GROUP_MIN_AVAILABLE: "6"})]
+        + [pod(f"ok-{i}", "ok", 1, 1, gated=False, node_name="gpu-0") for i in range(1)]
+    )
+    lines = {line.split()[0]: line for line in render(nodes, pods).splitlines() if line.startswith("ml/")}
+    assert lines["ml/free"].split()[1:4] == ["not-gated", "4/4", "4"]
+    assert "4 pods of gang ml/free were created without the scheduling gate" in lines["ml/free"]
+    assert "webhook is not installed" in lines["ml/free"] and "failurePolicy is Ignore" in lines["ml/free"]
+    assert lines["ml/bad"].split()[1] == "not-gated"
+    assert "1 pod of gang ml/bad was created" in lines["ml/bad"]
+    assert GROUP_MIN_AVAILABLE in lines["ml/bad"] and "bad-0" in lines["ml/bad"]
+    assert lines["ml/ok"].split()[1:3] == ["running", "1/1"]
+
+
+def test_the_lease_line_names_the_leader_or_why_none_leads():
+    def lease(holder, renewed_ago, duration=15):
+        return {"spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
+                         "renewTime": _rfc3339(NOW - renewed_ago)}}
+
+    assert lease_line(lease("ctl-abc", 3), "gg", "ctl", NOW) == "controller: leader ctl-abc (lease renewed 3s ago)"
+    assert lease_line(None, "gg", "ctl", NOW) == "controller: no controller is leading (lease gg/ctl not found)"
+    assert lease_line(lease("ctl-abc", 55), "gg", "ctl", NOW) == (
+        "controller: no controller is leading (lease gg/ctl expired 40s ago, last holder ctl-abc)")
+    assert lease_line(lease("", 4, duration=1), "gg", "ctl", NOW) == (
+        "controller: no controller is leading (lease gg/ctl given up 4s ago)")
+
+
+def _rfc3339(epoch):
+    from ganggate.kube.leader import micro_time
+
+    return micro_time(epoch)

@@ -33,8 +33,9 @@ def register(subparsers: Any) -> None:
                      help="a scheduler whose pods ganggate serves (repeatable; default default-scheduler)")
     ctl.add_argument("--max-in-flight", type=int, default=32, help="concurrent release patches (default 32)")
     ctl.add_argument("--no-leader-election", action="store_true", help="decide without holding the lease")
-    ctl.add_argument("--lease-name", default="ganggate-controller")
-    ctl.add_argument("--lease-namespace", default="ganggate-system", help="must exist")
+    _lease_flags(ctl)
+    ctl.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS",
+                     help="on SIGTERM/SIGINT, how long releases already being applied may take (default 10)")
     ctl.add_argument("--metrics-port", type=int, default=8080, help="/metrics, /healthz, /readyz (0: any free port)")
     ctl.add_argument("--max-pod-num", type=int, default=10000, help="largest group-pod-num accepted")
     ctl.set_defaults(func=run_controller)
@@ -48,7 +49,22 @@ def register(subparsers: Any) -> None:
     st.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
     st.add_argument("--namespace", "-n", help="only gangs of this namespace")
     st.add_argument("--scheduler-name", action="append", metavar="NAME", help="served schedulers (repeatable)")
+    _lease_flags(st)
     st.set_defaults(func=_run_status)
+
+
+def _lease_flags(parser: Any) -> None:
+    parser.add_argument("--lease-name", default="ganggate-controller", help="the leader election Lease")
+    parser.add_argument("--lease-namespace", default=None,
+                        help="must exist (default: $POD_NAMESPACE, else the service account's namespace in a "
+                        "cluster, else ganggate-system)")
+
+
+def lease_namespace(args: argparse.Namespace) -> str:
+    """--lease-namespace, else the controller's own namespace, else ganggate-system."""
+    from ganggate.kube.leader import default_lease_namespace
+
+    return args.lease_namespace or default_lease_namespace()
 
 
 def _run_status(args: argparse.Namespace) -> int:
@@ -65,15 +81,17 @@ def config_from_args(args: argparse.Namespace) -> Any:
         bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
         scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,
         max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,
-        lease_name=args.lease_name, lease_namespace=args.lease_namespace, metrics_port=args.metrics_port,
+        lease_name=args.lease_name, lease_namespace=lease_namespace(args), metrics_port=args.metrics_port,
+        shutdown_grace_seconds=args.shutdown_grace,
     )
     cfg.validate()
     return cfg
 
 
 def run_controller(args: argparse.Namespace) -> int:
-    """The `ganggate controller` command: run until interrupted."""
+    """The `ganggate controller` command: run until SIGTERM or SIGINT, then stop cleanly (exit 0)."""
     import asyncio
+    import signal
 
     from ganggate.controller.loop import Controller
 
@@ -85,9 +103,16 @@ def run_controller(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         api_client = await make_api_client(args.kubeconfig)
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT)
         try:
-            await Controller(api_client, cfg).run()
+            controller = Controller(api_client, cfg)
+            for sig in signals:
+                loop.add_signal_handler(sig, _on_signal, controller, sig)
+            await controller.run()
         finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
             await api_client.close()
 
     try:
@@ -101,3 +126,10 @@ def run_controller(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _on_signal(controller: Any, sig: Any) -> None:
+    import logging
+
+    logging.getLogger("ganggate.controller").info("received %s: stopping cleanly", sig.name)
+    controller.stop()

@@ -6,6 +6,9 @@ state (before the first patch), and releases it (ganggate.controller.release). A
 flight is not re-decided until the release has finished and its effect is seen in the watch;
 a release cut short (crash, lost leadership, exhausted retries) is finished by the core's
 roll-forward decision in a later round, under the same decision id.
+
+`stop()` (SIGTERM, SIGINT) is a clean stop: no new round, releases not yet validated are not
+applied, releases being applied get `shutdown_grace_seconds` to finish, then the lease is given up.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ganggate.core.cluster import ClusterState
+from ganggate.controller.bypass import BypassTracker, describe, plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
 from ganggate.controller.informer import Informer
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.release import Releaser, ReleaseRequest
+from ganggate.core.resources import GPU
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,8 @@ class ControllerConfig:
     # Optional additions beyond the shared API:
     tick_seconds: float = 1.0  # a round at least this often (bind timeouts, starvation)
     event_rate: float = 50.0  # Events per second at most (burst 4x)
+    shutdown_grace_seconds: float = 10.0  # on stop(), how long releases being applied may take
+    bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -61,7 +68,8 @@ class ControllerConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
-        for name in ("bind_timeout_seconds", "starvation_seconds", "lease_duration_seconds", "renew_seconds"):
+        for name in ("bind_timeout_seconds", "starvation_seconds", "lease_duration_seconds", "renew_seconds",
+                     "shutdown_grace_seconds"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.max_in_flight < 1:
@@ -98,6 +106,8 @@ class Controller:
         self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
         self.releaser.should_continue = self._may_act
+        self.releaser.may_apply = lambda: not self._stopping
+        self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_list,
                               on_event=self._on_node_event, metrics=self.metrics)
         self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._on_list,
@@ -116,6 +126,10 @@ class Controller:
         self._release_tasks: set[asyncio.Task] = set()
         self._last_loop = time.monotonic()
         self._held = False
+        self._stopping = False
+        self._stop_requested: asyncio.Event | None = None
+        if self.leader is None:
+            self.metrics.leader.set(1)
 
     # ---- status --------------------------------------------------------------------------
 
@@ -129,6 +143,28 @@ class Controller:
 
     def _may_act(self) -> bool:
         return self.is_leader
+
+    def ready(self) -> bool | str:
+        """True when synced and leading; else why not (the /readyz body)."""
+        if not self.synced:
+            return "informers not synced"
+        if self._stopping:
+            return "stopping"
+        if self.leader is not None and not self.leader.is_leader:
+            return self.leader.not_leading_reason()
+        return True
+
+    def stop(self) -> None:
+        """Ask `run` for a clean stop (a second call stops releases in flight at once)."""
+        if self._stop_requested is None:
+            return
+        if self._stop_requested.is_set():
+            log.warning("stopping now: abandoning %s in flight (the next leader rolls them forward)",
+                        plural(len(self._release_tasks), "release"))
+            for task in list(self._release_tasks):
+                task.cancel()
+            return
+        self._stop_requested.set()
 
     @property
     def idle(self) -> bool:
@@ -157,6 +193,7 @@ class Controller:
 
     def _on_list(self, _items: list[dict]) -> None:
         self.state.reset(list(self.nodes.store.values()), list(self.pods.store.values()))
+        self.bypass.reset(self.state.pods.values())
         self._poke()
 
     def _on_node_event(self, kind: str, node: dict) -> None:
@@ -165,6 +202,9 @@ class Controller:
 
     def _on_pod_event(self, kind: str, pod: dict) -> None:
         self.state.apply_pod(kind, pod)
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        self.bypass.update(key, None if kind == "DELETED" else self.state.pods.get(key))
         if kind == "DELETED":
             self.events.forget((pod.get("metadata") or {}).get("uid") or "")
         self._poke()
@@ -174,20 +214,29 @@ class Controller:
     async def run(self) -> None:
         """Run informers, leader election, events and the decision loop until cancelled."""
         self._dirty = asyncio.Event()
+        self._stop_requested = asyncio.Event()
         runner = None
         if self.config.metrics_port is not None:
             runner, self.metrics_port = await serve_metrics(
-                self.metrics, self.config.metrics_port, self.healthy, lambda: self.synced
+                self.metrics, self.config.metrics_port, self.healthy, self.ready
             )
         tasks = [asyncio.create_task(c) for c in (self.nodes.run(), self.pods.run(), self.events.run(),
                                                    self._loop())]
         if self.leader is not None:
             tasks.append(asyncio.create_task(self.leader.run()))
-        log.info("controller %s started (policy=%s placement=%s leader_election=%s)", self.identity,
-                 self.config.policy, self.config.placement, self.config.leader_election)
+        log.info("controller %s started (policy=%s placement=%s leader_election=%s%s)", self.identity,
+                 self.config.policy, self.config.placement, self.config.leader_election,
+                 f" lease={self.config.lease_namespace}/{self.config.lease_name}" if self.leader else "")
+        stopper = asyncio.create_task(self._stop_requested.wait())
         try:
-            await asyncio.gather(*tasks)
+            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+            if stopper in done:
+                await self._drain()
+            else:
+                for task in done:
+                    task.result()  # a component failed: let its error out
         finally:
+            stopper.cancel()
             # gather() has already cancelled its children when we were cancelled; a second
             # cancel would interrupt their clean-up (giving the lease up).
             for task in tasks + list(self._release_tasks):
@@ -196,6 +245,22 @@ class Controller:
             await asyncio.gather(*tasks, *self._release_tasks, return_exceptions=True)
             if runner is not None:
                 await runner.cleanup()
+            if stopper.done() and not stopper.cancelled():
+                log.info("controller %s stopped", self.identity)
+
+    async def _drain(self) -> None:
+        """A clean stop: no new round or release; releases being applied finish within the grace."""
+        self._stopping = True
+        grace = self.config.shutdown_grace_seconds
+        log.info("stopping: %s in flight may finish within %gs; then the lease is given up",
+                 plural(len(self._release_tasks), "release"), grace)
+        try:
+            async with asyncio.timeout(grace):
+                while self._release_tasks:
+                    await asyncio.gather(*self._release_tasks, return_exceptions=True)
+        except TimeoutError:
+            log.warning("stopping: %s not finished within %gs; the next leader rolls them forward",
+                        plural(len(self._release_tasks), "release"), grace)
 
     async def _loop(self) -> None:
         assert self._dirty is not None
@@ -210,7 +275,9 @@ class Controller:
             await asyncio.sleep(self.config.debounce_seconds)
             self._dirty.clear()
             self._last_loop = time.monotonic()
-            if self._held or not self.synced or not self.is_leader:
+            if self.synced:
+                self._update_gauges()
+            if self._held or self._stopping or not self.synced or not self.is_leader:
                 continue
             try:
                 self.round(time.time())
@@ -232,10 +299,43 @@ class Controller:
             self._start_release(decision, now)
         self._report_waiting(waitings, now)
         self._handle_expired(now)
+        self._report_bypassed()
+        self._update_gauges()
+
+    def _update_gauges(self) -> None:
+        """Gangs by state (a gang that bypassed the gate counts as not-gated) and the GPU gauges."""
         counts: dict[str, int] = {}
-        for gang in self.state.gangs.values():
-            counts[gang.state] = counts.get(gang.state, 0) + 1
+        idle = 0
+        for key, gang in self.state.gangs.items():
+            state = "not-gated" if key in self.bypass.gangs else gang.state
+            counts[state] = counts.get(state, 0) + 1
+            if gang.state in ("waiting", "running"):
+                continue
+            live = gang.live_pods()
+            bound = [p for p in live if p.node_name]
+            needed = gang.spec.min_available if gang.spec is not None else len(live)
+            if 0 < len(bound) < needed or (gang.state == "released" and len(bound) < len(live)):
+                idle += sum(p.request.get(GPU, 0) for p in bound)
+        extra = {k for k in self.bypass.gangs if k not in self.state.gangs}  # invalid annotations only
+        counts["not-gated"] = counts.get("not-gated", 0) + len(extra)
         self.metrics.set_gang_states(counts)
+        free = promised = 0
+        for name, node in self.state.nodes.items():
+            promised += node.promised.get(GPU, 0)
+            if node.ready and not node.cordoned:
+                free += max(0, self.state.free(name).get(GPU, 0))
+        self.metrics.gpus_free.set(free // 1000)
+        self.metrics.gpus_promised.set(promised // 1000)
+        self.metrics.gpus_held_idle.set(idle // 1000)
+
+    def _report_bypassed(self) -> None:
+        """Say once per gang that some of its pods bypassed the gate; never touch those pods."""
+        for report in self.bypass.due(self.state.gangs):
+            message = describe(report)
+            self.metrics.not_gated.inc()
+            log.warning("GangNotGated %s: %s", report.gang, message)
+            for pod in report.pods:
+                self.events.emit(pod.raw, "GangNotGated", message, log_it=False)
 
     # ---- releasing -----------------------------------------------------------------------
 
@@ -265,8 +365,8 @@ class Controller:
             hostnames=hostnames, pinned=self.config.placement == "pinned",
         )
         self._releasing.add(decision.gang_key)
-        log.info("releasing gang %s: %d pods, decision %s%s (%s)", request.gang, len(request.placement),
-                 decision_id, " (roll forward)" if decision.roll_forward else "", decision.reason)
+        log.info("releasing gang %s: %s, decision %s%s (%s)", request.gang,
+                 plural(len(request.placement), "pod"), decision_id, " (roll forward)" if decision.roll_forward else "", decision.reason)
         task = asyncio.create_task(self._release(decision, request))
         self._release_tasks.add(task)
         task.add_done_callback(self._release_tasks.discard)
@@ -277,6 +377,10 @@ class Controller:
         try:
             outcome = await self.releaser.release(request)
             self.metrics.release_seconds.observe(time.monotonic() - started)
+            if outcome.validation_failed and self._stopping:
+                log.info("gang %s not released: stopping before its release started", request.gang)
+                self._cancel_promises(request.placement)
+                return
             if outcome.validation_failed:
                 self.metrics.release_failures.inc()
                 log.warning("gang %s not released: validation failed (%s; vanished: %s); nothing applied",
@@ -293,14 +397,15 @@ class Controller:
                 self._cancel_promises(request.placement)
             if outcome.vanished:
                 log.warning("gang %s: pods gone before their release: %s", request.gang, ", ".join(outcome.vanished))
-            log.info("GangReleased %s: %d pods released by decision %s", request.gang, len(outcome.released),
-                     request.decision_id)
+            log.info("GangReleased %s: %s released by decision %s", request.gang,
+                     plural(len(outcome.released), "pod"), request.decision_id)
+            together = "together, " if request.pod_count > 1 else ""
             for pod_key in outcome.released:
                 node = request.placement.get(pod_key)
-                where = f" onto node {node}" if node and request.pinned else ""
+                where = f"{together}this one onto node {node} " if node and request.pinned else together
                 self.events.emit(request.pods[pod_key], "GangReleased",
-                                 f"gang {request.gang} released: {request.pod_count} pods together{where} "
-                                 f"(decision {request.decision_id})", log_it=False)
+                                 f"gang {request.gang} released: {plural(request.pod_count, 'pod')} "
+                                 f"{where}(decision {request.decision_id})", log_it=False)
             await self._await_echo(request, outcome.released)
         except ApiCallError as exc:
             self.metrics.release_failures.inc()
@@ -318,7 +423,7 @@ class Controller:
     async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
         """Wait (bounded) until the watch shows the released pods without their gate."""
         deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._stopping:
             pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
                        and p.uid == ((request.pods[k].get("metadata") or {}).get("uid"))]
             if not pending:

@@ -7,13 +7,13 @@ Each Controller owns its own CollectorRegistry, so that several controllers in o
 from __future__ import annotations
 
 import logging
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Union
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 log = logging.getLogger(__name__)
 
-GANG_STATES = ("incomplete", "conflict", "waiting", "partial", "started", "released", "running")
+GANG_STATES = ("incomplete", "conflict", "waiting", "partial", "started", "released", "running", "not-gated")
 _WAIT_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 _RELEASE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -59,6 +59,22 @@ class Metrics:
             registry=self.registry,
         )
         self.leader = Gauge("ganggate_leader", "1 while this replica is the leader.", registry=self.registry)
+        self.gpus_free = Gauge(
+            "ganggate_gpus_free", "GPUs free on ready, schedulable nodes (allocatable minus bound and promised).",
+            registry=self.registry,
+        )
+        self.gpus_promised = Gauge(
+            "ganggate_gpus_promised", "GPUs promised to pods ganggate released that are not bound yet.",
+            registry=self.registry,
+        )
+        self.gpus_held_idle = Gauge(
+            "ganggate_gpus_held_idle", "GPUs of bound pods whose gang is not fully bound yet (held, waiting "
+            "for the rest of their gang).", registry=self.registry,
+        )
+        self.not_gated = Counter(
+            "ganggate_gangs_not_gated_total", "Gangs found with pods that bypassed the gate (reported once each).",
+            registry=self.registry,
+        )
         self.decide_seconds = Histogram(
             "ganggate_decide_seconds", "Time of one decision round of the core.",
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5), registry=self.registry,
@@ -80,10 +96,12 @@ async def serve_metrics(
     metrics: Metrics,
     port: int,
     healthy: Callable[[], bool],
-    ready: Callable[[], bool],
+    ready: Callable[[], Union[bool, str]],
     host: str = "0.0.0.0",
 ):
-    """Start the metrics/health server; returns (runner, bound port). The caller cleans up the runner."""
+    """Start the metrics/health server; returns (runner, bound port). The caller cleans up the runner.
+
+    ready() answers True when ready, else False or a text saying why (the 503 body)."""
     from aiohttp import web
 
     async def handle_metrics(_request: web.Request) -> web.Response:
@@ -95,7 +113,10 @@ async def serve_metrics(
         return web.Response(text="ok\n") if healthy() else web.Response(status=503, text="decision loop stalled\n")
 
     async def handle_readyz(_request: web.Request) -> web.Response:
-        return web.Response(text="ok\n") if ready() else web.Response(status=503, text="informers not synced\n")
+        answer = ready()
+        if answer is True:
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text=f"{answer or 'not ready'}\n")
 
     app = web.Application()
     app.router.add_get("/metrics", handle_metrics)

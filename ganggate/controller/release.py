@@ -117,7 +117,7 @@ class ReleaseOutcome:
     already: list[str] = field(default_factory=list)  # found without the gate (by us or another replica)
     vanished: list[str] = field(default_factory=list)  # deleted or replaced before we got to them
     failed: dict[str, str] = field(default_factory=dict)  # pod key -> why
-    validation_failed: bool = False  # nothing was applied because a dry run failed
+    validation_failed: bool = False  # nothing was applied (a dry run failed, or the controller is stopping)
 
     @property
     def complete(self) -> bool:
@@ -137,6 +137,8 @@ class Releaser:
         self.before_apply = before_apply
         # Checked before each real patch: a replica that lost leadership stops releasing.
         self.should_continue: Callable[[], bool] = lambda: True
+        # Checked once all patches are validated: a stopping controller starts no new release.
+        self.may_apply: Callable[[], bool] = lambda: True
 
     def _patch_for(self, req: ReleaseRequest, key: str, pod: Mapping) -> list[dict] | None:
         node = req.placement.get(key)
@@ -208,6 +210,10 @@ class Releaser:
         check = ReleaseOutcome()
         await asyncio.gather(*(self._one(req, key, True, check) for key in keys))
         if check.failed or check.vanished:
+            check.validation_failed = True
+            return check
+        if not self.may_apply():
+            check.failed = {key: "stopping: not started" for key in keys}
             check.validation_failed = True
             return check
         outcome = ReleaseOutcome()

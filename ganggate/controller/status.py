@@ -2,7 +2,8 @@
 
 `collect` lists nodes and pods once into a `ClusterState`; the "why" column comes from the
 core's own `decide` (so it says what the controller would conclude now); `format_status` is
-pure and turns the state plus the decisions into text.
+pure and turns the state plus the decisions into text; `lease_line` says who leads. Gangs
+some of whose pods bypassed the gate show as `not-gated`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ganggate.controller.bypass import BypassTracker, describe, plural
 from ganggate.core.cluster import ClusterState
+from ganggate.core.pods import parse_time
 from ganggate.core.resources import GPU
 
 
@@ -62,12 +65,17 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
         why[waiting.gang_key] = f"{waiting.event_reason}: {waiting.message}"
     for decision in decisions:
         what = "roll forward" if decision.roll_forward else "fits"
-        why[decision.gang_key] = f"{what}: {len(decision.placement)} pods to release ({decision.reason})"
+        why[decision.gang_key] = f"{what}: {plural(len(decision.placement), 'pod')} to release ({decision.reason})"
+    bypass = BypassTracker(state.scheduler_names)
+    bypass.reset(state.pods.values())
     rows = []
-    for key in sorted(state.gangs):
+    for key in sorted(set(state.gangs) | set(bypass.gangs)):
         if namespace is not None and key[0] != namespace:
             continue
-        gang = state.gangs[key]
+        gang = state.gangs.get(key)
+        if key in bypass.gangs:
+            rows.append(_bypass_row(bypass, key, gang))
+            continue
         live = gang.live_pods()
         spec = gang.spec
         needed = spec.pod_num if spec else 0
@@ -78,11 +86,38 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
             reason = f"GangConflict: {gang.conflict}"
         if not reason and gang.state == "released":
             bound = sum(1 for p in live if p.node_name)
-            reason = f"{bound} of {len(live)} pods bound"
+            reason = f"{bound} of {plural(len(live), 'pod')} bound"
         if not reason and gang.state == "started" and spec is not None:
             reason = f"started with {len(gang.released_pods())} of {spec.pod_num} pods; extras wait for room"
         rows.append(GangRow(f"{key[0]}/{key[1]}", gang.state, len(live), needed, _gpus(gpus), since, reason))
     return rows
+
+
+def _bypass_row(bypass: BypassTracker, key: tuple[str, str], gang: Any) -> GangRow:
+    """A gang some of whose pods bypassed the gate."""
+    report = bypass.report(key, gang)
+    live = gang.live_pods() if gang is not None else [p for p in report.pods if not p.terminated]
+    needed = gang.spec.pod_num if gang is not None and gang.spec is not None else 0
+    gpus = sum(p.request.get(GPU, 0) for p in live)
+    return GangRow(f"{key[0]}/{key[1]}", "not-gated", len(live), needed, _gpus(gpus), "-",
+                   f"GangNotGated: {describe(report)}")
+
+
+def lease_line(lease: dict | None, namespace: str, name: str, now: float) -> str:
+    """Who leads, from the Lease (None: not found)."""
+    where = f"{namespace}/{name}"
+    if lease is None:
+        return f"controller: no controller is leading (lease {where} not found)"
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    renewed = parse_time(spec.get("renewTime"))
+    expires = renewed + float(spec.get("leaseDurationSeconds") or 0)
+    if not holder:
+        return f"controller: no controller is leading (lease {where} given up {age(now - renewed)} ago)"
+    if expires < now:
+        return (f"controller: no controller is leading (lease {where} expired {age(now - expires)} ago, "
+                f"last holder {holder})")
+    return f"controller: leader {holder} (lease renewed {age(now - renewed)} ago)"
 
 
 def node_rows(state: ClusterState) -> list[NodeRow]:
@@ -114,7 +149,7 @@ def format_status(state: ClusterState, decisions: Iterable[Any], waitings: Itera
     gangs = gang_rows(state, decisions, waitings, now, namespace)
     gang_table = _table(
         ["GANG", "STATE", "PODS", "GPUS", "WAITING", "WHY"],
-        [[g.gang, g.state, f"{g.present}/{g.needed}", str(g.gpus), g.waiting_since, g.why] for g in gangs],
+        [[g.gang, g.state, f"{g.present}/{g.needed or '?'}", str(g.gpus), g.waiting_since, g.why] for g in gangs],
     ) if gangs else "No gangs" + (f" in namespace {namespace}." if namespace else ".")
     nodes = node_rows(state)
     node_table = _table(
@@ -154,15 +189,35 @@ async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-
     return state
 
 
+async def read_lease_line(api_client: Any, name: str, namespace: str) -> str:
+    """lease_line for the Lease as the API has it now."""
+    from kubernetes_asyncio import client
+
+    from ganggate.kube.calls import ApiCallError, call_json
+
+    try:
+        lease = await call_json(client.CoordinationV1Api(api_client).read_namespaced_lease, name, namespace,
+                                verb="get")
+    except ApiCallError as exc:
+        if exc.status != 404:
+            return f"controller: cannot read lease {namespace}/{name}: {exc}"
+        lease = None
+    return lease_line(lease, namespace, name, time.time())
+
+
 async def status_text(api_client: Any, namespace: str | None = None, policy: str = "plan",
-                      scheduler_names: tuple[str, ...] = ("default-scheduler",)) -> str:
-    """What `ganggate status` prints."""
+                      scheduler_names: tuple[str, ...] = ("default-scheduler",),
+                      lease: tuple[str, str] | None = None) -> str:
+    """What `ganggate status` prints; lease (name, namespace) adds who leads."""
     from ganggate.core.planner import decide
 
     state = await collect(api_client, scheduler_names)
     now = time.time()
     decisions, waitings = decide(state, now, policy=policy)
-    return format_status(state, decisions, waitings, now, namespace)
+    text = format_status(state, decisions, waitings, now, namespace)
+    if lease is not None:
+        text = await read_lease_line(api_client, *lease) + "\n\n" + text
+    return text
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -179,8 +234,11 @@ def run_status(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         try:
-            text = await status_text(api_client, args.namespace, scheduler_names=tuple(args.scheduler_name or
-                                                                                      ["default-scheduler"]))
+            from ganggate.controller.cli import lease_namespace
+
+            names = tuple(args.scheduler_name or ["default-scheduler"])
+            text = await status_text(api_client, args.namespace, scheduler_names=names,
+                                     lease=(args.lease_name, lease_namespace(args)))
         except ApiCallError as exc:
             print(f"error: cannot list the cluster: {exc}", file=sys.stderr)
             return 1

@@ -7,15 +7,20 @@ clock, so clock skew between replicas does not matter); writes use the lease's
 resourceVersion, so of two candidates racing only one wins (409 for the other). acquireTime
 and leaseTransitions change only when the holder changes. A leader that has not renewed within
 its renew deadline (2/3 of the lease duration, client-go's 10 s of 15 s) stops leading at once,
-before any other replica can take over. On a clean stop the lease is given up (ReleaseOnCancel).
+before any other replica can take over. On a clean stop the lease is given up as client-go's
+release() does (ReleaseOnCancel): holderIdentity empty, leaseDurationSeconds 1, renewTime and
+acquireTime now, leaseTransitions kept, so that another candidate acquires it at once.
 
-The lease's namespace must exist (the deploy manifests create ganggate-system).
+The lease's namespace must exist; in a cluster it defaults to the controller's own namespace
+(`default_lease_namespace`). A missing namespace is a WARNING naming the remedy, repeated with
+exponential backoff (up to a minute) while the elector keeps trying every retry period.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from datetime import datetime, timezone
@@ -24,6 +29,28 @@ from typing import Any, Callable
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)
+
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+OUT_OF_CLUSTER_NAMESPACE = "ganggate-system"
+
+
+def default_lease_namespace(env: Any = None, sa_file: str = SA_NAMESPACE_FILE) -> str:
+    """POD_NAMESPACE, else the service account's namespace (in a cluster), else ganggate-system."""
+    env = os.environ if env is None else env
+    if (env.get("POD_NAMESPACE") or "").strip():
+        return env["POD_NAMESPACE"].strip()
+    try:
+        with open(sa_file, encoding="utf-8") as handle:
+            namespace = handle.read().strip()
+    except OSError:
+        namespace = ""
+    return namespace or OUT_OF_CLUSTER_NAMESPACE
+
+
+def missing_namespace_remedy(namespace: str) -> str:
+    """What to do when the lease namespace does not exist."""
+    return (f"create it (kubectl create namespace {namespace}), point --lease-namespace at an existing "
+            "namespace, or run a single replica with --no-leader-election")
 
 
 def micro_time(epoch: float | None = None) -> str:
@@ -52,6 +79,10 @@ class LeaderElector:
         self._observed_at = 0.0  # monotonic time the observed record last changed
         self._lease: dict | None = None
         self._was_leader = False
+        #: Why we do not lead, when we know better than "another replica holds the lease".
+        self.problem: str | None = None
+        self._warn_every = retry_period  # backoff of the missing-namespace WARNING
+        self._next_warn = 0.0
 
     @property
     def is_leader(self) -> bool:
@@ -61,6 +92,30 @@ class LeaderElector:
     @property
     def holder(self) -> str | None:
         return ((self._lease or {}).get("spec") or {}).get("holderIdentity") or None
+
+    def not_leading_reason(self) -> str:
+        """Why this replica does not lead (for /readyz)."""
+        where = f"{self.namespace}/{self.name}"
+        if self.problem:
+            return f"not leading: {self.problem}"
+        if self.holder and self.holder != self.identity:
+            return f"not leading: lease {where} is held by {self.holder}"
+        if self._renewed_at is not None:
+            return f"not leading: lease {where} not renewed within the renew deadline"
+        return f"not leading: acquiring lease {where}"
+
+    def _missing_namespace(self, exc: ApiCallError) -> None:
+        """The lease namespace is gone: WARNING with the remedy, backing off up to a minute."""
+        self.problem = (f"lease namespace {self.namespace} does not exist; "
+                        f"{missing_namespace_remedy(self.namespace)}")
+        now = time.monotonic()
+        if now >= self._next_warn:
+            log.warning("no gang is released: cannot create lease %s/%s: %s", self.namespace, self.name,
+                        self.problem)
+            self._next_warn = now + self._warn_every
+            self._warn_every = min(60.0, self._warn_every * 2)
+        else:
+            log.debug("creating lease %s/%s: %s", self.namespace, self.name, exc)
 
     def _notify(self) -> None:
         now_leader = self.is_leader
@@ -81,6 +136,7 @@ class LeaderElector:
                                     verb="get", metrics=self.metrics, timeout=self.renew_deadline)
         except ApiCallError as exc:
             if exc.status != 404:
+                self.problem = f"cannot read lease {self.namespace}/{self.name}: {exc}"
                 log.warning("reading lease %s/%s: %s", self.namespace, self.name, exc)
                 return False
             body = {
@@ -99,10 +155,15 @@ class LeaderElector:
                 self._lease = await call_json(self.api.create_namespaced_lease, self.namespace, body,
                                               verb="create", metrics=self.metrics, timeout=self.renew_deadline)
             except ApiCallError as exc2:
-                log.info("creating lease %s/%s: %s", self.namespace, self.name, exc2)
+                if exc2.status == 404:
+                    self._missing_namespace(exc2)
+                else:
+                    log.info("creating lease %s/%s: %s", self.namespace, self.name, exc2)
                 return False
+            self._found_namespace()
             self._renewed_at = time.monotonic()
             return True
+        self._found_namespace()
 
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
@@ -134,6 +195,13 @@ class LeaderElector:
         self._renewed_at = time.monotonic()
         return True
 
+    def _found_namespace(self) -> None:
+        if self.problem is not None:
+            log.info("lease %s/%s is reachable now", self.namespace, self.name)
+        self.problem = None
+        self._warn_every = self.retry_period
+        self._next_warn = 0.0
+
     async def run(self) -> None:
         """Acquire, then renew every retry period, until cancelled; gives the lease up on cancel."""
         try:
@@ -148,6 +216,7 @@ class LeaderElector:
             await self._give_up()
 
     async def _give_up(self) -> None:
+        """client-go's release(): empty holder, 1 s duration, renew and acquire time now."""
         if not self.is_leader or self._lease is None:
             self._renewed_at = None
             self._notify()
@@ -156,10 +225,13 @@ class LeaderElector:
         self._notify()
         body = dict(self._lease)
         spec = dict(body.get("spec") or {})
-        spec.update({"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": micro_time()})
+        now = micro_time()
+        spec.update({"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now})
         body["spec"] = spec
         try:
-            await call_json(self.api.replace_namespaced_lease, self.name, self.namespace, body,
-                            verb="update", metrics=self.metrics, timeout=2.0)
+            self._lease = await call_json(self.api.replace_namespaced_lease, self.name, self.namespace, body,
+                                          verb="update", metrics=self.metrics, timeout=2.0)
+            log.info("%s gave up lease %s/%s", self.identity, self.namespace, self.name)
         except ApiCallError as exc:
-            log.info("giving up lease %s/%s: %s", self.namespace, self.name, exc)
+            log.warning("giving up lease %s/%s: %s; the next leader waits for it to expire",
+                        self.namespace, self.name, exc)
