@@ -70,7 +70,7 @@ async def webhook_process() -> AsyncIterator[WebhookProcess]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ganggate", "--log-level", "WARNING", "webhook",
              "--cert-file", f"{tmp}/tls.crt", "--key-file", f"{tmp}/tls.key",
-             "--host", "127.0.0.1", "--port", str(port)],
+             "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0"],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

@@ -9,12 +9,17 @@ import pytest
 
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
 from tests.webhook_support import apply_response, decode_patch, gang_pod, gate_count, review
-from ganggate.admission.server import WebhookConfig, make_app
+from ganggate.admission.server import Health, Metrics, WebhookConfig, make_app, make_metrics_app
 
 
 @pytest.fixture
-async def client(aiohttp_client):
-    return await aiohttp_client(make_app(WebhookConfig(max_pod_num=100)))
+def metrics():
+    return Metrics()
+
+
+@pytest.fixture
+async def client(aiohttp_client, metrics):
+    return await aiohttp_client(make_app(WebhookConfig(max_pod_num=100), metrics))
 
 
 async def post(client, body):
@@ -272,12 +277,13 @@ async def test_health_and_readiness(client):
         assert resp.status == 200 and await resp.text() == "ok"
 
 
-async def test_metrics_count_outcomes_and_latency(client):
+async def test_metrics_count_outcomes_and_latency(client, metrics, aiohttp_client):
+    scrape = await aiohttp_client(make_metrics_app(metrics, Health(ready=True)))
     await post(client, review(gang_pod()))
     await post(client, review(gang_pod(pod_num="x")))
     await post(client, review(gang_pod(group=None, pod_num=None)))
     await client.post("/mutate", data=b"nope")
-    text = await (await client.get("/metrics")).text()
+    text = await (await scrape.get("/metrics")).text()
     assert 'ganggate_webhook_requests_total{outcome="gated"} 1.0' in text
     assert 'ganggate_webhook_requests_total{outcome="denied"} 1.0' in text
     assert 'ganggate_webhook_requests_total{outcome="not_gang"} 1.0' in text
@@ -285,12 +291,29 @@ async def test_metrics_count_outcomes_and_latency(client):
     assert "ganggate_webhook_request_duration_seconds_count 4.0" in text
 
 
+async def test_the_admission_app_does_not_serve_metrics(client):
+    assert (await client.get("/metrics")).status == 404
+
+
+async def test_the_metrics_app_reports_readiness(aiohttp_client, metrics):
+    health = Health()
+    scrape = await aiohttp_client(make_metrics_app(metrics, health))
+    assert (await scrape.get("/readyz")).status == 503
+    health.ready = True
+    assert (await scrape.get("/readyz")).status == 200
+    assert (await scrape.get("/healthz")).status == 200
+    assert (await scrape.post("/mutate", json={})).status in (404, 405)
+
+
 async def test_each_app_has_its_own_metrics(aiohttp_client):
-    first = await aiohttp_client(make_app(WebhookConfig()))
-    second = await aiohttp_client(make_app(WebhookConfig()))
+    first_metrics, second_metrics = Metrics(), Metrics()
+    first = await aiohttp_client(make_app(WebhookConfig(), first_metrics))
+    await aiohttp_client(make_app(WebhookConfig(), second_metrics))
     await post(first, review(gang_pod()))
-    assert 'ganggate_webhook_requests_total{outcome="gated"} 1.0' in await (await first.get("/metrics")).text()
-    text = await (await second.get("/metrics")).text()
+    first_scrape = await aiohttp_client(make_metrics_app(first_metrics, Health()))
+    second_scrape = await aiohttp_client(make_metrics_app(second_metrics, Health()))
+    assert 'ganggate_webhook_requests_total{outcome="gated"} 1.0' in await (await first_scrape.get("/metrics")).text()
+    text = await (await second_scrape.get("/metrics")).text()
     assert 'ganggate_webhook_requests_total{outcome="gated"} 0.0' in text
 
 

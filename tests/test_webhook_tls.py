@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -55,7 +56,15 @@ def cert_dir(tmp_path: Path) -> Path:
 
 def tls_config(cert_dir: Path, **kw) -> WebhookConfig:
     return WebhookConfig(cert_file=str(cert_dir / TLS_CERT), key_file=str(cert_dir / TLS_KEY),
-                         host="127.0.0.1", port=0, **kw)
+                         host="127.0.0.1", port=0, metrics_port=0, **kw)
+
+
+async def scrape(running) -> str:
+    """GET /metrics from the plain-HTTP metrics port."""
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{running.metrics_url}/metrics") as resp:
+            assert resp.status == 200
+            return await resp.text()
 
 
 async def test_handshake_with_a_client_trusting_only_the_ca(cert_dir):
@@ -135,7 +144,7 @@ async def test_replaced_cert_files_are_served_without_restart(cert_dir):
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert (await reader.read()).startswith(b"HTTP/1.1 200")
         writer.close()
-        text = await get_text(running.port, ca_file, "/metrics")
+        text = await scrape(running)
         assert 'ganggate_webhook_certificate_reloads_total{result="success"} 1.0' in text
 
 
@@ -165,7 +174,7 @@ async def test_a_mismatched_pair_keeps_the_old_cert_until_fixed(cert_dir):
             await asyncio.sleep(0.03)
         generate(cert_dir, "ganggate-webhook", "ganggate-system")  # a proper pair
         assert await poll_serial(running.port, ca_file, first.serial_number) != first.serial_number
-        text = await get_text(running.port, ca_file, "/metrics")
+        text = await scrape(running)
         assert 'ganggate_webhook_certificate_reloads_total{result="error"}' in text
 
 
@@ -175,43 +184,165 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_cli_serves_https_and_stops_on_sigterm(cert_dir):
-    port = free_port()
+def start_cli(*args: str) -> tuple[subprocess.Popen, int, str]:
+    """`ganggate webhook` as a process on free loopback ports: (process, HTTPS port, metrics URL)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ganggate", "webhook", "--cert-file", str(cert_dir / TLS_CERT),
-         "--key-file", str(cert_dir / TLS_KEY), "--host", "127.0.0.1", "--port", str(port),
-         "--max-pod-num", "3"],
+        [sys.executable, "-m", "ganggate", "webhook", "--host", "127.0.0.1", "--port", "0",
+         "--metrics-port", "0", *args],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+    line = proc.stdout.readline()  # "ganggate webhook listening on https://H:P, metrics on http://H:M"
+    match = re.search(r"listening on https://127\.0\.0\.1:(\d+), metrics on (http://127\.0\.0\.1:\d+)", line)
+    if match is None:
+        proc.kill()
+        raise AssertionError(f"webhook did not start: {line!r} {proc.communicate()}")
+    return proc, int(match.group(1)), match.group(2)
+
+
+def tls_request(port: int, ca_file: Path, request: bytes) -> ssl.SSLSocket:
+    """A TLS connection to the webhook, as the API server opens it, with `request` sent."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+    tls = client_context(ca_file).wrap_socket(raw, server_hostname=SERVICE_HOST)
+    tls.sendall(request)
+    return tls
+
+
+def read_all(tls: ssl.SSLSocket) -> bytes:
+    data = b""
+    while chunk := tls.recv(65536):
+        data += chunk
+    tls.close()
+    return data
+
+
+def http_status(url: str) -> int | None:
+    """The status of a plain GET, or None when nothing answers."""
+    import urllib.error
+    import urllib.request
+
     try:
-        context = client_context(cert_dir / "ca.crt")
-        deadline = time.monotonic() + 30
-        while True:  # wait for the server to listen (safety-net deadline)
-            try:
-                raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-                break
-            except OSError:
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "webhook did not start"
-                time.sleep(0.1)
-        tls = context.wrap_socket(raw, server_hostname=SERVICE_HOST)
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def post_headers(body: bytes, *extra: bytes) -> bytes:
+    return (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            + b"".join(extra) + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+
+
+def test_cli_serves_https_and_metrics_apart(cert_dir):
+    proc, port, metrics_url = start_cli("--cert-file", str(cert_dir / TLS_CERT),
+                                        "--key-file", str(cert_dir / TLS_KEY), "--max-pod-num", "3")
+    try:
         body = json.dumps(review(gang_pod(pod_num="4"))).encode()
-        tls.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        data = b""
-        while chunk := tls.recv(65536):
-            data += chunk
-        tls.close()
+        data = read_all(tls_request(port, cert_dir / "ca.crt", post_headers(body) + body))
         assert data.startswith(b"HTTP/1.1 200")
         answer = json.loads(data.split(b"\r\n\r\n", 1)[1])
         # --max-pod-num 3 is in force.
         assert answer["response"]["allowed"] is False and "from 1 to 3" in answer["response"]["status"]["message"]
+        # Prometheus scrapes plain HTTP on its own port; the admission port keeps only the probes.
+        import urllib.request
+
+        with urllib.request.urlopen(f"{metrics_url}/metrics", timeout=30) as resp:
+            assert 'ganggate_webhook_requests_total{outcome="denied"} 1.0' in resp.read().decode()
+        assert http_status(f"{metrics_url}/readyz") == 200 and http_status(f"{metrics_url}/healthz") == 200
+        for path, status in (("/metrics", b"404"), ("/healthz", b"200"), ("/readyz", b"200")):
+            get = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+            assert read_all(tls_request(port, cert_dir / "ca.crt", get)).startswith(b"HTTP/1.1 " + status)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert f"listening on https://127.0.0.1:{port}" in out
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_review_in_flight_at_shutdown_is_answered(cert_dir, sig):
+    proc, port, metrics_url = start_cli("--cert-dir", str(cert_dir))
+    try:
+        body = json.dumps(review(gang_pod(pod_num="4"))).encode()
+        # The headers only: "100 Continue" comes back once the webhook is handling the request.
+        tls = tls_request(port, cert_dir / "ca.crt", post_headers(body, b"Expect: 100-continue\r\n"))
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            interim += tls.recv(1)
+        assert interim.startswith(b"HTTP/1.1 100")
+        proc.send_signal(sig)
+        while http_status(f"{metrics_url}/readyz") != 503:  # unready at once
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        while True:  # and no longer accepting connections
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=30).close()
+            except ConnectionRefusedError:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None  # still draining
+        tls.sendall(body)
+        data = read_all(tls)
+    finally:
+        if proc.poll() is None and not proc.returncode:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert data.startswith(b"HTTP/1.1 200"), data
+    response = json.loads(data.split(b"\r\n\r\n", 1)[1])["response"]
+    assert response["uid"] == json.loads(body)["request"]["uid"] and response["allowed"] is True
+    assert apply_response(gang_pod(pod_num="4"), response)["spec"]["schedulingGates"]
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "stopping" in err
+
+
+def test_a_review_that_never_completes_is_cut_off_after_the_grace(cert_dir):
+    proc, port, _ = start_cli("--cert-dir", str(cert_dir), "--shutdown-grace-seconds", "0.2")
+    body = json.dumps(review(gang_pod())).encode()
+    tls = tls_request(port, cert_dir / "ca.crt", post_headers(body, b"Expect: 100-continue\r\n"))
+    assert tls.recv(25).startswith(b"HTTP/1.1 100")
+    proc.send_signal(signal.SIGTERM)  # the body never comes
+    out, err = proc.communicate(timeout=60)
+    tls.close()
+    assert proc.returncode == 0, err
+    assert "1 review(s) still in flight after 0.2s: cut off" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, code, message", [
+    ([], 2, "ganggate webhook: the serving certificate is needed: --cert-dir DIR, or --cert-file and --key-file"),
+    (["--cert-dir", "/nonexistent/certs"], 1, "ganggate webhook: cannot serve: [Errno 2] No such file or directory"),
+])
+def test_bad_certificate_options_are_one_line_errors(args, code, message):
+    result = subprocess.run([sys.executable, "-m", "ganggate", "webhook", "--port", "0", "--metrics-port", "0", *args],
+                            cwd=REPO, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == code
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(message), result.stderr
+
+
+def test_a_taken_metrics_port_is_a_one_line_error(cert_dir):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = subprocess.run([sys.executable, "-m", "ganggate", "webhook", "--cert-dir", str(cert_dir),
+                                 "--host", "127.0.0.1", "--port", "0",
+                                 "--metrics-port", str(taken.getsockname()[1])],
+                                cwd=REPO, capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 1 and "cannot serve" in result.stderr, result.stderr
+
+
+async def test_https_port_has_no_metrics_and_the_metrics_port_no_tls(cert_dir):
+    async with await start_webhook(tls_config(cert_dir)) as running:
+        assert running.metrics_url.startswith("http://127.0.0.1:")
+        assert 'ganggate_webhook_requests_total{outcome="gated"} 0.0' in await scrape(running)
+        connector = aiohttp.TCPConnector(ssl=client_context(cert_dir / "ca.crt"))
+        async with aiohttp.ClientSession(connector=connector) as session:
+            async with session.get(f"https://127.0.0.1:{running.port}/metrics", server_hostname=SERVICE_HOST) as resp:
+                assert resp.status == 404
+    assert running.health.ready is False
 
 
 async def test_rotation_by_a_secret_volume_symlink_swap(tmp_path):

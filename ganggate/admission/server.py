@@ -1,13 +1,17 @@
-"""The webhook's async shell: aiohttp app, TLS context with live certificate reload, metrics.
+"""The webhook's async shell: aiohttp apps, TLS context with live certificate reload, metrics.
 
-`make_app(config)` builds the aiohttp application (routes /mutate, /healthz, /readyz,
-/metrics); `start_webhook(config)` serves it over HTTPS on a host/port (port 0 picks a free
-one) so the CLI, the demo and tests can run the webhook in-process.
+`make_app(config)` builds the admission application (/mutate, /healthz, /readyz);
+`make_metrics_app(metrics, health)` the plain-HTTP one (/metrics, /healthz, /readyz).
+`start_webhook(config)` serves the first over HTTPS on a host/port (port 0 picks a free one) and,
+when `config.metrics_port` is set, the second on its own port, so the CLI, the demo and tests can
+run the webhook in-process. `RunningWebhook.close()` stops listening, lets the reviews in flight
+finish (at most `shutdown_grace_seconds`), then returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -15,7 +19,7 @@ import ssl
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -51,6 +55,11 @@ class WebhookConfig:
     max_pod_num: int = DEFAULT_MAX_POD_NUM
     scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
     cert_reload_seconds: float = 5.0
+    # Plain-HTTP /metrics, /healthz, /readyz: None serves no such port, 0 picks a free one.
+    metrics_port: int | None = None
+    metrics_host: str | None = None  # default: host
+    # On close: how long reviews in flight may take to finish before they are cut off.
+    shutdown_grace_seconds: float = 10.0
 
     @property
     def policy(self) -> ReviewPolicy:
@@ -86,9 +95,35 @@ class Metrics:
         )
 
 
+@dataclass
+class Health:
+    """Readiness shared by the admission and the metrics apps, and the reviews in flight."""
+
+    ready: bool = False
+    in_flight: int = 0
+    _idle: asyncio.Event | None = field(default=None, repr=False)
+
+    @contextlib.contextmanager
+    def reviewing(self) -> Iterator[None]:
+        """Count one review in flight for as long as the block runs."""
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0 and self._idle is not None:
+                self._idle.set()
+
+    async def drained(self) -> None:
+        """Return once no review is in flight."""
+        while self.in_flight:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+
+
 METRICS_KEY = web.AppKey("metrics", Metrics)
 POLICY_KEY = web.AppKey("policy", ReviewPolicy)
-READY_KEY = web.AppKey("ready", dict)
+HEALTH_KEY = web.AppKey("health", Health)
 
 
 def _bad_request(message: str) -> web.Response:
@@ -100,6 +135,11 @@ def _bad_request(message: str) -> web.Response:
 
 async def handle_mutate(request: web.Request) -> web.Response:
     """POST /mutate: answer one AdmissionReview."""
+    with request.app[HEALTH_KEY].reviewing():
+        return await _mutate(request)
+
+
+async def _mutate(request: web.Request) -> web.Response:
     metrics = request.app[METRICS_KEY]
     started = time.perf_counter()
     outcome = MALFORMED
@@ -131,7 +171,7 @@ async def handle_healthz(request: web.Request) -> web.Response:
 
 async def handle_readyz(request: web.Request) -> web.Response:
     """GET /readyz: ready to answer reviews (started and not shutting down)."""
-    if request.app[READY_KEY].get("ready"):
+    if request.app[HEALTH_KEY].ready:
         return web.Response(text="ok")
     return web.Response(text="not ready", status=503)
 
@@ -142,26 +182,35 @@ async def handle_metrics(request: web.Request) -> web.Response:
     return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def make_app(config: WebhookConfig, metrics: Metrics | None = None) -> web.Application:
-    """The aiohttp application; TLS is the server's business (see start_webhook)."""
+def make_app(config: WebhookConfig, metrics: Metrics | None = None, health: Health | None = None) -> web.Application:
+    """The admission application; TLS is the server's business (see start_webhook)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[METRICS_KEY] = metrics or Metrics()
     app[POLICY_KEY] = config.policy
-    ready: dict[str, bool] = {"ready": False}
-    app[READY_KEY] = ready
+    app[HEALTH_KEY] = shared = health or Health()
 
     async def on_startup(_: web.Application) -> None:
-        ready["ready"] = True
+        shared.ready = True
 
     async def on_shutdown(_: web.Application) -> None:
-        ready["ready"] = False
+        shared.ready = False
 
     app.on_startup.append(on_startup)
     app.on_shutdown.append(on_shutdown)
     app.router.add_post("/mutate", handle_mutate)
     app.router.add_get("/healthz", handle_healthz)
     app.router.add_get("/readyz", handle_readyz)
+    return app
+
+
+def make_metrics_app(metrics: Metrics, health: Health) -> web.Application:
+    """The plain-HTTP application for Prometheus and probes: /metrics, /healthz, /readyz."""
+    app = web.Application()
+    app[METRICS_KEY] = metrics
+    app[HEALTH_KEY] = health
     app.router.add_get("/metrics", handle_metrics)
+    app.router.add_get("/healthz", handle_healthz)
+    app.router.add_get("/readyz", handle_readyz)
     return app
 
 
@@ -260,14 +309,38 @@ class RunningWebhook:
     host: str
     ssl_context: ssl.SSLContext | None
     metrics: Metrics
+    health: Health = field(default_factory=Health)
     reloader_task: asyncio.Task | None = None
+    metrics_runner: web.AppRunner | None = None
+    metrics_port: int | None = None
+    metrics_host: str | None = None
+    shutdown_grace_seconds: float = 10.0
 
     @property
     def url(self) -> str:
         scheme = "https" if self.ssl_context else "http"
         return f"{scheme}://{self.host}:{self.port}"
 
+    @property
+    def metrics_url(self) -> str | None:
+        return None if self.metrics_port is None else f"http://{self.metrics_host}:{self.metrics_port}"
+
     async def close(self) -> None:
+        """Turn unready, stop listening, let the reviews in flight finish, then stop the rest.
+
+        aiohttp's own graceful shutdown stops reading from open connections, so a review whose
+        body is still arriving would never finish: the connections stay open until the reviews
+        in flight are done, or the grace runs out.
+        """
+        self.health.ready = False
+        for site in list(self.runner.sites):
+            await site.stop()
+        try:
+            async with asyncio.timeout(self.shutdown_grace_seconds):
+                await self.health.drained()
+        except TimeoutError:
+            log.warning("%d review(s) still in flight after %gs: cut off", self.health.in_flight,
+                        self.shutdown_grace_seconds)
         if self.reloader_task is not None:
             self.reloader_task.cancel()
             try:
@@ -275,6 +348,8 @@ class RunningWebhook:
             except asyncio.CancelledError:
                 pass
         await self.runner.cleanup()
+        if self.metrics_runner is not None:
+            await self.metrics_runner.cleanup()
 
     async def __aenter__(self) -> "RunningWebhook":
         return self
@@ -283,10 +358,28 @@ class RunningWebhook:
         await self.close()
 
 
+async def _serve(app: web.Application, host: str, port: int, context: ssl.SSLContext | None,
+                 grace: float) -> tuple[web.AppRunner, int]:
+    """Start serving an app; returns its runner and the bound port."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=grace)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=context, backlog=512)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        port = server.sockets[0].getsockname()[1]
+    return runner, port
+
+
 async def start_webhook(config: WebhookConfig) -> RunningWebhook:
     """Serve the webhook on config.host/config.port (0: a free port); returns the bound port."""
     metrics = Metrics()
-    app = make_app(config, metrics)
+    health = Health()
+    app = make_app(config, metrics, health)
     context = None
     stamp = None
     if config.cert_file and config.key_file:
@@ -294,19 +387,20 @@ async def start_webhook(config: WebhookConfig) -> RunningWebhook:
         context = make_ssl_context(config.cert_file, config.key_file)
     elif config.cert_file or config.key_file:
         raise ValueError("--cert-file and --key-file go together")
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, ssl_context=context, backlog=512)
+    metrics_runner = metrics_port = None
+    metrics_host = config.metrics_host or config.host
+    if config.metrics_port is not None:
+        metrics_runner, metrics_port = await _serve(make_metrics_app(metrics, health), metrics_host,
+                                                    config.metrics_port, None, 1.0)
     try:
-        await site.start()
+        runner, port = await _serve(app, config.host, config.port, context, 1.0)
     except BaseException:
-        await runner.cleanup()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         raise
-    port = config.port
-    server = getattr(site, "_server", None)
-    if server is not None and server.sockets:
-        port = server.sockets[0].getsockname()[1]
-    running = RunningWebhook(runner=runner, port=port, host=config.host, ssl_context=context, metrics=metrics)
+    running = RunningWebhook(runner=runner, port=port, host=config.host, ssl_context=context, metrics=metrics,
+                             health=health, metrics_runner=metrics_runner, metrics_port=metrics_port,
+                             metrics_host=metrics_host, shutdown_grace_seconds=config.shutdown_grace_seconds)
     if context is not None and config.cert_reload_seconds > 0:
         reloader = CertReloader(context, config.cert_file, config.key_file, config.cert_reload_seconds, metrics,
                                 stamp)
