@@ -19,6 +19,7 @@ RUN pip install --no-index --find-links=/wheels ganggate \
     && groupadd --gid 65532 nonroot \
     && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
 USER 65532:65532
-EXPOSE 8443 8080
+# 8443: webhook HTTPS; 8081: webhook metrics; 8080: controller metrics
+EXPOSE 8443 8081 8080
 ENTRYPOINT ["ganggate"]
 CMD ["--help"]

@@ -4,6 +4,7 @@ what the issue asks (least-privilege RBAC, hardened pods, a webhook that cannot 
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ K8S_VERSION = "1.30"
 MANIFESTS = sorted(p for p in list(DEPLOY.rglob("*.yaml")) + list((REPO / "examples").glob("*.yaml"))
                    if p.name != "kustomization.yaml")
 KUSTOMIZATIONS = sorted(DEPLOY.rglob("kustomization.yaml"))
+OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if (p / "kustomization.yaml").exists())
+COMPONENTS = sorted(p.name for p in (DEPLOY / "components").iterdir() if (p / "kustomization.yaml").exists())
 
 
 def docs(path: Path) -> list[dict]:
@@ -56,15 +59,40 @@ def check_cert_manager(obj: dict) -> None:
     assert CERT_MANAGER_REQUIRED[obj["kind"]](obj["spec"]), obj
 
 
+# The ServiceMonitor CRD (monitoring.coreos.com/v1, prometheus-operator) is not in the schema either.
+SERVICE_MONITOR_SPEC = {"selector", "namespaceSelector", "endpoints", "jobLabel"}
+SERVICE_MONITOR_ENDPOINT = {"port", "path", "scheme", "interval", "scrapeTimeout"}
+
+
+def check_service_monitor(obj: dict) -> None:
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1" and obj["kind"] == "ServiceMonitor"
+    assert obj["metadata"]["name"] and obj["metadata"]["namespace"] == "ganggate-system"
+    spec = obj["spec"]
+    assert set(spec) <= SERVICE_MONITOR_SPEC, set(spec) - SERVICE_MONITOR_SPEC
+    assert spec["selector"]["matchLabels"] and all(isinstance(v, str) for v in spec["selector"]["matchLabels"].values())
+    assert spec["endpoints"]
+    for endpoint in spec["endpoints"]:
+        assert set(endpoint) <= SERVICE_MONITOR_ENDPOINT, set(endpoint) - SERVICE_MONITOR_ENDPOINT
+        assert isinstance(endpoint["port"], str) and endpoint.get("scheme", "http") in ("http", "https")
+        assert re.fullmatch(r"(\d+(ms|s|m|h))+", endpoint.get("interval", "30s"))
+
+
+def validate(obj: dict) -> None:
+    """Kubernetes objects against the 1.30 schema; custom resources by hand."""
+    if obj["apiVersion"].startswith("cert-manager.io/"):
+        check_cert_manager(obj)
+    elif obj["apiVersion"].startswith("monitoring.coreos.com/"):
+        check_service_monitor(obj)
+    else:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_manifest_parses_and_validates(path):
     objects = docs(path)
     assert objects, f"{path} is empty"
     for obj in objects:
-        if obj["apiVersion"].startswith("cert-manager.io/"):
-            check_cert_manager(obj)
-        else:
-            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        validate(obj)
 
 
 def test_validation_would_catch_a_mistake():
@@ -75,20 +103,29 @@ def test_validation_would_catch_a_mistake():
     with pytest.raises(AssertionError):
         check_cert_manager({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
                             "metadata": {"name": "x", "namespace": "ganggate-system"}, "spec": {"dnsNames": ["a"]}})
+    monitor = copy.deepcopy(docs(DEPLOY / "components" / "servicemonitor" / "servicemonitor.yaml")[0])
+    check_service_monitor(monitor)
+    monitor["spec"]["endpoints"][0]["targetPort"] = 8080  # a misspelt field
+    with pytest.raises(AssertionError):
+        check_service_monitor(monitor)
 
 
 @pytest.mark.parametrize("path", KUSTOMIZATIONS, ids=lambda p: str(p.relative_to(REPO)))
 def test_kustomization_references_exist(path):
     kustomization = yaml.safe_load(path.read_text())
-    assert kustomization["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
-    assert kustomization["kind"] == "Kustomization"
-    for entry in kustomization.get("resources", []):
+    if path.parent.parent.name == "components":
+        assert (kustomization["apiVersion"], kustomization["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+    else:
+        assert (kustomization["apiVersion"], kustomization["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization")
+    for entry in kustomization.get("resources", []) + kustomization.get("components", []):
         target = (path.parent / entry).resolve()
         assert target.exists(), f"{path}: {entry} does not exist"
         if target.is_dir():
             assert (target / "kustomization.yaml").exists()
+    for entry in kustomization.get("components", []):
+        assert (path.parent / entry).resolve().parent == DEPLOY / "components"
     for patch in kustomization.get("patches", []):
-        assert (path.parent / patch["path"]).exists()
+        assert "patch" in patch or (path.parent / patch["path"]).exists()
 
 
 def kustomize_major() -> int | None:
@@ -100,39 +137,69 @@ def kustomize_major() -> int | None:
     return int(match.group(1)) if match else None
 
 
-@pytest.mark.skipif((kustomize_major() or 0) < 4, reason="needs kubectl with kustomize v4+ (kubectl 1.21+)")
-@pytest.mark.parametrize("overlay", ["cert-manager", "self-signed"])
-def test_overlays_build_with_kustomize(overlay):
-    proc = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "overlays" / overlay)],
-                          capture_output=True, text=True, timeout=60)
+needs_kustomize = pytest.mark.skipif((kustomize_major() or 0) < 4,
+                                     reason="needs kubectl with kustomize v4+ (kubectl 1.21+)")
+
+
+def kustomize(directory: Path) -> list[dict]:
+    proc = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    objects = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def with_components(tmp_path: Path, overlay: str, *components: str) -> list[dict]:
+    """Build an overlay plus components, as a user's own kustomization.yaml would list them."""
+    rel = lambda p: os.path.relpath(p, tmp_path)  # kustomize refuses absolute paths
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [rel(DEPLOY / "overlays" / overlay)],
+        "components": [rel(DEPLOY / "components" / c) for c in components]}))
+    return kustomize(tmp_path)
+
+
+def controller_args(objects: list[dict]) -> list[str]:
+    (container,) = find(objects, "Deployment", "ganggate-controller")["spec"]["template"]["spec"]["containers"]
+    return container["args"]
+
+
+@needs_kustomize
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlays_build_with_kustomize(overlay):
+    objects = kustomize(DEPLOY / "overlays" / overlay)
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
     assert ("MutatingWebhookConfiguration", "ganggate") in kinds
     assert ("Deployment", "ganggate-webhook") in kinds and ("Deployment", "ganggate-controller") in kinds
+    assert ("Service", "ganggate-webhook-metrics") in kinds and ("Service", "ganggate-controller-metrics") in kinds
     mwc = find(objects, "MutatingWebhookConfiguration", "ganggate")
     injected = (mwc["metadata"].get("annotations") or {}).get("cert-manager.io/inject-ca-from")
-    if overlay == "cert-manager":
+    if overlay == "self-signed":
+        assert injected is None
+    else:
+        # The Certificate named by the annotation exists and issues the secret the webhook mounts.
         assert injected == "ganggate-system/ganggate-webhook"
         cert = find(objects, "Certificate", "ganggate-webhook")
         assert cert["spec"]["secretName"] == "ganggate-webhook-tls"
-        # The Certificate named by the annotation exists and issues the secret the webhook mounts.
-    else:
-        assert injected is None
     for obj in objects:
-        if obj["apiVersion"].startswith("cert-manager.io/"):
-            check_cert_manager(obj)
-        else:
-            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        validate(obj)
     images = {c["image"] for o in objects if o["kind"] == "Deployment"
               for c in o["spec"]["template"]["spec"]["containers"]}
     assert images == {"ghcr.io/ganggate/ganggate:0.1.0"}
 
 
+@needs_kustomize
+@pytest.mark.parametrize("overlay", ["cert-manager", "self-signed"])
+def test_every_component_builds_into_an_overlay(overlay, tmp_path):
+    objects = with_components(tmp_path, overlay, *COMPONENTS)
+    for obj in objects:
+        validate(obj)
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceMonitor"] == ["ganggate"]
+    assert controller_args(objects).count("--on-bind-timeout=recreate") == 1
+
+
 # --- RBAC: exactly what the controller needs, nothing for the webhook --------------------------
 
 EXPECTED_CONTROLLER_RULES = {
-    ("", "pods"): {"get", "list", "watch", "patch", "delete"},
+    ("", "pods"): {"get", "list", "watch", "patch"},
     ("", "nodes"): {"get", "list", "watch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
@@ -173,6 +240,85 @@ def test_webhook_has_no_api_access():
     objects = base_objects()
     assert granted(objects, "ganggate-webhook") == {}
     assert find(objects, "ServiceAccount", "ganggate-webhook")["automountServiceAccountToken"] is False
+
+
+@needs_kustomize
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pod_delete_comes_only_with_the_recreate_policy(overlay):
+    objects = kustomize(DEPLOY / "overlays" / overlay)
+    grants = granted(objects, "ganggate-controller")
+    recreate = "--on-bind-timeout=recreate" in controller_args(objects)
+    assert ("delete" in grants[("", "pods")]) == recreate
+    assert recreate == (overlay == "recreate")
+    assert grants[("", "pods")] - {"delete"} == EXPECTED_CONTROLLER_RULES[("", "pods")]
+
+
+# --- metrics: each replica scraped over plain HTTP, through a Service -------------------------------
+
+def container_port(deployment: dict, name: str) -> int:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (port,) = [p["containerPort"] for p in container["ports"] if p["name"] == name]
+    return port
+
+
+def arg(deployment: dict, flag: str) -> str:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (value,) = [a.split("=", 1)[1] for a in container["args"] if a.startswith(flag + "=")]
+    return value
+
+
+@pytest.mark.parametrize("name", ["ganggate-webhook", "ganggate-controller"])
+def test_metrics_services_reach_each_metrics_port(name):
+    objects = base_objects()
+    deployment = find(objects, "Deployment", name)
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    port = container_port(deployment, "metrics")
+    assert int(arg(deployment, "--metrics-port")) == port
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+    assert "prometheus.io/scheme" not in deployment["spec"]["template"]["metadata"]["annotations"]
+    service = find(objects, "Service", f"{name}-metrics")
+    assert service["spec"]["selector"].items() <= labels.items()
+    (service_port,) = service["spec"]["ports"]
+    assert service_port["name"] == "metrics" and service_port["targetPort"] == "metrics"
+    # The admission Service does not expose the metrics port.
+    if name == "ganggate-webhook":
+        assert [p["targetPort"] for p in find(objects, "Service", name)["spec"]["ports"]] == ["https"]
+
+
+def test_the_service_monitor_selects_exactly_the_metrics_services():
+    (monitor,) = docs(DEPLOY / "components" / "servicemonitor" / "servicemonitor.yaml")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    services = [o for o in base_objects() if o["kind"] == "Service"]
+    selected = sorted(s["metadata"]["name"] for s in services
+                      if selector.items() <= (s["metadata"].get("labels") or {}).items())
+    assert selected == ["ganggate-controller-metrics", "ganggate-webhook-metrics"]
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["ganggate-system"]
+    for service in services:
+        if service["metadata"]["name"] in selected:
+            assert {e["port"] for e in monitor["spec"]["endpoints"]} <= {p["name"] for p in service["spec"]["ports"]}
+
+
+# --- stopping cleanly ------------------------------------------------------------------------------
+
+def test_the_webhook_has_time_to_leave_the_endpoints_and_drain():
+    deployment = find(base_objects(), "Deployment", "ganggate-webhook")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    grace = float(arg(deployment, "--shutdown-grace-seconds"))
+    assert pre_stop > 0 and pod["terminationGracePeriodSeconds"] > pre_stop + grace
+
+
+def test_the_controller_knows_its_namespace_and_has_time_to_stop():
+    from ganggate.controller.loop import ControllerConfig
+
+    deployment = find(base_objects(), "Deployment", "ganggate-controller")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert not any(a.startswith("--lease-namespace") for a in container["args"])  # the downward API decides
+    assert pod["terminationGracePeriodSeconds"] > ControllerConfig().shutdown_grace_seconds
 
 
 # --- Deployments: hardened, probed, bounded ------------------------------------------------------
