@@ -22,11 +22,31 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
-from ganggate.core.resources import pod_requests  # noqa: E402
-from ganggate.core.snapshot import make_node, make_pod  # noqa: E402
-from ganggate.sim import sched_filters  # noqa: E402
+from ganggate.sim.podrequests import scheduling_requests  # noqa: E402
 from ganggate.sim.sched_algorithm import Algorithm  # noqa: E402
 from ganggate.sim.sched_cache import ClusterCache  # noqa: E402
+
+GPU = "nvidia.com/gpu"
+
+
+def make_node(name: str, gpus: int) -> dict:
+    """A ready node with allocatable == capacity (64 cpu, 512Gi, 110 pods, `gpus` GPUs)."""
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: str(gpus)}
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {"capacity": dict(resources), "allocatable": dict(resources),
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def make_pod(name: str, gpus: int, cpu: str, memory: str, node_selector: dict | None = None) -> dict:
+    """A pending pod of one container; the GPU given as a limit only, as users write it."""
+    spec: dict = {"containers": [{"name": "main", "image": "busybox", "resources": {
+        "requests": {"cpu": cpu, "memory": memory}, "limits": {GPU: str(gpus)}}}]}
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
 
 
 def pure(nodes: int, pods: int, pinned: bool = False) -> tuple[float, float, int]:
@@ -45,7 +65,7 @@ def pure(nodes: int, pods: int, pinned: bool = False) -> tuple[float, float, int
         for i in range(pods)
     ]
     start = time.perf_counter()
-    requests = [(pod_requests(p), sched_filters.nonzero_requests(p)) for p in manifests]
+    requests = [scheduling_requests(p) for p in manifests]
     parsed = time.perf_counter() - start
     placed = 0
     start = time.perf_counter()

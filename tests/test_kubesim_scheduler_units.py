@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.resources import GPU, pod_requests
+from ganggate.core.resources import GPU
 from ganggate.core.snapshot import make_node, make_pod
 from ganggate.sim import sched_filters
+from ganggate.sim.podrequests import node_allocatable, pod_requests
 from ganggate.sim.sched_algorithm import Algorithm
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
 from ganggate.sim.sched_queue import SchedulingQueue
@@ -238,8 +239,6 @@ def test_vectorized_filters_agree_with_the_per_node_reference(nodes, gpus, cpu, 
     request = pod_requests(pod)
     algorithm = Algorithm(cache)
     fits, counts = algorithm.feasible_mask(pod, request)
-    from ganggate.core.resources import node_allocatable
-
     reference = [
         sched_filters.node_filter_reasons(pod, request, node, node_allocatable(node), used, count)
         for node, used, count in objects

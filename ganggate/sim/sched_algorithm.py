@@ -17,8 +17,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ganggate.core.resources import CPU, MEMORY, PODS, Resources
 from ganggate.sim import sched_filters
+from ganggate.sim.podrequests import CPU, MEMORY, PODS, Resources
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
 
 

@@ -13,18 +13,16 @@ and thrown away whenever a node's labels, taints, cordon or readiness change.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
-from ganggate.core import nodematch
-from ganggate.core.nodematch import selection_key
-from ganggate.core.resources import CPU, MEMORY, PODS, Resources, node_allocatable
-
-NOT_READY = "node(s) were not ready"
-UNSCHEDULABLE = "node(s) were unschedulable"
-AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+from ganggate.sim import taints
+from ganggate.sim.nodeaffinity import RequiredNodeAffinity
+from ganggate.sim.podrequests import CPU, MEMORY, PODS, Resources, node_allocatable
+from ganggate.sim.sched_filters import AFFINITY, NOT_READY, UNSCHEDULABLE, node_is_ready
 
 _MAX_SIGNATURES = 4096
 
@@ -46,10 +44,6 @@ class StaticVerdict:
 
     ok: np.ndarray  # bool per slot: passes readiness, cordon, taints and node selection
     counts: dict[str, int] = field(default_factory=dict)  # reason -> number of nodes rejected
-
-
-def _taint_reason(taint: Mapping) -> str:
-    return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
 
 
 class ClusterCache:
@@ -126,7 +120,7 @@ class ClusterCache:
             metadata.get("labels") or {},
             spec.get("taints") or [],
             bool(spec.get("unschedulable")),
-            nodematch.node_is_ready(node),
+            node_is_ready(node),
         )
 
     def set_node(self, node: Mapping) -> bool:
@@ -148,11 +142,9 @@ class ClusterCache:
         self.nodes[slot] = node
         if old is None or self._filter_inputs(old) != self._filter_inputs(node):
             self.generation += 1
-        self.ready[slot] = nodematch.node_is_ready(node)
-        self.cordoned[slot] = nodematch.node_is_cordoned(node)
-        self.tainted[slot] = any(
-            t.get("effect") in nodematch.FILTERING_TAINT_EFFECTS for t in (node.get("spec") or {}).get("taints") or []
-        )
+        self.ready[slot] = node_is_ready(node)
+        self.cordoned[slot] = taints.is_unschedulable(node)
+        self.tainted[slot] = any(t.get("effect") in taints.DO_NOT_SCHEDULE_EFFECTS for t in taints.node_taints(node))
         allocatable = node_allocatable(node)
         self.allocatable[:, slot] = 0
         for resource, amount in allocatable.items():
@@ -234,8 +226,16 @@ class ClusterCache:
 
     @staticmethod
     def signature(pod: Mapping) -> str:
-        """The pod fields the node-level filters read, as a cache key."""
-        return selection_key(pod)
+        """The pod fields the node-level filters read (nodeSelector, required node affinity,
+        tolerations) as one canonical string: pods with equal signatures get equal verdicts."""
+        spec = pod.get("spec") or {}
+        node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+        fields = (
+            spec.get("nodeSelector") or {},
+            node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+            spec.get("tolerations") or [],
+        )
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
 
     def _label_mask(self, key: str, value: str) -> np.ndarray:
         cached = self._label_masks.get((key, value))
@@ -255,7 +255,7 @@ class ClusterCache:
         """NodeUnschedulable, TaintToleration, NodeAffinity (and readiness) over every node.
 
         A node is rejected by the first of these that fails, in the default plugin order
-        (ganggate.core.nodematch.node_rejects gives the same verdict one node at a time).
+        (ganggate.sim.sched_filters.node_rejects gives the same verdict one node at a time).
         """
         sig = self.signature(pod)
         cached = self._verdicts.get(sig)
@@ -273,25 +273,25 @@ class ClusterCache:
         not_ready = remaining & ~self.ready
         counts[NOT_READY] = int(np.count_nonzero(not_ready))
         remaining &= ~not_ready
-        if not nodematch.tolerates_cordon(pod):
+        tolerations = taints.pod_tolerations(pod)
+        if not taints.tolerates_unschedulable(tolerations):
             cordoned = remaining & self.cordoned
             counts[UNSCHEDULABLE] = int(np.count_nonzero(cordoned))
             remaining &= ~cordoned
-        tolerations = nodematch.pod_tolerations(pod)
         for slot in np.flatnonzero(remaining & self.tainted):
-            taint = nodematch.untolerated_taint(tolerations, self.nodes[slot])
+            taint = taints.untolerated_taint(taints.node_taints(self.nodes[slot]), tolerations)
             if taint is not None:
                 remaining[slot] = False
-                reason = _taint_reason(taint)
+                reason = taints.taint_reason(taint)
                 counts[reason] = counts.get(reason, 0) + 1
-        spec = pod.get("spec") or {}
+        affinity = RequiredNodeAffinity(pod)
         selected = remaining
-        for key, value in (spec.get("nodeSelector") or {}).items():
-            selected = selected & self._label_mask(key, str(value))
-        if nodematch.required_node_terms(pod) is not None:
+        for key, value in affinity.node_selector.items():
+            selected = selected & self._label_mask(key, value)
+        if affinity.has_terms:
             selected = selected.copy()
             for slot in np.flatnonzero(selected):
-                if not nodematch.matches_node_selection(pod, self.nodes[slot]):
+                if not affinity.match_terms(self.nodes[slot]):
                     selected[slot] = False
         counts[AFFINITY] = int(np.count_nonzero(remaining & ~selected))
         return StaticVerdict(ok=selected, counts={k: v for k, v in counts.items() if v})

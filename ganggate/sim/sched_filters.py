@@ -6,7 +6,7 @@ once with numpy arrays and is checked against these functions.
 
 Emulated plugins (pkg/scheduler/apis/config/v1/default_plugins.go order):
   filters  NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit
-           (plus node readiness, from ganggate.core.nodematch.node_rejects)
+           (plus node readiness: see node_rejects)
   scores   NodeResourcesFit/LeastAllocated (weight 1), NodeResourcesBalancedAllocation (weight 1)
 Left out, because kubesim's pods and nodes never exercise them or they add a constant to
 every node's score: NodeName, NodePorts, VolumeRestrictions/VolumeBinding/VolumeZone,
@@ -20,19 +20,16 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-from ganggate.core import nodematch
-from ganggate.core.resources import CPU, MEMORY, PODS, Resources, pod_requests
+from ganggate.sim import podrequests, taints
+from ganggate.sim.nodeaffinity import RequiredNodeAffinity
+from ganggate.sim.podrequests import CPU, MEMORY, PODS, Resources
 
 MAX_NODE_SCORE = 100  # pkg/scheduler/framework/interface.go MaxNodeScore
 
 # pkg/scheduler/util/pod_resources.go: a container with no cpu/memory request counts as
-# 100m CPU and 200Mi memory when scoring (never when filtering).
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-NONZERO_DEFAULTS: Resources = {
-    CPU: DEFAULT_MILLI_CPU_REQUEST,
-    MEMORY: DEFAULT_MEMORY_REQUEST * 1000,  # milli-units, as ganggate.core.resources counts
-}
+# 100m CPU and 200Mi memory when scoring (never when filtering); see podrequests.
+DEFAULT_MILLI_CPU_REQUEST = podrequests.DEFAULT_MILLI_CPU_REQUEST
+DEFAULT_MEMORY_REQUEST = podrequests.DEFAULT_MEMORY_REQUEST
 
 # Default NodeResourcesFit scoring resources (pkg/scheduler/apis/config/v1/defaults.go).
 SCORED_RESOURCES: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
@@ -44,40 +41,46 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"  # schedule_one.go ErrNoNodesAvailable
 
 
-def _with_nonzero_container_requests(pod: Mapping) -> dict:
-    """A copy of the pod whose containers without a cpu/memory request carry the defaults."""
-    spec = dict(pod.get("spec") or {})
-
-    def fill(containers: Iterable[Mapping] | None) -> list[dict]:
-        out = []
-        for container in containers or []:
-            container = dict(container)
-            resources = dict(container.get("resources") or {})
-            requests = dict(resources.get("requests") or {})
-            limits = resources.get("limits") or {}
-            if CPU not in requests and CPU not in limits:
-                requests[CPU] = f"{DEFAULT_MILLI_CPU_REQUEST}m"
-            if MEMORY not in requests and MEMORY not in limits:
-                requests[MEMORY] = str(DEFAULT_MEMORY_REQUEST)
-            resources["requests"] = requests
-            container["resources"] = resources
-            out.append(container)
-        return out
-
-    spec["containers"] = fill(spec.get("containers"))
-    spec["initContainers"] = fill(spec.get("initContainers"))
-    return {"spec": spec}
+NOT_READY = "node(s) were not ready"
+UNSCHEDULABLE = "node(s) were unschedulable"  # nodeunschedulable ErrReasonUnschedulable
+AFFINITY = "node(s) didn't match Pod's node affinity/selector"  # nodeaffinity ErrReasonPod
 
 
 def nonzero_requests(pod: Mapping) -> tuple[int, int]:
-    """The pod's (cpu, memory) request for scoring, in milli-units, missing ones defaulted.
+    """The pod's (cpu, memory) request for scoring, in milli-units, missing ones defaulted."""
+    return podrequests.nonzero_requests(pod)
 
-    Mirrors resourcehelper.PodRequests with NonMissingContainerRequests (the defaults are
-    applied per container, init containers included, then the usual effective-request
-    formula and the overhead).
+
+def node_is_ready(node: Mapping) -> bool:
+    """The node's Ready condition is True.
+
+    Today's scheduler has no readiness filter (the node lifecycle controller taints a node that
+    is not ready with node.kubernetes.io/not-ready); kubesim has no such controller, so it keeps
+    the old CheckNodeCondition predicate's check and wording instead.
     """
-    requests = pod_requests(_with_nonzero_container_requests(pod))
-    return requests.get(CPU, 0), requests.get(MEMORY, 0)
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def node_rejects(pod: Mapping, node: Mapping) -> str | None:
+    """Why the node-level filters turn the pod away from the node (the first failing one), or None.
+
+    Default filter order (pkg/scheduler/apis/config/v1/default_plugins.go): NodeUnschedulable,
+    TaintToleration, NodeAffinity; the taint is shown as "{key: value}" even with no value.
+    """
+    if not node_is_ready(node):
+        return NOT_READY
+    tolerations = taints.pod_tolerations(pod)
+    if taints.is_unschedulable(node) and not taints.tolerates_unschedulable(tolerations):
+        return UNSCHEDULABLE
+    taint = taints.untolerated_taint(taints.node_taints(node), tolerations)
+    if taint is not None:
+        return taints.taint_reason(taint)
+    if not RequiredNodeAffinity(pod).match(node):
+        return AFFINITY
+    return None
 
 
 def insufficient_resources(
@@ -113,7 +116,7 @@ def node_filter_reasons(
     The framework stops at the first plugin that rejects a node (framework/runtime
     RunFilterPlugins), and NodeResourcesFit runs after the node-level plugins.
     """
-    reason = nodematch.node_rejects(pod, node)
+    reason = node_rejects(pod, node)
     if reason is not None:
         return [reason]
     return insufficient_resources(request, allocatable, requested, pod_count)

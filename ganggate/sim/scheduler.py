@@ -20,8 +20,8 @@ from typing import Mapping
 
 import aiohttp
 
-from ganggate.core.resources import QuantityError, pod_requests
-from ganggate.sim import sched_filters
+from ganggate.sim.podrequests import scheduling_requests
+from ganggate.sim.quantity import QuantityError
 from ganggate.sim.sched_algorithm import Algorithm
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
 from ganggate.sim.sched_informer import Reflector, object_key
@@ -136,9 +136,10 @@ class Scheduler:
         if known and old is not None and old.get("spec") == pod.get("spec"):
             return dict(known)
         try:
-            return {"request": pod_requests(pod), "nonzero": sched_filters.nonzero_requests(pod)}
+            request, nonzero = scheduling_requests(pod)
         except QuantityError:
             return None
+        return {"request": request, "nonzero": nonzero}
 
     def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
         key = object_key(pod)

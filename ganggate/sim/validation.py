@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from ganggate.core.resources import QuantityError, parse_quantity
+from ganggate.sim.quantity import QuantityError, parse_nanos
 from ganggate.sim.errors import (
     Cause,
     duplicate,
@@ -347,7 +347,7 @@ def _validate_containers(containers: Any, path: str, required_nonempty: bool) ->
         if not container.get("image"):
             causes.append(required(f"{here}.image"))
         resources = container.get("resources") or {}
-        parsed: dict[str, dict[str, int]] = {}
+        parsed: dict[str, dict[str, int]] = {}  # exact nano-units, so comparisons are Quantity.Cmp
         for kind in ("limits", "requests"):
             values = resources.get(kind) or {}
             if not isinstance(values, dict):
@@ -356,7 +356,7 @@ def _validate_containers(containers: Any, path: str, required_nonempty: bool) ->
             parsed[kind] = {}
             for resource, quantity in values.items():
                 try:
-                    amount = parse_quantity(quantity)
+                    amount = parse_nanos(quantity)
                 except QuantityError:
                     causes.append(invalid_value(
                         f"{here}.resources.{kind}[{resource}]", quantity,
