@@ -16,8 +16,8 @@ GATE = "scheduling.k8s.io/group-gate"
 
 @pytest.fixture
 async def sim() -> AsyncIterator[Simulator]:
-    """A simulator with two 8-GPU nodes and no scheduler or kubelet (the API alone)."""
-    async with Simulator(nodes=2, scheduler=False, kubelet=False, bookmark_seconds=0.2) as simulator:
+    """A simulator with two 8-GPU nodes and no scheduler, kubelet or controllers (the API alone)."""
+    async with Simulator(nodes=2, scheduler=False, kubelet=False, controllers=False, bookmark_seconds=0.2) as simulator:
         yield simulator
 
 

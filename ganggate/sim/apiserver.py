@@ -1,5 +1,10 @@
 """kubesim's HTTP API: the routes of kube-apiserver for the resources in ganggate.sim.discovery.
 
+Why this module is long: it is the request pipeline of every verb (routing, reads, watch, the
+create/update/patch/delete pipelines, binding, eviction), which share the target, admission and
+error plumbing; per-kind rules live elsewhere (validation.py, strategies.py, gc.py,
+fieldvalidation.py, openapi.py).
+
 Requests go through the real server's order (k8s.io/apiserver/pkg/endpoints/handlers/create.go,
 update.go, patch.go, delete.go; k8s.io/apiserver/pkg/registry/generic/registry/store.go):
 decode + default -> mutating admission (pods, CREATE/UPDATE, not subresources) -> strategy
@@ -25,7 +30,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import discovery, errors, patch as patching, selectors, validation
+from ganggate.sim import discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
+from ganggate.sim import strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim.faults import FaultInjector
 from ganggate.sim.store import Store, now_rfc3339
@@ -157,8 +163,16 @@ def _status_success(code: int, details: dict[str, Any] | None = None) -> dict[st
     return body
 
 
-def _json_response(body: Any, status: int = 200, raw: bytes | None = None) -> web.Response:
-    return web.Response(body=raw if raw is not None else dumps(body), status=status, content_type=JSON)
+def _json_response(body: Any, status: int = 200, raw: bytes | None = None,
+                   headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=raw if raw is not None else dumps(body), status=status, content_type=JSON, headers=headers)
+
+
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """Add the Warning header of unknown fields under fieldValidation=Warn."""
+    if warnings:
+        response.headers["Warning"] = fieldvalidation.warning_header(warnings)
+    return response
 
 
 def error_response(error: errors.ApiError) -> web.Response:
@@ -194,6 +208,8 @@ class ApiServer:
                 ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
                 validation.default_namespace(ns)
                 self.store.create("namespaces", ns)
+        if self.store.lookup("services", "default", "kubernetes") is None:
+            self.store.create("services", services.kubernetes_service())
 
     def admission(self) -> Any:
         """The mutating admission chain, if kubesim/admission.py is installed (imported lazily)."""
@@ -233,6 +249,8 @@ class ApiServer:
         app.router.add_get("/api/", self._api)
         app.router.add_get("/apis", self._apis)
         app.router.add_get("/apis/", self._apis)
+        app.router.add_get("/openapi/v3", self._openapi_root)
+        app.router.add_get("/openapi/v3/{tail:.+}", self._openapi_gv)
         app.router.add_get("/kubesim/faults", self._faults_get)
         app.router.add_post("/kubesim/faults", self._faults_add)
         app.router.add_delete("/kubesim/faults", self._faults_clear)
@@ -275,6 +293,22 @@ class ApiServer:
         if request.method == "GET":
             doc = discovery.resource_list(request.match_info["group"], request.match_info["version"])
         return _json_response(doc) if doc else error_response(_not_found_path())
+
+    async def _openapi_root(self, request: web.Request) -> web.Response:
+        return _json_response(openapi.discovery_document(), headers={"Cache-Control": "no-cache, private"})
+
+    async def _openapi_gv(self, request: web.Request) -> web.StreamResponse:
+        """One group-version's document (kube-openapi handler3.go: immutable when asked for by hash)."""
+        gv = openapi.parse_gv_path(request.match_info["tail"])
+        data = openapi.document_bytes(*gv) if gv else None
+        if gv is None or data is None:
+            return error_response(_not_found_path())
+        current = openapi.document_hash(*gv)
+        asked = request.query.get("hash")
+        if asked is not None and asked != current:
+            raise web.HTTPMovedPermanently(f"{request.path}?hash={current}")
+        cache = "public, immutable" if asked else "no-cache, private"
+        return _json_response(None, raw=data, headers={"Cache-Control": cache, "Etag": f'"{current}"'})
 
     # ---- faults over HTTP ---------------------------------------------------------------------------
     async def _faults_get(self, request: web.Request) -> web.Response:
@@ -581,6 +615,8 @@ class ApiServer:
             validation.default_node(obj)
         elif info.kind == "Namespace":
             validation.default_namespace(obj)
+        elif (strategy := strategies.for_key(info.key)) is not None:
+            strategy.default(obj)
 
     async def _admit(self, operation: str, target: Target, obj: dict[str, Any], old: dict[str, Any] | None,
                      dry_run: bool) -> dict[str, Any]:
@@ -655,8 +691,15 @@ class ApiServer:
             validation.prepare_pod_create(obj)
         elif info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
             meta["generation"] = 1
+        strategy = strategies.for_key(info.key)
+        if strategy is not None:
+            strategy.prepare_create(obj)
         validation.drop_empty(obj)
-        causes = validation.validate_create(info.kind, obj, info.namespaced)
+        causes = strategy.validate(obj) if strategy is not None else validation.validate_create(info.kind, obj, info.namespaced)
+        if not causes and info.key == "services":
+            # The REST storage allocates after validation (pkg/registry/core/service/storage/storage.go beginCreate).
+            others = (stored.obj for _, stored in self.store.iter("services"))
+            causes = services.allocate(obj, others)
         if causes:
             raise self._invalid(info, obj, causes)
         if info.namespaced:
@@ -688,8 +731,9 @@ class ApiServer:
             raise errors.method_not_allowed("POST", info.plural)
         if info.namespaced and target.namespace is None:
             raise errors.method_not_allowed("POST", info.plural)
+        warnings = fieldvalidation.check(info.group, info.version, info.kind, body, fieldvalidation.directive(query))
         created = await self.create_object(target, body, dry_run)
-        return _json_response(created, status=201)
+        return _warned(_json_response(created, status=201), warnings)
 
     # ---- update and patch ---------------------------------------------------------------------------------
     def _current(self, target: Target) -> dict[str, Any]:
@@ -725,7 +769,10 @@ class ApiServer:
             if field in old_meta:
                 meta[field] = old_meta[field]
         self._default(info, new)
+        strategy = strategies.for_key(info.key)
         if target.subresource == "status":
+            if strategy is not None:
+                strategy.prepare_status_update(new, old)
             validation.prepare_status_update(new, old)
         else:
             new = await self._admit("UPDATE", target, new, old, dry_run)
@@ -735,13 +782,18 @@ class ApiServer:
                     meta[field] = old_meta[field]
             if info.key == "pods":
                 validation.prepare_pod_update(new, old)
+            elif strategy is not None:
+                strategy.prepare_update(new, old)
             else:
                 validation.prepare_generic_update(info.kind, new, old)
                 if info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
                     changed = validation._normal(new.get("webhooks")) != validation._normal(old.get("webhooks"))
                     meta["generation"] = old_meta.get("generation", 1) + (1 if changed else 0)
         validation.drop_empty(new)
-        causes = validation.validate_update(info.kind, new, old, info.namespaced, target.subresource)
+        if strategy is not None:
+            causes = validation.validate_object_meta_update(new, old) + strategy.validate_update(new, old)
+        else:
+            causes = validation.validate_update(info.kind, new, old, info.namespaced, target.subresource)
         if causes:
             raise self._invalid(info, new, causes)
         latest = self.store.lookup(info.key, target.namespace or "", target.name or "")
@@ -765,9 +817,12 @@ class ApiServer:
         if target.name is None or target.subresource not in (None, "status"):
             raise errors.method_not_allowed("PUT", target.info.plural)
         dry_run = _dry_run(query)
+        info = target.info
+        warnings = fieldvalidation.check(info.group, info.version, info.kind, body,
+                                         fieldvalidation.directive(query, "UpdateOptions"))
         for _ in range(MAX_UPDATE_ATTEMPTS):
             try:
-                return _json_response(await self.update_object(target, clone(body), dry_run))
+                return _warned(_json_response(await self.update_object(target, clone(body), dry_run)), warnings)
             except ObjectChanged:
                 continue
         raise errors.stale(target.info.plural, target.name, target.info.group)
@@ -778,15 +833,19 @@ class ApiServer:
         if target.name is None or target.subresource not in (None, "status"):
             raise errors.method_not_allowed("PATCH", target.info.plural)
         dry_run = _dry_run(query)
+        mode = fieldvalidation.directive(query, "PatchOptions")
+        info = target.info
         for _ in range(MAX_UPDATE_ATTEMPTS):
             current = self._current(target)
             original = json.loads(self.store.lookup(target.info.key, target.namespace or "", target.name).raw)
             patched = patching.apply_patch(content_type, original, body)
+            warnings = fieldvalidation.check(info.group, info.version, info.kind, patched, mode, patch=True)
             meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else None
             if meta is not None and meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
                 raise errors.stale(target.info.plural, target.name, target.info.group)
             try:
-                return _json_response(await self.update_object(target, patched, dry_run, retry_on_change=True))
+                return _warned(_json_response(await self.update_object(target, patched, dry_run, retry_on_change=True)),
+                               warnings)
             except ObjectChanged:
                 continue
         raise errors.stale(target.info.plural, target.name, target.info.group)
@@ -859,8 +918,14 @@ class ApiServer:
         if info.key == "namespaces" and target.name in IMMORTAL_NAMESPACES:
             raise errors.ApiError(403, "Forbidden", f'namespaces "{target.name}" is forbidden: this namespace may not be deleted',
                                   name=target.name, kind="namespaces")
+        strategy = strategies.for_key(info.key)
+        policy = gc.propagation_policy(options, query, strategy.default_delete_policy if strategy else "Background")
         if dry_run:
             return _json_response(None, raw=self.store.lookup(info.key, target.namespace or "", target.name or "").raw)
+        meta = current["metadata"]
+        if (preconditions.get("uid") in (None, meta.get("uid"))
+                and preconditions.get("resourceVersion") in (None, meta.get("resourceVersion")) and info.namespaced):
+            gc.prepare_delete(self.store, current, target.namespace, policy)  # a failing precondition is 409 below
         if info.key == "namespaces":
             # The namespace controller would delete the contents while the namespace is Terminating.
             for contained in discovery.RESOURCES:

@@ -63,6 +63,10 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  {"status": ("Namespace", ("get", "patch", "update"))},
                  verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
     ResourceInfo("", "v1", "events", "event", "Event", True, ("ev",)),
+    ResourceInfo("", "v1", "services", "service", "Service", True, ("svc",),
+                 {"status": ("Service", ("get", "patch", "update"))}, categories=("all",)),
+    ResourceInfo("batch", "v1", "jobs", "job", "Job", True, (),
+                 {"status": ("Job", ("get", "patch", "update"))}, categories=("all",)),
     ResourceInfo("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     ResourceInfo("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                  "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", False),
@@ -182,7 +186,7 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
 
 # ---- server-side printing for `kubectl get` ------------------------------------------------------
 # meta.k8s.io/v1 Table columns and cells as pkg/printers/internalversion/printers.go prints them
-# (printPod, printNode, printNamespace), the default table convertor (Name, Age) for other kinds,
+# (printPod, printNode, printNamespace, printJob, printService), the default table convertor (Name, Age) for other kinds,
 # ages as k8s.io/apimachinery/pkg/util/duration.HumanDuration renders them.
 
 Cells = Callable[[dict[str, Any]], list[Any]]
@@ -270,6 +274,45 @@ def _namespace_cells(namespace: dict[str, Any]) -> list[Any]:
     return [_name(namespace), (namespace.get("status") or {}).get("phase", ""), age(namespace)]
 
 
+def _has_condition(obj: dict[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _stamp(text: str | None) -> datetime | None:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) if text else None
+
+
+def _job_cells(job: dict[str, Any]) -> list[Any]:
+    """printJob: STATUS, COMPLETIONS (succeeded/completions), DURATION."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    state = next((label for kind, label in (("Complete", "Complete"), ("Failed", "Failed"), ("Suspended", "Suspended"),
+                                             ("FailureTarget", "FailureTarget")) if _has_condition(job, kind)), "Running")
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    else:
+        completions = f"{succeeded}/1 of {spec.get('parallelism', 1)}"
+    started, finished = _stamp(status.get("startTime")), _stamp(status.get("completionTime"))
+    duration = ""
+    if started is not None:
+        duration = human_duration(((finished or datetime.now(timezone.utc)) - started).total_seconds())
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    labels = ((spec.get("selector") or {}).get("matchLabels") or {})
+    return [_name(job), state, completions, duration, age(job), ",".join(c.get("name", "") for c in containers),
+            ",".join(c.get("image", "") for c in containers), ",".join(f"{k}={v}" for k, v in sorted(labels.items()))]
+
+
+def _service_cells(service: dict[str, Any]) -> list[Any]:
+    """printService: TYPE, CLUSTER-IP, EXTERNAL-IP, PORT(S)."""
+    spec = service.get("spec") or {}
+    kind = spec.get("type") or "ClusterIP"
+    external = spec.get("externalName") if kind == "ExternalName" else ",".join(spec.get("externalIPs") or []) or "<none>"
+    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+    return [_name(service), kind, spec.get("clusterIP") or "<none>", external, ports, age(service), selector]
+
+
 _NAME = _column("Name", fmt="name", description="Name must be unique within a namespace.")
 _AGE = _column("Age", description="CreationTimestamp is a timestamp representing the server time when this object was created.")
 
@@ -293,6 +336,25 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
         _column("Version", description="Kubelet Version reported by the node."),
     ], _node_cells),
     "Namespace": ([_NAME, _column("Status", description="The status of the namespace"), _AGE], _namespace_cells),
+    "Job": ([
+        _NAME,
+        _column("Status", description="Status of the job."),
+        _column("Completions", description="The number of pods which reached phase Succeeded."),
+        _column("Duration", description="Time required to complete the job."),
+        _AGE,
+        _column("Containers", description="Names of each container in the template.", priority=1),
+        _column("Images", description="Images referenced by each container in the template.", priority=1),
+        _column("Selector", description="Selector of the job.", priority=1),
+    ], _job_cells),
+    "Service": ([
+        _NAME,
+        _column("Type", description="Type of the service."),
+        _column("Cluster-IP", description="The cluster IP of the service."),
+        _column("External-IP", description="The external IPs of the service."),
+        _column("Port(s)", description="The ports of the service."),
+        _AGE,
+        _column("Selector", description="The selector of the service.", priority=1),
+    ], _service_cells),
 }
 
 

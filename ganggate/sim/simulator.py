@@ -3,7 +3,8 @@
     async with Simulator(nodes=4, gpus_per_node=8) as sim:
         async with sim.api_client() as api: ...
 
-The scheduler and kubelet stand-ins (kubesim/scheduler.py, kubesim/kubelet.py) are HTTP clients of
+The scheduler and kubelet stand-ins (ganggate/sim/scheduler.py, kubelet.py) and the controllers
+(the Job controller, ganggate/sim/jobs.py, and the garbage collector, gc.py) are HTTP clients of
 the server, started as tasks when enabled and present.
 """
 
@@ -93,6 +94,7 @@ class Simulator:
         host: str = "127.0.0.1",
         port: int = 0,
         kubeconfig_path: str | None = None,
+        controllers: bool = True,
     ) -> None:
         self.node_count = nodes
         self.gpus_per_node = gpus_per_node
@@ -101,6 +103,7 @@ class Simulator:
         self.node_prefix = node_prefix
         self.scheduler_enabled = scheduler
         self.kubelet_enabled = kubelet
+        self.controllers_enabled = controllers
         self.kubelet_start_seconds = kubelet_start_seconds
         self.clock = clock
         self.host = host
@@ -112,6 +115,7 @@ class Simulator:
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self.components: dict[str, Any] = {}
         self.url = ""
         self.kubeconfig = ""
 
@@ -147,6 +151,11 @@ class Simulator:
         if self.kubelet_enabled:
             self._start_component("ganggate.sim.kubelet", "Kubelet", self.url,
                                   start_seconds=self.kubelet_start_seconds, clock=self.clock)
+        if self.controllers_enabled:
+            # kube-controller-manager's job and garbagecollector controllers.
+            self._start_component("ganggate.sim.jobs", "JobController", self.url)
+            self._start_component("ganggate.sim.gc", "GarbageCollector", self.url)
+            await self._wait_ready()
 
     def _start_component(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:
         import importlib
@@ -159,8 +168,22 @@ class Simulator:
             log.warning("%s is not installed; running without it", module_name)
             return
         component = getattr(module, class_name)(url, **kwargs)
+        self.components[class_name] = component
         task = asyncio.create_task(component.run(), name=f"kubesim-{class_name.lower()}")
         self._tasks.append(task)
+
+    async def _wait_ready(self) -> None:
+        """Wait until the components that say when they are ready have listed what they watch.
+
+        So a fault injected or an object created right after start() is seen by them as a change,
+        not consumed by (or raced with) their first list.
+        """
+        for component, task in zip(self.components.values(), self._tasks):
+            ready = getattr(component, "ready", None)
+            if isinstance(ready, asyncio.Event):
+                waiter = asyncio.ensure_future(ready.wait())
+                await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
 
     async def stop(self) -> None:
         """Stop the stand-ins and the server; remove the temporary kubeconfig."""

@@ -1,0 +1,210 @@
+"""kubesim's Job controller stand-in: an HTTP client of the API server, like kube-controller-manager's.
+
+It watches Jobs and pods (ganggate.sim.sched_informer.Reflector) and syncs one Job at a time, as
+pkg/controller/job/job_controller.go does: creates pods from the template (through the API, so
+they pass the admission chain and the ganggate webhook gates them) to keep `parallelism` pods
+active up to the remaining completions; replaces pods that fail or are deleted until the number
+of failures exceeds `backoffLimit` (then FailureTarget and Failed, reason BackoffLimitExceeded,
+and the active pods deleted); marks the Job SuccessCriteriaMet and Complete with a completionTime
+once enough pods succeeded; writes status.active/ready/succeeded/failed/startTime/
+completedIndexes through the status subresource. Controller expectations (controller_utils.go
+ControllerExpectations) stop it from acting again before it has seen its own creates and deletes.
+
+Simplifications: no pod finalizers (`batch.kubernetes.io/job-tracking`): terminated and deleted
+pods are counted from the watch, in memory, so a pod deleted before it finished counts as failed
+(as with the finalizer) and the counts do not survive a restart of the controller; no
+podFailurePolicy, backoffLimitPerIndex, activeDeadlineSeconds, ttlSecondsAfterFinished, pod
+backoff delay or adoption of orphans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+import aiohttp
+
+from ganggate.sim import job_pods
+from ganggate.sim.sched_informer import Reflector, object_key
+
+log = logging.getLogger(__name__)
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class JobController:
+    """Runs batch/v1 Jobs against kubesim."""
+
+    def __init__(self, base_url: str, *, retry_seconds: float = 0.5) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.retry_seconds = retry_seconds
+        self._session: aiohttp.ClientSession | None = None
+        self._jobs: Reflector | None = None
+        self._pods: Reflector | None = None
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._expect: dict[str, set[str]] = {}  # job key -> names (creates) and uids (deletes) not yet seen
+        self._finished: dict[str, dict[str, tuple[str, int | None]]] = {}  # job uid -> pod uid -> (phase, index)
+        self.ready = asyncio.Event()
+        """Set once the pods and the Jobs have been listed."""
+
+    # -- informer handlers ---------------------------------------------------------------
+
+    def enqueue(self, key: str) -> None:
+        if key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def on_job(self, kind: str, job: dict, old: dict | None) -> None:
+        key = object_key(job)
+        if kind == "DELETED":
+            self._expect.pop(key, None)
+            self._finished.pop((job.get("metadata") or {}).get("uid", ""), None)
+            return
+        self.enqueue(key)
+
+    def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
+        ref = job_pods.controller_ref(pod)
+        if ref is None:
+            return
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{ref.get('name')}"
+        expected = self._expect.get(key)
+        if expected is not None:
+            expected.discard(meta.get("name", ""))
+            if kind == "DELETED":
+                expected.discard(meta.get("uid", ""))
+        phase = (pod.get("status") or {}).get("phase")
+        finished = self._finished.setdefault(ref.get("uid", ""), {})
+        if meta.get("uid") not in finished:
+            if phase in job_pods.TERMINAL:
+                finished[meta["uid"]] = (phase, job_pods.pod_index(pod))
+            elif kind == "DELETED":
+                finished[meta["uid"]] = ("Failed", job_pods.pod_index(pod))  # removed before it finished
+        self.enqueue(key)
+
+    # -- one sync ------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        """Bring one Job's pods and status in line with its spec (syncJob)."""
+        job = self._jobs.store.get(key) if self._jobs else None
+        if job is None or job_pods.is_finished(job) or self._expect.get(key):
+            return
+        meta, spec = job["metadata"], job.get("spec") or {}
+        uid = meta["uid"]
+        pods = [p for p in (self._pods.store.values() if self._pods else [])
+                if (job_pods.controller_ref(p) or {}).get("uid") == uid]
+        active = [p for p in pods if job_pods.is_active(p)]
+        finished = self._finished.get(uid, {})
+        failed = sum(1 for phase, _ in finished.values() if phase == "Failed")
+        indexed = spec.get("completionMode") == "Indexed"
+        succeeded_indexes = {i for phase, i in finished.values() if phase == "Succeeded" and i is not None}
+        succeeded = len(succeeded_indexes) if indexed else sum(1 for phase, _ in finished.values() if phase == "Succeeded")
+        status = dict(job.get("status") or {})
+        now = now_rfc3339()
+        conditions = list(status.get("conditions") or [])
+        completions = spec.get("completions")
+        done = (succeeded >= int(completions)) if completions is not None else (succeeded > 0 and not active)
+        to_delete: list[dict] = []
+        if failed > int(spec.get("backoffLimit", 6)):
+            message = "Job has reached the specified backoff limit"
+            conditions += [job_pods.condition(t, "BackoffLimitExceeded", message, now) for t in ("FailureTarget", "Failed")]
+            to_delete = active
+        elif done:
+            message = "Reached expected number of succeeded pods"
+            conditions += [job_pods.condition(t, "CompletionsReached", message, now) for t in ("SuccessCriteriaMet", "Complete")]
+            status["completionTime"] = now
+            to_delete = active
+        elif spec.get("suspend"):
+            if not any(c.get("type") == "Suspended" for c in conditions):
+                conditions.append(job_pods.condition("Suspended", "JobSuspended", "Job suspended", now))
+            to_delete = active
+        else:
+            status.setdefault("startTime", now)
+            to_delete = list(job_pods.excess_active(job, active, succeeded))
+            for index in job_pods.plan_creates(job, active, succeeded_indexes, succeeded):
+                await self._create(key, job, index)
+        for pod in to_delete:
+            await self._delete(key, pod)
+        gone = {p["metadata"]["uid"] for p in to_delete}
+        still = [p for p in active if p["metadata"]["uid"] not in gone]
+        status.update({"active": len(still), "ready": sum(1 for p in still if job_pods.is_ready(p)),
+                       "succeeded": succeeded, "failed": failed, "uncountedTerminatedPods": {}})
+        if conditions:
+            status["conditions"] = conditions
+        if indexed and succeeded_indexes:
+            status["completedIndexes"] = job_pods.format_indexes(succeeded_indexes)
+        for field in ("active", "succeeded", "failed"):
+            if not status[field]:
+                del status[field]  # omitempty
+        if status != (job.get("status") or {}):
+            await self._write_status(key, job, status)
+
+    async def _create(self, key: str, job: dict, index: int | None) -> None:
+        pod = job_pods.pod_from_template(job, index)
+        url = f"{self.base_url}/api/v1/namespaces/{job['metadata'].get('namespace', 'default')}/pods"
+        async with self._session.post(url, json=pod) as response:  # type: ignore[union-attr]
+            body = await response.json(content_type=None)
+            if response.status != 201:
+                raise RuntimeError(f"FailedCreate {key}: {response.status} {body.get('message')}")
+        self._expect.setdefault(key, set()).add(body["metadata"]["name"])
+
+    async def _delete(self, key: str, pod: dict) -> None:
+        meta = pod["metadata"]
+        url = f"{self.base_url}/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}"
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta.get("uid")}}
+        async with self._session.delete(url, json=body) as response:  # type: ignore[union-attr]
+            await response.read()
+            if response.status == 200:
+                self._expect.setdefault(key, set()).add(meta["uid"])
+            elif response.status not in (404, 409):
+                raise RuntimeError(f"FailedDelete {key}: {response.status}")
+
+    async def _write_status(self, key: str, job: dict, status: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        url = f"{self.base_url}/apis/batch/v1/namespaces/{meta.get('namespace')}/jobs/{meta['name']}/status"
+        update = dict(job, status=status)
+        async with self._session.put(url, json=update) as response:  # type: ignore[union-attr]
+            await response.read()
+            if response.status == 409:
+                return  # a newer Job is on its way through the watch, which enqueues it again
+            if response.status >= 300 and response.status != 404:
+                raise RuntimeError(f"status of {key}: {response.status}")
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            try:
+                await self.sync(key)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
+                log.info("job %s: %s; retrying", key, exc)
+                asyncio.get_running_loop().call_later(self.retry_seconds, self.enqueue, key)
+
+    async def run(self) -> None:
+        """Watch Jobs and pods and sync Jobs until cancelled."""
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            self._session = session
+            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
+            self._jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_job)
+            pod_task = asyncio.ensure_future(self._pods.run())
+            tasks = [pod_task]
+            try:
+                await self._pods.synced.wait()  # know the pods before judging the Jobs
+                tasks += [asyncio.ensure_future(self._jobs.run()), asyncio.ensure_future(self._work())]
+                await self._jobs.synced.wait()
+                self.ready.set()
+                await asyncio.gather(*tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                with contextlib.suppress(Exception):
+                    await asyncio.gather(*tasks, return_exceptions=True)
