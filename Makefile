@@ -4,7 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE  ?= ghcr.io/ganggate/ganggate:$(VERSION)
+
+.PHONY: setup demo test bench image clean
 
 setup: $(STAMP)
 
@@ -22,6 +25,10 @@ test: setup
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The Dockerfile, built with whichever of docker, podman or buildah works here.
+image:
+	@scripts/build-image $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

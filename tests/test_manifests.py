@@ -512,3 +512,51 @@ def test_dockerfile_is_multi_stage_non_root_with_ganggate_entrypoint():
     assert top_level <= copied
     ignored = (REPO / ".dockerignore").read_text().split()
     assert not top_level & set(ignored)
+
+
+# --- make image: the builder that works, or one line saying what to install ----------------------------
+
+def bin_dir(tmp_path: Path, **fakes: str) -> Path:
+    """A PATH with make, sh and sed only, plus fake container CLIs given as shell script bodies."""
+    path = tmp_path / "bin"
+    path.mkdir()
+    for tool in ("make", "sh", "sed"):
+        (path / tool).symlink_to(shutil.which(tool))
+    for tool, body in fakes.items():
+        (path / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (path / tool).chmod(0o755)
+    return path
+
+
+def make_image(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(path / "make"), "-C", str(REPO), "--no-print-directory", "image"],
+                          capture_output=True, text=True, timeout=60, env={"PATH": str(path)})
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_image_without_any_builder_says_what_to_install(tmp_path):
+    result = make_image(bin_dir(tmp_path))
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[0] == (
+        "make image: no container builder found: install docker (with its daemon running), podman or buildah")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_image_does_not_count_a_docker_without_daemon(tmp_path):
+    result = make_image(bin_dir(tmp_path, docker='echo "Cannot connect to the Docker daemon" >&2; exit 1'))
+    assert result.returncode != 0
+    (line, *_) = result.stderr.splitlines()
+    assert line.startswith("make image: no working container builder: installed but not working: "
+                           "docker ('docker info' fails)")
+    assert "install podman or buildah" in line
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.parametrize("builder, verb", [("podman", "build"), ("buildah", "bud")])
+def test_make_image_builds_with_the_first_builder_that_works(tmp_path, builder, verb):
+    record = tmp_path / "called"
+    path = bin_dir(tmp_path, docker="exit 1", **{builder: f'[ "$1" = info ] && exit 0; echo "$@" > {record}'})
+    result = make_image(path)
+    assert result.returncode == 0, result.stderr
+    version = re.search(r'^version = "(.+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    assert record.read_text().split() == [verb, "--tag", f"ghcr.io/ganggate/ganggate:{version}", "."]
