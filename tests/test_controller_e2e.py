@@ -186,8 +186,11 @@ async def test_events_say_why_a_gang_waits_conflicts_and_is_released(tmp_path):
 
 
 async def test_released_pods_not_bound_in_time_are_recreated_only_if_owned(tmp_path):
-    """--on-bind-timeout=recreate deletes a released, unbound pod only when a controller owns it."""
-    async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=8, scheduler=False) as env:
+    """--on-bind-timeout=recreate deletes a released, unbound pod only when a controller owns it.
+
+    No Job controller or garbage collector here: the owning Job is named but not created (the
+    garbage collector would delete its orphaned pod first)."""
+    async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=8, scheduler=False, controllers=False) as env:
         _, patches = await env.start_controller(on_bind_timeout="recreate", bind_timeout_seconds=0.5)
         await create_pods(env.core, [gang_pod("owned", "job", 2, owner="trainer"), gang_pod("bare", "job", 2)])
 

@@ -22,7 +22,7 @@ from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
-WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout"})
+WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated"})
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class PodRef:
 
 def event_name(ref: PodRef, reason: str) -> str:
     """A stable Event name per (pod, reason), so that repeats aggregate into one Event."""
-    digest = hashlib.sha1(f"{ref.uid}/{reason}".encode()).hexdigest()[:10]
+    digest = hashlib.sha1(f"{ref.namespace}/{ref.name}/{ref.uid}/{reason}".encode()).hexdigest()[:10]
     return f"{ref.name[:200]}.{digest}"
 
 
@@ -65,7 +65,8 @@ class EventRecorder:
         self.queue: asyncio.Queue[tuple[PodRef, str, str]] = asyncio.Queue(maxsize=queue_size)
         self._tokens = float(burst)
         self._last = time.monotonic()
-        self._sent: dict[tuple[str, str], _Sent] = {}
+        # Per (pod, reason): namespace, name and uid, so that pods never share an Event.
+        self._sent: dict[tuple[PodRef, str], _Sent] = {}
         self.sent_count = 0
 
     def emit(self, pod: dict | PodRef, reason: str, message: str, log_it: bool = True) -> None:
@@ -93,7 +94,7 @@ class EventRecorder:
     async def send(self, ref: PodRef, reason: str, message: str) -> None:
         """Create the Event, or bump the count of the one already sent for this pod and reason."""
         now = rfc3339(time.time())
-        key = (ref.uid, reason)
+        key = (ref, reason)
         sent = self._sent.get(key)
         if sent is not None:
             patch = {"count": sent.count + 1, "message": message, "lastTimestamp": now}
@@ -148,7 +149,7 @@ class EventRecorder:
 
     def forget(self, uid: str) -> None:
         """Drop aggregation state for a deleted pod."""
-        for key in [k for k in self._sent if k[0] == uid]:
+        for key in [k for k in self._sent if k[0].uid == uid]:
             del self._sent[key]
 
 

@@ -29,7 +29,6 @@ from ganggate.controller.informer import Informer
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.release import Releaser, ReleaseRequest
-from ganggate.core.resources import GPU
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339
 
 log = logging.getLogger(__name__)
@@ -303,30 +302,7 @@ class Controller:
         self._update_gauges()
 
     def _update_gauges(self) -> None:
-        """Gangs by state (a gang that bypassed the gate counts as not-gated) and the GPU gauges."""
-        counts: dict[str, int] = {}
-        idle = 0
-        for key, gang in self.state.gangs.items():
-            state = "not-gated" if key in self.bypass.gangs else gang.state
-            counts[state] = counts.get(state, 0) + 1
-            if gang.state in ("waiting", "running"):
-                continue
-            live = gang.live_pods()
-            bound = [p for p in live if p.node_name]
-            needed = gang.spec.min_available if gang.spec is not None else len(live)
-            if 0 < len(bound) < needed or (gang.state == "released" and len(bound) < len(live)):
-                idle += sum(p.request.get(GPU, 0) for p in bound)
-        extra = {k for k in self.bypass.gangs if k not in self.state.gangs}  # invalid annotations only
-        counts["not-gated"] = counts.get("not-gated", 0) + len(extra)
-        self.metrics.set_gang_states(counts)
-        free = promised = 0
-        for name, node in self.state.nodes.items():
-            promised += node.promised.get(GPU, 0)
-            if node.ready and not node.cordoned:
-                free += max(0, self.state.free(name).get(GPU, 0))
-        self.metrics.gpus_free.set(free // 1000)
-        self.metrics.gpus_promised.set(promised // 1000)
-        self.metrics.gpus_held_idle.set(idle // 1000)
+        self.metrics.observe_cluster(self.state, set(self.bypass.gangs))
 
     def _report_bypassed(self) -> None:
         """Say once per gang that some of its pods bypassed the gate; never touch those pods."""
