@@ -1,6 +1,7 @@
 """The source layout holds: no import cycles among ganggate's modules, long modules say why they
-are long, and the wheel ships one top-level package. Read from the source with `ast` and
-`tomllib`; nothing is imported or built."""
+are long, the wheel ships one top-level package, the core's module map is its dependency order
+and kubesim borrows nothing from ganggate. Read from the source with `ast` and `tomllib`;
+nothing is imported or built."""
 
 from __future__ import annotations
 
@@ -317,3 +318,16 @@ def test_core_modules_import_only_those_listed_above_them() -> None:
             if target.startswith(f"{PACKAGE}.core.") and target.rpartition(".")[2] not in listed[:position]:
                 wrong.append(f"{short} imports {target.rpartition('.')[2]}, listed below it")
     assert not wrong, "; ".join(wrong)
+
+
+def test_kubesim_imports_nothing_of_the_product_it_stands_in_for() -> None:
+    """ganggate/sim is a stand-in for Kubernetes: if it borrowed ganggate's own arithmetic
+    (resources, nodematch), a bug there would be in both and no test would see it."""
+    graph = import_graph(ROOT)
+    borrowed = {
+        name: sorted(t for t in targets if not t.startswith(f"{PACKAGE}.sim"))
+        for name, targets in sorted(graph.items())
+        if name == f"{PACKAGE}.sim" or name.startswith(f"{PACKAGE}.sim.")
+    }
+    borrowed = {name: targets for name, targets in borrowed.items() if targets}
+    assert not borrowed, f"kubesim modules importing ganggate outside ganggate/sim: {borrowed}"
