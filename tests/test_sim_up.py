@@ -158,7 +158,6 @@ def test_status_lists_the_gang(cluster: Up) -> None:
 
 
 @needs_kubectl
-@pytest.mark.xfail(strict=False, reason="needs kubesim Jobs (batch/v1 Job controller) and /openapi for validation")
 def test_the_examples_directory_applies_with_validation(cluster: Up) -> None:
     """`kubectl apply -f examples/`: the Jobs' pods are gated then released whole, the invalid pod is
     denied, the Volcano pod is left alone."""
