@@ -205,3 +205,45 @@ async def test_a_stopped_leader_exits_0_and_hands_the_lease_over_before_it_could
             if second is not None:
                 assert await second.stop() == 0, second.err
         await env.check()
+
+
+async def test_a_clean_stop_finishes_the_release_being_applied_and_starts_no_other(tmp_path):
+    """stop() during a release's patches: the whole gang is still released; then run() returns."""
+    from tests.controller_support import is_gated
+
+    async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8) as env:
+        controller, patches = await env.start_controller(shutdown_grace_seconds=60.0)
+        applying, proceed = asyncio.Event(), asyncio.Event()
+
+        async def hold_the_first_patch(_key):
+            applying.set()
+            await proceed.wait()
+
+        controller.releaser.before_apply = hold_the_first_patch
+        await create_pods(env.core, gang("inflight", 3))
+        await wait_for(lambda: _true(applying.is_set()), what="the release is being applied")
+        controller.stop()
+        await create_pods(env.core, gang("late", 2))  # complete while stopping: never released
+        proceed.set()
+        task = next(t for c, t, _ in env.controllers if c is controller)
+        await task  # returns, does not raise
+        pods = await env.pods("default")
+        assert all(not is_gated(p) for p in pods if p["metadata"]["name"].startswith("inflight-"))
+        assert all(is_gated(p) for p in pods if p["metadata"]["name"].startswith("late-"))
+        assert sum(patches.applied.values()) == 3
+
+
+async def test_a_stopping_releaser_validates_but_applies_nothing(tmp_path):
+    from ganggate.controller.release import Releaser, ReleaseRequest
+    from tests.controller_support import is_gated
+
+    async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=8) as env:
+        created = await create_pods(env.core, gang("g", 2))
+        releaser = Releaser(env.core)
+        releaser.may_apply = lambda: False
+        pods = {f"default/{p['metadata']['name']}": p for p in created}
+        outcome = await releaser.release(ReleaseRequest(
+            decision_id="d", time="2027-01-01T00:00:00Z", gang="default/g", pod_count=2,
+            placement={k: "node-0" for k in pods}, pods=pods, hostnames={"node-0": "node-0"}))
+        assert outcome.validation_failed and not outcome.released
+        assert all(is_gated(p) for p in await env.pods("default"))
