@@ -1,7 +1,7 @@
 """kubectl against `ganggate sim serve` started as its own process, through the kubeconfig it writes.
 
-Skipped where kubectl is not installed. kubectl's client-side schema validation needs
-/openapi/v2, which kubesim does not serve, hence `--validate=false` on apply (docs/kubesim.md).
+Skipped where kubectl is not installed. `kubectl apply` validates (its default, --validate=strict):
+it reads /openapi/v3, sees the server takes `fieldValidation`, and sends `fieldValidation=Strict`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 KUBECTL = shutil.which("kubectl")
 GANGGATE = str(Path(sys.executable).with_name("ganggate"))
@@ -116,11 +118,11 @@ def test_get_nodes(served):
 
 def test_apply_get_patch_delete_a_gated_pod(served):
     _, kubectl = served
-    assert "pod/trainer-0 created" in kubectl("apply", "--validate=false", "-f", "-", stdin=POD).stdout
+    assert "pod/trainer-0 created" in kubectl("apply", "-f", "-", stdin=POD).stdout
     out = kubectl("get", "pods").stdout
     row = [line.split() for line in out.splitlines() if line.startswith("trainer-0")]
     assert row and row[0][2] == "SchedulingGated"
-    assert "unchanged" in kubectl("apply", "--validate=false", "-f", "-", stdin=POD).stdout
+    assert "unchanged" in kubectl("apply", "-f", "-", stdin=POD).stdout
     # Strategic merge patch (kubectl's default) and JSON patch.
     kubectl("patch", "pod", "trainer-0", "-p", '{"metadata":{"labels":{"team":"a"}}}')
     refused = kubectl("patch", "pod", "trainer-0", "--type=json", "-p",
@@ -143,4 +145,62 @@ def test_api_resources_and_short_names(served):
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     assert rows["pods"][1] == "po" and rows["nodes"][1] == "no" and rows["namespaces"][1] == "ns"
     assert "leases" in rows and "mutatingwebhookconfigurations" in rows
+    assert rows["services"][1] == "svc" and rows["jobs"][1] == "batch/v1"
     assert "kube-node-lease" in kubectl("get", "ns").stdout
+
+
+def test_apply_examples_with_validation(served):
+    """Every example is created (kubesim alone has no webhook, so even the invalid gang pod is)."""
+    _, kubectl = served
+    applied = kubectl("apply", "-f", str(EXAMPLES))
+    created = sorted(line for line in applied.stdout.splitlines())
+    assert created == sorted([
+        "job.batch/elastic-train created", "pod/invalid-gang-pod created", "pod/mpi-launcher created",
+        "pod/mpi-worker-0 created", "pod/mpi-worker-1 created", "pod/mpi-worker-2 created",
+        "service/ddp-train created", "job.batch/ddp-train created", "pod/volcano-worker created",
+    ]), applied.stdout
+    assert applied.stderr == ""
+    again = kubectl("apply", "-f", str(EXAMPLES)).stdout
+    assert all(line.endswith(" unchanged") for line in again.splitlines()), again
+    service = json.loads(kubectl("get", "svc", "ddp-train", "-o", "json").stdout)
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["ports"][0]["targetPort"] == 29500
+
+    def job_pod_names() -> list[str]:
+        pods = json.loads(kubectl("get", "pods", "-l", "batch.kubernetes.io/job-name=ddp-train", "-o", "json").stdout)
+        return sorted(p["metadata"]["name"] for p in pods["items"])
+
+    deadline = time.monotonic() + 30  # safety net only
+    while len(job_pod_names()) < 8 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    names = job_pod_names()
+    assert len(names) == 8 and {n.rsplit("-", 1)[0] for n in names} == {f"ddp-train-{i}" for i in range(8)}
+    jobs = kubectl("get", "jobs").stdout.splitlines()
+    assert jobs[0].split() == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    rows = {line.split()[0]: line.split() for line in jobs[1:]}
+    assert rows["ddp-train"][1:3] == ["Running", "0/8"] and rows["elastic-train"][2] == "0/16"
+
+    # kubectl delete job propagates in the background: the garbage collector removes the pods.
+    assert 'job.batch "ddp-train" deleted' in kubectl("delete", "job", "ddp-train").stdout
+    while job_pod_names() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert job_pod_names() == []
+    kubectl("delete", "-f", str(EXAMPLES), "--ignore-not-found")
+
+
+def test_apply_refuses_unknown_fields(served):
+    _, kubectl = served
+    manifest = POD.replace("trainer-0", "typo").replace("  containers:", "  containerz: []\n  containers:")
+    refused = kubectl("apply", "-f", "-", stdin=manifest, check=False)
+    assert refused.returncode != 0
+    assert ('Error from server (BadRequest): error when creating "STDIN": Pod in version "v1" cannot be handled '
+            'as a Pod: strict decoding error: unknown field "spec.containerz"') in refused.stderr
+    assert kubectl("get", "pod", "typo", check=False).returncode != 0
+    warned = kubectl("apply", "--validate=warn", "-f", "-", stdin=manifest)
+    assert 'Warning: unknown field "spec.containerz"' in warned.stderr and "pod/typo created" in warned.stdout
+    kubectl("delete", "pod", "typo")
+
+
+def test_explain_reads_the_served_schema(served):
+    _, kubectl = served
+    out = kubectl("explain", "job.spec.completionMode").stdout
+    assert "KIND:       Job" in out and "completionMode" in out and "Indexed" in out

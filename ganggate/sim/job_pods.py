@@ -110,10 +110,12 @@ def plan_creates(job: Mapping[str, Any], active: list[Mapping[str, Any]], succee
 
 
 def excess_active(job: Mapping[str, Any], active: list[Mapping[str, Any]], succeeded: int) -> list[Mapping[str, Any]]:
-    """Active pods beyond what the job wants (parallelism lowered): not-ready ones first."""
+    """Active pods beyond what the job wants (parallelism lowered): highest indexes, or not-ready ones, first."""
     spec = job.get("spec") or {}
     if spec.get("completionMode") == "Indexed":
-        return []
+        extra = len(active) - int(spec.get("parallelism") or 0)
+        by_index = sorted(active, key=lambda p: (-(pod_index(p) or 0), (p.get("metadata") or {}).get("name", "")))
+        return by_index[:extra] if extra > 0 else []
     completions = spec.get("completions")
     want = int(spec.get("parallelism") or 0)
     if completions is not None:
