@@ -96,6 +96,7 @@ class GarbageCollector:
         self.base_url = base_url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
         self._pods: Reflector | None = None
+        self._jobs: Reflector | None = None
         self._dirty: asyncio.Queue[str] = asyncio.Queue()
         self.deleted = 0
         self.ready = asyncio.Event()
@@ -114,7 +115,14 @@ class GarbageCollector:
         if kind != "DELETED" and (pod.get("metadata") or {}).get("ownerReferences"):
             self._dirty.put_nowait(object_key(pod))
 
+    def _known_owner(self, ref: Mapping[str, Any], namespace: str) -> bool:
+        """The owner is in the informer's cache (the graph's owner node exists): no need to ask."""
+        job = self._jobs.store.get(f"{namespace}/{ref.get('name')}") if self._jobs and ref.get("kind") == "Job" else None
+        return job is not None and (job.get("metadata") or {}).get("uid") == ref.get("uid")
+
     async def _owner_exists(self, ref: Mapping[str, Any], namespace: str) -> bool:
+        if self._known_owner(ref, namespace):
+            return True
         path = owner_path(ref, namespace)
         if path is None or self._session is None:
             return True  # a kind kubesim does not serve: never collect on its account
@@ -161,7 +169,7 @@ class GarbageCollector:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self._session = session
             self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
-            jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_owner)
+            self._jobs = jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_owner)
             tasks = [asyncio.ensure_future(t) for t in (self._pods.run(), jobs.run(), self._work())]
             try:
                 await self._pods.synced.wait()
