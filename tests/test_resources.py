@@ -161,3 +161,16 @@ def test_amounts_are_shown_in_units_people_read() -> None:
     assert format_amount(GPU, 8000) == "8"
     assert format_amount("cpu", 1500) == "1500m"
     assert format_amount("memory", 512 * GI * 1000) == "512Gi"
+
+
+@pytest.mark.parametrize(("text", "sign"), [("1e99999999", 1), ("-2E999999999", -1), ("+9e1000000", 1)])
+def test_an_exponent_too_large_for_decimal_is_the_largest_quantity_not_a_crash(text: str, sign: int) -> None:
+    # The API server accepts these; parse_quantity used to raise decimal.Overflow, which no
+    # caller catches (the controller would die on such a pod).
+    assert parse_quantity(text) == sign * ((1 << 63) - 1) * 1000
+
+
+def test_a_node_with_an_astronomical_allocatable_is_read_and_fits_anything() -> None:
+    node = {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e99999999", "memory": "1Gi"}}}
+    free = node_allocatable(node)
+    assert fits({"cpu": parse_quantity("1e15")}, free)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, Overflow
 from typing import Iterable, Mapping
 
 Resources = dict[str, int]
@@ -46,6 +46,9 @@ _SUFFIXES: dict[str, Decimal] = {
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
 
 
+_MAX_MILLI = ((1 << 63) - 1) * 1000
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes resource quantity."""
 
@@ -68,9 +71,14 @@ def parse_quantity(value: str | int | float) -> int:
             multiplier = Decimal(10) ** int(suffix[1:])
         else:
             multiplier = _SUFFIXES[suffix]
+        return math.ceil(amount * multiplier * 1000)
+    except Overflow:
+        # An exponent beyond Decimal's range ("1e99999999"), which ParseQuantity accepts: take
+        # the largest amount a Quantity holds (apimachinery pkg/api/resource/math.go maxAllowed,
+        # max int64), so such a request never fits and such a node never runs out.
+        return _MAX_MILLI if amount >= 0 else -_MAX_MILLI
     except (InvalidOperation, KeyError, ValueError) as exc:
         raise QuantityError(f"not a quantity: {value!r}") from exc
-    return math.ceil(amount * multiplier * 1000)
 
 
 def parse_resource_list(raw: Mapping[str, str | int | float] | None) -> Resources:
