@@ -150,6 +150,42 @@ def test_assumed_pods_count_at_once_and_free_on_removal():
     assert decide(algorithm, make_pod("late", gpus=1)).node == "gpu-0"
 
 
+def _pod_with_containers(name: str, *requests: dict) -> dict:
+    pod = make_pod(name)
+    pod["spec"]["containers"] = [
+        {"name": f"c{i}", "image": "x", "resources": {"requests": r}} for i, r in enumerate(requests)
+    ]
+    return pod
+
+
+def test_sub_milli_cpu_is_summed_before_it_is_rounded():
+    """PodRequests adds exact Quantities and NodeResourcesFit takes MilliValue() of the total:
+    three 0.5m containers need 2m (ganggate.core's arithmetic said 3m and left this node out)."""
+    algorithm = cluster(1, gpus=0, cpu="2m")
+    assert decide(algorithm, _pod_with_containers("p", {"cpu": "0.5m"}, {"cpu": "0.5m"}, {"cpu": "0.5m"})).node == "gpu-0"
+
+
+def test_memory_counts_in_whole_bytes():
+    """Resource.Add takes Value() for memory: "memory: 100m" (a typo for 100Mi) costs one byte."""
+    algorithm = cluster(1, gpus=0, memory="2")
+    assert decide(algorithm, _pod_with_containers("a", {"memory": "100m"})).node == "gpu-0"
+    assert decide(algorithm, _pod_with_containers("b", {"memory": "100m"})).node == "gpu-0"
+    decision = decide(algorithm, _pod_with_containers("c", {"memory": "100m"}))
+    assert decision.message == "0/1 nodes are available: 1 Insufficient memory."
+
+
+def test_a_node_with_exa_quantities_is_cached():
+    """"E" (10^18) and "Ei" (2^60) are quantity suffixes (quantity_test.go); the cache takes such
+    a node, and amounts beyond its int64 milli-unit columns saturate instead of overflowing."""
+    cache = ClusterCache()
+    cache.set_node(make_node("big", gpus=1, extra={"ephemeral-storage": "0.001E", "example.com/pool": "1Ei"}))
+    free = cache.free("big")
+    assert free["ephemeral-storage"] == 10**15 * 1000
+    assert free["example.com/pool"] == 2**62  # 2^60 units are 1.15e21 milli-units: saturated
+    algorithm = Algorithm(cache)
+    assert decide(algorithm, _pod_with_containers("p", {"ephemeral-storage": "1E"})).node is None
+
+
 def test_pods_of_a_removed_node_count_again_when_it_returns():
     algorithm = cluster(1, gpus=8)
     decide(algorithm, make_pod("p", gpus=6), key="p")

@@ -26,6 +26,15 @@ from ganggate.sim.sched_filters import AFFINITY, NOT_READY, UNSCHEDULABLE, node_
 
 _MAX_SIGNATURES = 4096
 
+# The columns are int64 milli-units, so 9.2e15 bytes at most; the real scheduler's int64 counts
+# whole bytes. Larger amounts (an "1E" quantity) saturate here instead of overflowing, with room
+# left for sums.
+SATURATED = 2**62
+
+
+def _saturate(amount: int) -> int:
+    return amount if -SATURATED < amount < SATURATED else (SATURATED if amount > 0 else -SATURATED)
+
 
 @dataclass
 class PodEntry:
@@ -151,8 +160,8 @@ class ClusterCache:
             if resource == PODS:
                 continue
             row = self._resource_row(resource)  # may grow the arrays: look it up first
-            self.allocatable[row, slot] = amount
-        self.pod_limit[slot] = allocatable.get(PODS, 0) // 1000
+            self.allocatable[row, slot] = _saturate(amount)
+        self.pod_limit[slot] = _saturate(allocatable.get(PODS, 0) // 1000)
         if old is None:
             self._recount(name, slot)
         return True
@@ -186,7 +195,7 @@ class ClusterCache:
         for resource, amount in entry.request.items():
             if resource != PODS:
                 row = self._resource_row(resource)  # may grow the arrays: look it up first
-                self.requested[row, slot] += sign * amount
+                self.requested[row, slot] += sign * _saturate(amount)
         self.pod_count[slot] += sign
         self.nonzero_cpu[slot] += sign * entry.nonzero_cpu
         self.nonzero_memory[slot] += sign * entry.nonzero_memory
