@@ -60,13 +60,6 @@ def _lease_flags(parser: Any) -> None:
                         "cluster, else ganggate-system)")
 
 
-def lease_namespace(args: argparse.Namespace) -> str:
-    """--lease-namespace, else the controller's own namespace, else ganggate-system."""
-    from ganggate.kube.leader import default_lease_namespace
-
-    return args.lease_namespace or default_lease_namespace()
-
-
 def _run_status(args: argparse.Namespace) -> int:
     from ganggate.controller.status import run_status
 
@@ -75,14 +68,15 @@ def _run_status(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     from ganggate.controller.loop import ControllerConfig
+    from ganggate.kube.leader import lease_namespace
 
     cfg = ControllerConfig(
         policy=args.policy, placement=args.placement, on_bind_timeout=args.on_bind_timeout,
         bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
         scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,
         max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,
-        lease_name=args.lease_name, lease_namespace=lease_namespace(args), metrics_port=args.metrics_port,
-        shutdown_grace_seconds=args.shutdown_grace,
+        lease_name=args.lease_name, lease_namespace=lease_namespace(args.lease_namespace),
+        metrics_port=args.metrics_port, shutdown_grace_seconds=args.shutdown_grace,
     )
     cfg.validate()
     return cfg

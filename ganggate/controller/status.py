@@ -234,11 +234,11 @@ def run_status(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         try:
-            from ganggate.controller.cli import lease_namespace
+            from ganggate.kube.leader import lease_namespace
 
             names = tuple(args.scheduler_name or ["default-scheduler"])
             text = await status_text(api_client, args.namespace, scheduler_names=names,
-                                     lease=(args.lease_name, lease_namespace(args)))
+                                     lease=(args.lease_name, lease_namespace(args.lease_namespace)))
         except ApiCallError as exc:
             print(f"error: cannot list the cluster: {exc}", file=sys.stderr)
             return 1

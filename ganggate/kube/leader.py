@@ -47,6 +47,12 @@ def default_lease_namespace(env: Any = None, sa_file: str = SA_NAMESPACE_FILE) -
     return namespace or OUT_OF_CLUSTER_NAMESPACE
 
 
+def lease_namespace(flag: str | None) -> str:
+    """The --lease-namespace flag, else the controller's own namespace, else ganggate-system;
+    here so that `ganggate controller` and `ganggate status` name the same lease."""
+    return flag or default_lease_namespace()
+
+
 def missing_namespace_remedy(namespace: str) -> str:
     """What to do when the lease namespace does not exist."""
     return (f"create it (kubectl create namespace {namespace}), point --lease-namespace at an existing "
