@@ -67,7 +67,7 @@ def _run_status(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    from ganggate.controller.loop import ControllerConfig
+    from ganggate.controller.config import ControllerConfig
     from ganggate.kube.leader import lease_namespace
 
     cfg = ControllerConfig(

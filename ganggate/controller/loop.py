@@ -5,7 +5,8 @@ Two informers keep the pure `ClusterState` in step with the API server. After ev
 state (before the first patch), and releases it (ganggate.controller.release). A gang whose release is in
 flight is not re-decided until the release has finished and its effect is seen in the watch;
 a release cut short (crash, lost leadership, exhausted retries) is finished by the core's
-roll-forward decision in a later round, under the same decision id.
+roll-forward decision in a later round, under the same decision id. Released pods that do not
+bind in time are ganggate.controller.bindtimeout's; the settings are ganggate.controller.config's.
 
 `stop()` (SIGTERM, SIGINT) is a clean stop: no new round, releases not yet validated are not
 applied, releases being applied get `shutdown_grace_seconds` to finish, then the lease is given up.
@@ -19,62 +20,20 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from ganggate.core.cluster import ClusterState
+from ganggate.controller.bindtimeout import BindTimeouts
+from ganggate.controller.config import ControllerConfig
 from ganggate.controller.bypass import BypassTracker, describe, plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
 from ganggate.controller.informer import Informer
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.release import Releaser, ReleaseRequest
-from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339
+from ganggate.kube.calls import ApiCallError, Backoff, rfc3339
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ControllerConfig:
-    """How the controller decides and behaves; see docs/controller.md."""
-
-    policy: str = "plan"  # "plan" | "count"
-    placement: str = "pinned"  # "pinned" | "free"
-    on_bind_timeout: str = "wait"  # "wait" | "recreate"
-    bind_timeout_seconds: float = 120.0
-    starvation_seconds: float = 300.0
-    scheduler_names: tuple[str, ...] = ("default-scheduler",)
-    max_pod_num: int = 10000
-    max_in_flight: int = 32
-    leader_election: bool = True
-    lease_name: str = "ganggate-controller"
-    lease_namespace: str = "ganggate-system"
-    lease_duration_seconds: float = 15.0
-    renew_seconds: float = 5.0
-    identity: str | None = None
-    metrics_port: int | None = None
-    debounce_seconds: float = 0.05
-    # Optional additions beyond the shared API:
-    tick_seconds: float = 1.0  # a round at least this often (bind timeouts, starvation)
-    event_rate: float = 50.0  # Events per second at most (burst 4x)
-    shutdown_grace_seconds: float = 10.0  # on stop(), how long releases being applied may take
-    bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first bad setting."""
-        choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
-                   "on_bind_timeout": ("wait", "recreate")}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
-        for name in ("bind_timeout_seconds", "starvation_seconds", "lease_duration_seconds", "renew_seconds",
-                     "shutdown_grace_seconds"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        if self.max_in_flight < 1:
-            raise ValueError("max_in_flight must be at least 1")
-        if not self.scheduler_names:
-            raise ValueError("at least one scheduler name is needed")
 
 
 def _decision_of_gang(gang: Any) -> dict | None:
@@ -106,6 +65,9 @@ class Controller:
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
         self.releaser.should_continue = self._may_act
         self.releaser.may_apply = lambda: not self._stopping
+        self.bind_timeouts = BindTimeouts(self.core, self.state, self.events, self.metrics,
+                                          action=config.on_bind_timeout,
+                                          timeout_seconds=config.bind_timeout_seconds, spawn=self._spawn)
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_list,
                               on_event=self._on_node_event, metrics=self.metrics)
@@ -297,7 +259,7 @@ class Controller:
                 continue
             self._start_release(decision, now)
         self._report_waiting(waitings, now)
-        self._handle_expired(now)
+        self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
         self._update_gauges()
 
@@ -343,9 +305,14 @@ class Controller:
         self._releasing.add(decision.gang_key)
         log.info("releasing gang %s: %s, decision %s%s (%s)", request.gang,
                  plural(len(request.placement), "pod"), decision_id, " (roll forward)" if decision.roll_forward else "", decision.reason)
-        task = asyncio.create_task(self._release(decision, request))
+        self._spawn(self._release(decision, request))
+
+    def _spawn(self, work: Any) -> asyncio.Task:
+        """Run a release or a deletion as a task that a clean stop waits for."""
+        task = asyncio.create_task(work)
         self._release_tasks.add(task)
         task.add_done_callback(self._release_tasks.discard)
+        return task
 
     async def _release(self, decision: Any, request: ReleaseRequest) -> None:
         key = decision.gang_key
@@ -406,7 +373,7 @@ class Controller:
                 return
             await asyncio.sleep(0.02)
 
-    # ---- waiting and timeouts ------------------------------------------------------------
+    # ---- waiting ------------------------------------------------------------------------
 
     def _report_waiting(self, waitings: list[Any], now: float) -> None:
         live = []
@@ -423,38 +390,3 @@ class Controller:
             for pod in targets:
                 self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
         self.notifier.forget_except(live)
-
-    def _handle_expired(self, now: float) -> None:
-        for gang_key, pod_keys in self.state.expired_promises(now):
-            gang = f"{gang_key[0]}/{gang_key[1]}"
-            action = self.config.on_bind_timeout
-            self.metrics.bind_timeouts.labels(action=action).inc(len(pod_keys))
-            for pod_key in pod_keys:
-                pod = self.state.pods.get(pod_key)
-                if pod is None or pod.node_name or pod.terminated:
-                    continue
-                secs = int(self.config.bind_timeout_seconds)
-                if action == "recreate" and pod.owned:
-                    self.events.emit(pod.raw, "GangBindTimeout",
-                                     f"released with gang {gang} but not bound within {secs}s; deleting it so "
-                                     "its controller recreates it")
-                    task = asyncio.create_task(self._delete(pod_key, pod.uid))
-                    self._release_tasks.add(task)
-                    task.add_done_callback(self._release_tasks.discard)
-                elif action == "recreate":
-                    self.events.emit(pod.raw, "GangBindTimeout",
-                                     f"released with gang {gang} but not bound within {secs}s; not deleted: "
-                                     "it has no owning controller")
-                else:
-                    self.events.emit(pod.raw, "GangBindTimeout",
-                                     f"released with gang {gang} but not bound within {secs}s; waiting")
-
-    async def _delete(self, pod_key: str, uid: str) -> None:
-        namespace, name = pod_key.split("/", 1)
-        try:
-            await call_json(self.core.delete_namespaced_pod, name, namespace,
-                            body={"preconditions": {"uid": uid}}, verb="delete", metrics=self.metrics)
-            log.info("deleted %s (bind timeout, policy recreate)", pod_key)
-        except ApiCallError as exc:
-            if exc.status not in (404, 409):
-                log.warning("deleting %s: %s", pod_key, exc)

@@ -46,7 +46,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         webhook_url, certs_dir = await _start_webhook(parts, api, options)
         await ensure_namespace(api, LEASE_NAMESPACE)
         log.info("namespace %s ready for the controller's lease", LEASE_NAMESPACE)
-        from ganggate.controller.loop import ControllerConfig
+        from ganggate.controller.config import ControllerConfig
 
         config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None)
         controller, task = start_controller(api, config)

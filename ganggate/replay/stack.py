@@ -53,7 +53,7 @@ class Stack:
 
 async def start_gate(stack: Stack, *, debounce: float | None = None, match_conditions: bool = True) -> None:
     """Start the webhook (HTTPS, port 0), register it, and start the controller (no leader election)."""
-    from ganggate.controller.loop import ControllerConfig
+    from ganggate.controller.config import ControllerConfig
 
     stack.workdir = tempfile.TemporaryDirectory(prefix="ganggate-demo-")
     certs = make_certificates(Path(stack.workdir.name))

@@ -1,0 +1,64 @@
+"""Released pods not bound within the bind timeout: an Event each, and under `recreate` the
+deletion of those with an owning controller so that it recreates them (never any other pod)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Coroutine
+
+from ganggate.core.cluster import ClusterState
+from ganggate.controller.events import EventRecorder
+from ganggate.controller.metrics import Metrics
+from ganggate.kube.calls import ApiCallError, call_json
+
+log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
+
+
+class BindTimeouts:
+    """Acts on the promises the state reports expired; `spawn` runs a deletion as a task the
+    controller tracks (so a clean stop waits for it)."""
+
+    def __init__(self, core: Any, state: ClusterState, events: EventRecorder, metrics: Metrics, *,
+                 action: str, timeout_seconds: float,
+                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
+        self.core = core
+        self.state = state
+        self.events = events
+        self.metrics = metrics
+        self.action = action  # "wait" | "recreate"
+        self.timeout_seconds = timeout_seconds
+        self.spawn = spawn
+
+    def handle_expired(self, now: float) -> None:
+        for gang_key, pod_keys in self.state.expired_promises(now):
+            gang = f"{gang_key[0]}/{gang_key[1]}"
+            action = self.action
+            self.metrics.bind_timeouts.labels(action=action).inc(len(pod_keys))
+            for pod_key in pod_keys:
+                pod = self.state.pods.get(pod_key)
+                if pod is None or pod.node_name or pod.terminated:
+                    continue
+                secs = int(self.timeout_seconds)
+                if action == "recreate" and pod.owned:
+                    self.events.emit(pod.raw, "GangBindTimeout",
+                                     f"released with gang {gang} but not bound within {secs}s; deleting it so "
+                                     "its controller recreates it")
+                    self.spawn(self._delete(pod_key, pod.uid))
+                elif action == "recreate":
+                    self.events.emit(pod.raw, "GangBindTimeout",
+                                     f"released with gang {gang} but not bound within {secs}s; not deleted: "
+                                     "it has no owning controller")
+                else:
+                    self.events.emit(pod.raw, "GangBindTimeout",
+                                     f"released with gang {gang} but not bound within {secs}s; waiting")
+
+    async def _delete(self, pod_key: str, uid: str) -> None:
+        namespace, name = pod_key.split("/", 1)
+        try:
+            await call_json(self.core.delete_namespaced_pod, name, namespace,
+                            body={"preconditions": {"uid": uid}}, verb="delete", metrics=self.metrics)
+            log.info("deleted %s (bind timeout, policy recreate)", pod_key)
+        except ApiCallError as exc:
+            if exc.status not in (404, 409):
+                log.warning("deleting %s: %s", pod_key, exc)

@@ -1,0 +1,49 @@
+"""`ControllerConfig`: how the controller decides and behaves, checked before it starts; plain
+data, so the command line and the drivers (local, replay) build one without the async shell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ControllerConfig:
+    """How the controller decides and behaves; see docs/controller.md."""
+
+    policy: str = "plan"  # "plan" | "count"
+    placement: str = "pinned"  # "pinned" | "free"
+    on_bind_timeout: str = "wait"  # "wait" | "recreate"
+    bind_timeout_seconds: float = 120.0
+    starvation_seconds: float = 300.0
+    scheduler_names: tuple[str, ...] = ("default-scheduler",)
+    max_pod_num: int = 10000
+    max_in_flight: int = 32
+    leader_election: bool = True
+    lease_name: str = "ganggate-controller"
+    lease_namespace: str = "ganggate-system"
+    lease_duration_seconds: float = 15.0
+    renew_seconds: float = 5.0
+    identity: str | None = None
+    metrics_port: int | None = None
+    debounce_seconds: float = 0.05
+    # Optional additions beyond the shared API:
+    tick_seconds: float = 1.0  # a round at least this often (bind timeouts, starvation)
+    event_rate: float = 50.0  # Events per second at most (burst 4x)
+    shutdown_grace_seconds: float = 10.0  # on stop(), how long releases being applied may take
+    bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad setting."""
+        choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
+                   "on_bind_timeout": ("wait", "recreate")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        for name in ("bind_timeout_seconds", "starvation_seconds", "lease_duration_seconds", "renew_seconds",
+                     "shutdown_grace_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        if not self.scheduler_names:
+            raise ValueError("at least one scheduler name is needed")
