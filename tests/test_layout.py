@@ -238,7 +238,6 @@ def test_cycle_finder_counts_modules_loaded_by_name(tmp_path: Path) -> None:
 _PENDING_LONG: dict[str, str] = {
     "ganggate.sim.validation": "kubesim's validation (793 lines): owned by the simulator's engineer",
     "ganggate.replay.engine": "the trace replay engine (467 lines): owned by the replay's engineer",
-    "ganggate.admission.server": "the webhook server (409 lines): owned by the webhook's engineer",
 }
 
 
