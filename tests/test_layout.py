@@ -237,7 +237,6 @@ def test_cycle_finder_counts_modules_loaded_by_name(tmp_path: Path) -> None:
 #: until their owners split them or give the reason; remove an entry once it passes).
 _PENDING_LONG: dict[str, str] = {
     "ganggate.sim.validation": "kubesim's validation (793 lines): owned by the simulator's engineer",
-    "ganggate.replay.engine": "the trace replay engine (467 lines): owned by the replay's engineer",
 }
 
 

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from ganggate.replay.engine import Background, NodeEvent, NodeSpec, RunResult, Scenario, StepView, run_scenario
+from ganggate.replay.engine import run_scenario
+from ganggate.replay.scenario import Background, NodeEvent, NodeSpec, RunResult, Scenario, StepView
 from ganggate.replay.trace import Job
 
 BIG_JOB = "train-100"

@@ -1,0 +1,101 @@
+"""What a replay runs and what it gives back: the scenario (jobs, nodes, node events, background
+pods), a step's view and a run's result; plain data, shared by the engine, the demo and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ganggate.core.resources import parse_quantity
+from ganggate.replay.metrics import JobProgress, JobRecord, Sample, Summary
+from ganggate.replay.trace import Job
+
+
+class ReplayError(RuntimeError):
+    """The replay could not go on (a component died, the cluster never settled)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A node of the simulated cluster."""
+
+    name: str
+    gpus: int = 8
+    cpu: str = "64"
+    memory: str = "512Gi"
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A node that joins the cluster at `time` (the demo's "add a node")."""
+
+    time: float
+    node: NodeSpec
+
+
+@dataclass(frozen=True)
+class Background:
+    """A long-running pod that is not part of any gang (something else using GPUs on a node)."""
+
+    name: str
+    node: str
+    gpus: int
+    cpu: str = "1"
+    memory: str = "1Gi"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What to replay: the jobs, the cluster and anything else that happens."""
+
+    jobs: Sequence[Job]
+    nodes: Sequence[NodeSpec]
+    node_events: Sequence[NodeEvent] = ()
+    background: Sequence[Background] = ()
+
+    @property
+    def capacity(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+
+@dataclass
+class StepView:
+    """What a step looked like, for a live view."""
+
+    mode: str
+    time: float
+    sample: Sample
+    progress: dict[str, JobProgress]
+    records: dict[str, JobRecord]
+    capacity: int
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    mode: str
+    samples: list[Sample]
+    records: list[JobRecord]
+    summary: Summary
+    end: float
+    capacity: int
+    steps: int
+    wall_seconds: float
+
+
+def uniform_nodes(count: int, gpus_per_node: int, cpu: str = "64", memory: str = "512Gi") -> list[NodeSpec]:
+    return [NodeSpec(f"node-{i}", gpus_per_node, cpu, memory) for i in range(count)]
+
+
+def check_fits(scenario: Scenario) -> None:
+    """Refuse a scenario with a pod larger than every node: it could never run in any mode."""
+    nodes = list(scenario.nodes) + [e.node for e in scenario.node_events]
+    for job in scenario.jobs:
+        if not any(
+            job.gpus_per_pod <= n.gpus
+            and parse_quantity(job.cpu_per_pod) <= parse_quantity(n.cpu)
+            and parse_quantity(job.memory_per_pod) <= parse_quantity(n.memory)
+            for n in nodes
+        ):
+            raise ReplayError(f"job {job.job_id}: a pod of {job.gpus_per_pod} GPUs, {job.cpu_per_pod} CPU, "
+                              f"{job.memory_per_pod} memory fits on no node of the cluster")
