@@ -15,6 +15,10 @@ GROUP_NAME = "scheduling.k8s.io/group-name"
 GROUP_POD_NUM = "scheduling.k8s.io/group-pod-num"
 GROUP_MIN_AVAILABLE = "scheduling.k8s.io/group-min-available"
 GATE_NAME = "scheduling.k8s.io/group-gate"
+#: The controller's record of a release, written on each pod it releases (JSON: id, time, node,
+#: gang, pods); a later run (after a crash, or another replica) reads it back to finish that
+#: release under the same decision id, and a pod without gate or record bypassed the webhook.
+DECISION_ANNOTATION = "ganggate.io/decision"
 
 #: Annotations that are immutable once a pod exists.
 GANG_ANNOTATIONS = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE)

@@ -13,8 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ganggate.contract import GATE_NAME, GROUP_NAME, ContractError
-from ganggate.core.pods import DECISION_ANNOTATION
+from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, ContractError
 
 GangKey = tuple[str, str]
 

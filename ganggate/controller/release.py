@@ -22,13 +22,11 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
 
-from ganggate.contract import GATE_NAME
+from ganggate.contract import DECISION_ANNOTATION, GATE_NAME
+from ganggate.core.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
 log = logging.getLogger(__name__)
-
-DECISION_ANNOTATION = "ganggate.io/decision"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,12 +83,6 @@ def build_patch(pod: Mapping, annotation: str, hostname: str | None) -> list[dic
     else:
         ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(DECISION_ANNOTATION)}", "value": annotation})
     return ops
-
-
-def node_hostname(node: Mapping | None, node_name: str) -> str:
-    """The value to pin with: the node's kubernetes.io/hostname label, else its name."""
-    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-    return labels.get(HOSTNAME_LABEL) or node_name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,13 +16,11 @@ from typing import Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.nodematch import node_is_cordoned, node_is_ready
+from ganggate.core.nodematch import node_hostname, node_is_cordoned, node_is_ready
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, parse_time  # noqa: F401
 from ganggate.core.resources import Resources, add_into, node_allocatable
-
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 @dataclass
@@ -46,8 +44,7 @@ class NodeInfo:
     @property
     def hostname(self) -> str:
         """The value to pin a pod with: the kubernetes.io/hostname label, else the name."""
-        labels = (self.raw.get("metadata") or {}).get("labels") or {}
-        return labels.get(HOSTNAME_LABEL) or self.name
+        return node_hostname(self.raw, self.name)
 
 
 @dataclass

@@ -15,6 +15,8 @@ from typing import Iterable, Mapping
 
 FILTERING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+#: The well-known node label a released pod is pinned with (nodeSelector).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def node_is_ready(node: Mapping) -> bool:
@@ -23,6 +25,12 @@ def node_is_ready(node: Mapping) -> bool:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
+
+
+def node_hostname(node: Mapping | None, node_name: str) -> str:
+    """The value to pin with: the node's kubernetes.io/hostname label, else its name."""
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(HOSTNAME_LABEL) or node_name
 
 
 def node_is_cordoned(node: Mapping) -> bool:

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping
 
-from ganggate.contract import DEFAULT_MAX_POD_NUM, ContractError, GangSpec, has_gate, parse_gang
+from ganggate.contract import DECISION_ANNOTATION, DEFAULT_MAX_POD_NUM, ContractError, GangSpec, has_gate, parse_gang
 from ganggate.core.nodematch import selection_key
 from ganggate.core.resources import Resources, pod_requests
 
-DECISION_ANNOTATION = "ganggate.io/decision"
 TERMINATED_PHASES = ("Succeeded", "Failed")
 
 

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.core.nodematch import HOSTNAME_LABEL
 from ganggate.core.resources import GPU
 
 
@@ -99,7 +100,7 @@ def make_node(
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})},
+            "labels": {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux", **(labels or {})},
         },
         "spec": {},
         "status": {
@@ -145,7 +146,7 @@ def make_pod(
         if min_available is not None:
             annotations[GROUP_MIN_AVAILABLE] = str(min_available)
     if decision is not None:
-        annotations["ganggate.io/decision"] = json.dumps(dict(decision), separators=(",", ":"))
+        annotations[DECISION_ANNOTATION] = json.dumps(dict(decision), separators=(",", ":"))
     limits = {GPU: str(gpus)} if gpus else {}
     spec: dict = {
         "schedulerName": scheduler_name,

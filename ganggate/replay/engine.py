@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import aiohttp
 
+from ganggate.core.nodematch import HOSTNAME_LABEL
 from ganggate.core.resources import GPU
 from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
 from ganggate.replay.observe import JOB_LABEL, PodView, pod_manifest, progress, view
@@ -165,7 +166,7 @@ class _Engine:
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod.name, "namespace": NAMESPACE, "labels": {"app": pod.name}},
             "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": pod.node},
+                "nodeSelector": {HOSTNAME_LABEL: pod.node},
                 "containers": [{"name": "main", "image": "inference-server",
                                 "resources": {"requests": resources, **({"limits": limits} if limits else {})}}],
             },
