@@ -236,7 +236,6 @@ def test_cycle_finder_counts_modules_loaded_by_name(tmp_path: Path) -> None:
 #: Modules over the limit, owned outside the core, that do not yet say why (expected to fail
 #: until their owners split them or give the reason; remove an entry once it passes).
 _PENDING_LONG: dict[str, str] = {
-    "ganggate.sim.validation": "kubesim's validation (793 lines): owned by the simulator's engineer",
 }
 
 
