@@ -161,7 +161,8 @@ async def main() -> None:
     if args.list_client:
         print(json.dumps(await list_client(args.list_client, args.repeats, args.pods)))
         return
-    async with Simulator(nodes=0, scheduler=False, kubelet=False, watch_history=max(10000, args.writes)) as sim:
+    async with Simulator(nodes=0, scheduler=False, kubelet=False, controllers=False,
+                         watch_history=max(10000, args.writes)) as sim:
         node_seconds, pod_seconds = await load(sim, args.nodes, args.pods)
         print(f"load (in-process create pipeline): {args.nodes} nodes in {node_seconds:.1f} s, "
               f"{args.pods} pods in {pod_seconds:.1f} s ({args.pods / pod_seconds:,.0f} pods/s)")
