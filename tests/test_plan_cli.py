@@ -240,15 +240,15 @@ async def test_plan_on_a_kubectl_snapshot_of_a_live_cluster(tmp_path) -> None:
         async def kubectl(*args: str, stdin: str | None = None) -> str:
             return await command(KUBECTL, "--cache-dir", str(tmp_path / "cache"), *args, stdin=stdin, env=env)
 
-        await kubectl("apply", "--validate=false", "-f", "-", stdin=MANIFESTS)
+        await kubectl("apply", "-f", "-", stdin=MANIFESTS)
         for _ in range(200):  # safety net: the scheduler binds the notebook within moments
             notebook = json.loads(await kubectl("get", "pod", "notebook", "-o", "json"))
             if notebook["spec"].get("nodeName"):
                 break
             await asyncio.sleep(0.05)
         busy = notebook["spec"]["nodeName"]
-        await kubectl("apply", "--validate=false", "-f", "-", stdin=gang_manifest("pair", 2, 8))
-        await kubectl("apply", "--validate=false", "-f", "-", stdin=gang_manifest("trio", 3, 4))
+        await kubectl("apply", "-f", "-", stdin=gang_manifest("pair", 2, 8))
+        await kubectl("apply", "-f", "-", stdin=gang_manifest("trio", 3, 4))
         snapshot = tmp_path / "snapshot.json"
         snapshot.write_text(await kubectl("get", "nodes,pods", "-A", "-o", "json"))
         out = await command(str(Path(sys.executable).parent / "ganggate"), "plan", "--snapshot", str(snapshot),

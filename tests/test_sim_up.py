@@ -125,7 +125,7 @@ def test_shipped_webhook_configuration_is_deploys_kubesim_manifest() -> None:
 @needs_kubectl
 def test_a_gang_of_bare_pods_is_released_whole_and_runs(cluster: Up) -> None:
     assert cluster.kubectl("create", "namespace", "mpi").returncode == 0
-    applied = cluster.kubectl("apply", "--validate=false", "-n", "mpi", "-f", str(EXAMPLES / "mpi-gang-pods.yaml"))
+    applied = cluster.kubectl("apply", "-n", "mpi", "-f", str(EXAMPLES / "mpi-gang-pods.yaml"))
     assert applied.returncode == 0, applied.stderr
     pods = eventually(lambda: (lambda p: len(p) == 4 and all(map(released_and_running, p)) and p)(cluster.pods("mpi")),
                       "the 4 MPI pods released and Running")
@@ -134,7 +134,7 @@ def test_a_gang_of_bare_pods_is_released_whole_and_runs(cluster: Up) -> None:
 
 @needs_kubectl
 def test_an_invalid_gang_pod_is_denied_with_the_webhooks_reason(cluster: Up) -> None:
-    applied = cluster.kubectl("apply", "--validate=false", "-f", str(EXAMPLES / "invalid-gang-pod.yaml"))
+    applied = cluster.kubectl("apply", "-f", str(EXAMPLES / "invalid-gang-pod.yaml"))
     assert applied.returncode != 0
     assert DENIAL in applied.stderr
     assert "scheduling.k8s.io/group-min-available='6'" in applied.stderr
@@ -144,7 +144,7 @@ def test_an_invalid_gang_pod_is_denied_with_the_webhooks_reason(cluster: Up) -> 
 @needs_kubectl
 def test_status_lists_the_gang(cluster: Up) -> None:
     assert cluster.kubectl("create", "namespace", "status").returncode == 0
-    applied = cluster.kubectl("apply", "--validate=false", "-n", "status", "-f", str(EXAMPLES / "mpi-gang-pods.yaml"))
+    applied = cluster.kubectl("apply", "-n", "status", "-f", str(EXAMPLES / "mpi-gang-pods.yaml"))
     assert applied.returncode == 0, applied.stderr
 
     def row() -> str | None:

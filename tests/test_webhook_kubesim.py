@@ -129,14 +129,13 @@ async def test_a_webhook_outage_blocks_gang_pods_only(cluster):
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 async def test_examples_with_kubectl(cluster):
-    # --validate=false: kubesim serves no /openapi/v2 for kubectl's client-side schema check.
     sim, core, _ = cluster
-    code, out, err = await kubectl(sim.kubeconfig, "-n", "ml", "apply", "--validate=false", "-f", str(REPO / "examples" / "mpi-gang-pods.yaml"))
+    code, out, err = await kubectl(sim.kubeconfig, "-n", "ml", "apply", "-f", str(REPO / "examples" / "mpi-gang-pods.yaml"))
     assert code == 0, err
     pods = (await core.list_namespaced_pod("ml")).items
     assert sorted(p.metadata.name for p in pods) == ["mpi-launcher", "mpi-worker-0", "mpi-worker-1", "mpi-worker-2"]
     assert all(gates(p) == [GATE_NAME] for p in pods)
-    code, out, err = await kubectl(sim.kubeconfig, "-n", "ml", "apply", "--validate=false", "-f", str(REPO / "examples" / "invalid-gang-pod.yaml"))
+    code, out, err = await kubectl(sim.kubeconfig, "-n", "ml", "apply", "-f", str(REPO / "examples" / "invalid-gang-pod.yaml"))
     assert code != 0
     assert 'admission webhook "gang-gate.ganggate.io" denied the request' in err
     assert f"annotation {GROUP_MIN_AVAILABLE}='6'" in err
