@@ -12,6 +12,7 @@ import pytest
 
 from ganggate.core.resources import (
     GPU,
+    LARGEST_MILLI,
     QuantityError,
     fits,
     format_amount,
@@ -54,7 +55,8 @@ def test_400m_and_0_4_cpu_are_the_same_amount() -> None:
     assert parse_quantity("400m") == parse_quantity("0.4") == parse_quantity("4e-1")
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1.5.5", "1 Gi", "Gi", "1Gb", "0x10", "--1", "1e", True])
+@pytest.mark.parametrize("text", ["", "abc", "1.5.5", "1 Gi", "1Gb", "0x10", "--1", "1e", "1e+", "1Ee3", "1e3Mi",
+                                  "1m5", "1\n2", "１", True, None, float("inf"), float("nan")])
 def test_malformed_quantities_are_refused(text: object) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(text)  # type: ignore[arg-type]
@@ -163,14 +165,107 @@ def test_amounts_are_shown_in_units_people_read() -> None:
     assert format_amount("memory", 512 * GI * 1000) == "512Gi"
 
 
-@pytest.mark.parametrize(("text", "sign"), [("1e99999999", 1), ("-2E999999999", -1), ("+9e1000000", 1)])
-def test_an_exponent_too_large_for_decimal_is_the_largest_quantity_not_a_crash(text: str, sign: int) -> None:
-    # The API server accepts these; parse_quantity used to raise decimal.Overflow, which no
-    # caller catches (the controller would die on such a pod).
-    assert parse_quantity(text) == sign * ((1 << 63) - 1) * 1000
+@pytest.mark.parametrize(("text", "sign"), [("1e99999999", 1), ("-2E999999999", -1), ("+9e1000000", 1), ("1e31", 1)])
+def test_an_exponent_too_large_is_the_largest_quantity_not_a_crash(text: str, sign: int) -> None:
+    # The API server accepts these (a DecimalExponent is not capped), but no int64 of the
+    # scheduler holds them; parse_quantity once raised decimal.Overflow, which no caller catches
+    # (the controller would die on such a pod). They saturate above every amount kept exactly.
+    assert parse_quantity(text) == sign * LARGEST_MILLI
+    assert LARGEST_MILLI > parse_quantity("99E") > parse_quantity("8Ei")
 
 
 def test_a_node_with_an_astronomical_allocatable_is_read_and_fits_anything() -> None:
     node = {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e99999999", "memory": "1Gi"}}}
     free = node_allocatable(node)
     assert fits({"cpu": parse_quantity("1e15")}, free)
+
+
+# -- where ganggate.core once parted from Kubernetes (tests/test_arithmetic_agreement.py found them)
+
+
+def test_sub_milli_cpu_is_summed_before_it_is_rounded() -> None:
+    # component-helpers resource/helpers.go PodRequests adds exact Quantities (addResourceList);
+    # framework/types.go Resource.Add takes MilliValue() of the total: 1.5m -> 2m, not 3 x 1m.
+    got = pod_requests(pod([container(f"c{i}", {"cpu": "0.5m"}) for i in range(3)]))
+    assert got["cpu"] == 2
+    # The same for an init step against the app, and for overhead: 0.4m + 0.4m overhead = 0.8m -> 1m.
+    got = pod_requests(pod([container("a", {"cpu": "0.4m"})], overhead={"cpu": "400u"}))
+    assert got["cpu"] == 1
+    # A lone sub-milli request still rounds up: you asked for some, you get some.
+    assert pod_requests(pod([container("a", {"cpu": "1n"})]))["cpu"] == 1
+
+
+def test_memory_and_other_non_cpu_resources_count_in_whole_units() -> None:
+    # Resource.Add: Memory, EphemeralStorage and scalar resources += Value(), rounded up.
+    # "memory: 100m" (meant as 100Mi) is 1 byte, not 0.1 byte.
+    got = pod_requests(pod([container("a", {"memory": "100m", "ephemeral-storage": "1.5", GPU: "0.5"})]))
+    assert got == {"memory": 1000, "ephemeral-storage": 2000, GPU: 1000, "pods": 1000}
+    # Summed exactly first: 2 x 0.5 byte is 1 byte; 3 x 0.5 byte is 2.
+    assert pod_requests(pod([container("a", {"memory": "500m"}), container("b", {"memory": "500m"})]))["memory"] == 1000
+    assert pod_requests(pod([container(f"c{i}", {"memory": "500m"}) for i in range(3)]))["memory"] == 2000
+    # A node counts the same way (NodeInfo.SetNode: NewResource(allocatable)).
+    node = {"status": {"allocatable": {"cpu": "0.5m", "memory": "1.5", GPU: "8"}}}
+    assert node_allocatable(node) == {"cpu": 1, "memory": 2000, GPU: 8000}
+
+
+@pytest.mark.parametrize(
+    ("text", "milli"),
+    [
+        ("1E", 10**21),  # suffix.go: "E" is exa (10^18), not an exponent
+        ("12E", 12 * 10**21),  # DecimalSI is not capped at int64
+        ("1.01E", 101 * 10**19),
+        ("3Ei", 3 * 2**60 * 1000),  # "Ei" is exbi (2^60)
+        ("0Ei", 0),
+        ("10Ei", ((1 << 63) - 1) * 1000),  # ParseQuantity caps BinarySI at max int64 units
+        ("1E3", 10**6),  # "E" followed by digits is an exponent
+    ],
+)
+def test_the_exa_and_exbi_suffixes(text: str, milli: int) -> None:
+    assert parse_quantity(text) == milli
+
+
+@pytest.mark.parametrize("text", [".", "-.", "+", "-", "k", "Mi", "Gi", "Ti", ".Ki", "e3", "n", "e-9", "0Pi", "0e-10"])
+def test_a_number_without_digits_is_zero(text: str) -> None:
+    # quantity.go parseQuantityString makes an empty numerator "0" and ParseQuantity's int64 fast
+    # path returns 0; quantity_test.go TestParseQuantityString lists "." and "-." as valid.
+    assert parse_quantity(text) == 0
+
+
+@pytest.mark.parametrize("text", ["Pi", "Ei", "-Ei", ".Pi", "e-10", ".e-12"])
+def test_a_number_without_digits_off_the_fast_path_is_refused(text: str) -> None:
+    # Off the fast path (binary precision < 0 for Pi and Ei; a decimal scale below Nano),
+    # ParseQuantity gives the number as written to inf.Dec.SetString, which reads no digit:
+    # ErrNumeric.
+    with pytest.raises(QuantityError):
+        parse_quantity(text)
+
+
+def test_every_digit_of_a_long_quantity_counts() -> None:
+    # ParseQuantity keeps the exact value and rounds it up at the nano (inf.RoundUp), then
+    # MilliValue rounds up: 0.10000000000000000000000000001 cpu is 101m (not 100m, as a
+    # 28-digit decimal context would make it).
+    assert parse_quantity("0.10000000000000000000000000001") == 101
+    assert parse_quantity("0.1000000000000000000000000000") == 100
+    assert parse_quantity("1." + "0" * 5000 + "1") == 1001  # no int() digit limit
+    assert parse_quantity("1" + "0" * 5000 + "e-5000") == 1000
+
+
+def test_exponents_are_read_as_int64_then_int32() -> None:
+    # suffix.go interpret: strconv.ParseInt(s[1:], 10, 64), then int32(parsed).
+    assert parse_quantity("1e4294967296") == 1000  # 2^32 wraps to an exponent of 0
+    with pytest.raises(QuantityError):
+        parse_quantity("1e9223372036854775808")  # beyond int64: ErrSuffix
+
+
+def test_json_numbers_are_read_from_their_text() -> None:
+    assert parse_quantity(2) == 2000
+    assert parse_quantity(0.1) == 100
+    assert parse_quantity(1e-7) == 1  # "1e-07": rounds up to 1m
+
+
+def test_an_empty_allocatable_is_empty_only_an_unset_one_is_capacity() -> None:
+    # pkg/apis/core/v1/defaults.go SetDefaults_NodeStatus: allocatable = capacity only when
+    # Allocatable == nil; NodeInfo.SetNode reads status.allocatable and nothing else.
+    assert node_allocatable({"status": {"capacity": {"cpu": "8"}, "allocatable": {}}}) == {}
+    assert node_allocatable({"status": {"capacity": {"cpu": "8"}, "allocatable": None}}) == {"cpu": 8000}
+    assert node_allocatable({"status": {}}) == {}
