@@ -4,7 +4,9 @@ Written from staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (Parse
 parseQuantityString, UnmarshalJSON, ScaledValue) and suffix.go (quantitySuffixer.interpret):
 
 - the text is <sign><digits>[.<digits>]<suffix>, where every part may be empty: "", "+", "k" and
-  "." scan fine and mean 0 (only the empty string is refused); the suffix is decimal SI
+  "." scan fine and mean 0 (only the empty string is refused), as long as ParseQuantity stays on
+  its int64 fast path; off it ("Pi", "Ei", "e-10") the number is read as written and a number
+  without a digit is ErrNumeric; the suffix is decimal SI
   (n u m "" k M G T P E), binary SI (Ki .. Ei) or a decimal exponent (e3, E-2, e+05);
 - a parsed quantity is exact down to the nano (10^-9) and rounded *up* (away from zero) there,
   "so that if you want some resources, you get some"; binary SI amounts are capped at
@@ -53,6 +55,19 @@ def _interpret(suffix: str) -> tuple[int, int, bool] | None:
     return None
 
 
+def _leaves_fast_path(whole: str, fraction: str, binary: bool, exponent: int) -> bool:
+    """Whether ParseQuantity reads the number with inf.Dec.SetString instead of strconv.ParseInt.
+
+    quantity.go: parseQuantityString makes an empty numerator "0"; the fast path needs precision
+    >= 0 (decimal: 18 - len(num) - len(denom); binary: 15 - len(num) - int(exponent*3/10) - 1, and
+    no fraction) and, for decimals, a scale (exponent - len(denom)) of Nano (-9) or more.
+    """
+    num = len(whole.lstrip("0") or "0")
+    if binary:
+        return bool(fraction) or 15 - num - int(exponent * 3 / 10) - 1 < 0
+    return 18 - num - len(fraction) < 0 or exponent - len(fraction) < -9
+
+
 def _ceil_div(numerator: int, denominator: int) -> int:
     return -(-numerator // denominator)
 
@@ -92,6 +107,9 @@ def parse_nanos(value: str | int | float) -> int:
     if interpreted is None:
         raise QuantityError(f"unable to parse quantity's suffix: {value!r}")
     base, exponent, binary = interpreted
+    if not (whole + fraction) and _leaves_fast_path(whole, fraction, binary, exponent):
+        # inf.Dec.SetString on "", "+" or "." reads no digit: ErrNumeric.
+        raise QuantityError(f"unable to parse numeric part of quantity: {value!r}")
     nanos = _nanos(int((whole + fraction) or "0"), len(fraction), base, exponent)
     if binary and nanos > MAX_INT64 * NANO_PER_UNIT:
         nanos = MAX_INT64 * NANO_PER_UNIT  # "The max is just a simple cap."
