@@ -145,6 +145,27 @@ async def test_a_missing_lease_namespace_is_a_warning_with_the_remedy_and_not_re
         assert "Traceback" not in ctl.err
 
 
+async def test_a_standby_replica_says_once_which_replica_leads(caplog):
+    from ganggate.sim import Simulator
+
+    async with Simulator(nodes=0, scheduler=False, kubelet=False, controllers=False) as sim:
+        api_client = sim.api_client()
+        try:
+            api = client.CoordinationV1Api(api_client)
+            leader = LeaderElector(api, name=LEASE, namespace="default", identity="replica-a")
+            standby = LeaderElector(api, name=LEASE, namespace="default", identity="replica-b")
+            assert await leader.try_acquire_or_renew()
+            with caplog.at_level(logging.INFO, logger="ganggate.kube.leader"):
+                for _ in range(3):
+                    assert not await standby.try_acquire_or_renew()
+        finally:
+            await api_client.close()
+    said = [r.getMessage() for r in caplog.records if "stands by" in r.getMessage()]
+    assert said == ["lease default/ganggate-controller is held by replica-a: this replica stands by and takes "
+                    "over when the lease is given up or expires"]
+    assert standby.not_leading_reason() == "not leading: lease default/ganggate-controller is held by replica-a"
+
+
 async def _true(value):
     return value
 

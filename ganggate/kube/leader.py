@@ -85,6 +85,7 @@ class LeaderElector:
         self._observed_at = 0.0  # monotonic time the observed record last changed
         self._lease: dict | None = None
         self._was_leader = False
+        self._standing_by_for: str | None = None  # the other holder this replica said it waits for
         #: Why we do not lead, when we know better than "another replica holds the lease".
         self.problem: str | None = None
         self._warn_every = retry_period  # backoff of the missing-namespace WARNING
@@ -180,7 +181,12 @@ class LeaderElector:
         self._lease = lease
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         if holder and holder != self.identity and time.monotonic() < self._observed_at + duration:
+            if holder != self._standing_by_for:  # said once per holder, so an operator sees who leads
+                self._standing_by_for = holder
+                log.info("lease %s/%s is held by %s: this replica stands by and takes over when the "
+                         "lease is given up or expires", self.namespace, self.name, holder)
             return False  # held by someone else and not expired
+        self._standing_by_for = None
 
         new_spec = dict(spec)
         new_spec["holderIdentity"] = self.identity
