@@ -220,6 +220,19 @@ async def test_the_commands_refuse_a_missing_kubeconfig_clearly(tmp_path):
         assert proc.returncode == 1 and b"error: cannot configure API access from" in err, (command, err)
 
 
+async def test_the_commands_say_what_to_do_when_no_cluster_is_configured(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config
+    for command in ("status", "controller"):
+        proc = await asyncio.create_subprocess_exec(
+            GANGGATE, command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        _, err = await proc.communicate()
+        assert proc.returncode == 1, (command, err)
+        assert err.decode().splitlines() == [
+            "error: no cluster to talk to: pass --kubeconfig FILE, set KUBECONFIG, or run inside a cluster "
+            "(`ganggate sim up --kubeconfig-out FILE` starts a local one)"], (command, err)
+
+
 async def test_a_release_cut_short_by_api_errors_is_rolled_forward_by_the_same_controller(tmp_path):
     """Pods whose patch failed lose their promise at once, so the next round finishes the
     decision (the bind timeout is an hour here: waiting for it would never finish)."""

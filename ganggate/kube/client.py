@@ -1,12 +1,24 @@
-"""API client construction: a kubeconfig file, else the in-cluster config, else ~/.kube/config."""
+"""API client construction: a kubeconfig file, else the in-cluster config, else the default kubeconfig."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
+
+NO_CLUSTER = ("no cluster to talk to: pass --kubeconfig FILE, set KUBECONFIG, or run inside a cluster "
+              "(`ganggate sim up --kubeconfig-out FILE` starts a local one)")
 
 
 class ConfigError(Exception):
     """No usable API configuration (kubeconfig or in-cluster)."""
+
+
+def _default_kubeconfig_exists() -> bool:
+    """Whether kubectl's default would find a file: $KUBECONFIG (a path list) or ~/.kube/config."""
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    candidates = listed or [str(Path.home() / ".kube" / "config")]
+    return any(Path(p).expanduser().is_file() for p in candidates)
 
 
 async def make_api_client(kubeconfig: str | None) -> Any:
@@ -21,6 +33,8 @@ async def make_api_client(kubeconfig: str | None) -> Any:
             try:
                 config.load_incluster_config(client_configuration=configuration)
             except config.ConfigException:
+                if not _default_kubeconfig_exists():
+                    raise ConfigError(NO_CLUSTER) from None
                 await config.load_kube_config(client_configuration=configuration)
     except (config.ConfigException, OSError) as exc:
         where = kubeconfig or "in-cluster config or the default kubeconfig"
