@@ -198,7 +198,7 @@ async def test_inject_patches_the_configuration_in_kubesim(tmp_path):
             code, out, err = await run_ganggate("certs", "inject", "--webhook-configuration", "ganggate",
                                                 "--ca-file", str(tmp_path / "ca.crt"), "--kubeconfig", sim.kubeconfig)
             assert code == 0, err
-            assert "injected the CA into 1 webhook(s) of ganggate" in out
+            assert "injected the CA into 1 webhook of ganggate" in out
             stored = await api.read_mutating_webhook_configuration("ganggate")
             (hook,) = stored.webhooks
             assert base64.b64decode(hook.client_config.ca_bundle) == ca_pem

@@ -39,14 +39,14 @@ def test_the_table_says_which_gangs_fit_where_and_why_not(capsys) -> None:
     code, out, err = run(capsys, "--snapshot", str(SMALL), *NEVER_STARVING)
     assert code == 0 and err == ""
     assert out.splitlines()[0] == (
-        "5 nodes (4 ready, 20 GPUs free on schedulable nodes), 13 pods; 4 gated gang(s), 2 would be released now"
+        "5 nodes (4 ready, 20 GPUs free on schedulable nodes), 13 pods; 4 gated gangs, 2 would be released now"
     )
     table = rows(out)
-    assert table["ml/llama"] == ["waiting", "2/2", "16", "yes", "gpu-1: 1, gpu-2: 1", "2 pod(s) on 2 node(s)"]
+    assert table["ml/llama"] == ["waiting", "2/2", "16", "yes", "gpu-1: 1, gpu-2: 1", "2 pods on 2 nodes"]
     # big (older than bert) does not fit; bert still goes where big could not (backfill).
     assert table["ml/big"][3:] == [
         "no", "-", "GangUnschedulable: needs 8 nvidia.com/gpu on one node; the largest free is 4 "
-        "(on the 4 node(s) its pods may use; 1 node(s) were not ready)"
+        "(on the 4 nodes its pods may use; 1 node(s) were not ready)"
     ]
     assert table["ml/bert"][3:5] == ["yes", "gpu-0: 1"]
     assert table["ml/sweep"] == ["incomplete", "3/4", "6", "no", "-", "GangWaiting: 3 of 4 pods exist"]
@@ -60,9 +60,9 @@ def test_a_cut_short_release_taints_cordons_and_conflicts(capsys) -> None:
     # Two of ddp's four pods were released onto a100-0 before the controller died: that node
     # counts as promised, and the other two are placed first, on the other a100 node.
     assert table["ml/ddp"] == ["partial", "4/4", "8", "yes", "a100-1: 2",
-                               "finishing decision 5f1c2a9e0b7d4e21: 2 pod(s) on 1 node(s)"]
+                               "finishing decision 5f1c2a9e0b7d4e21: 2 pods on 1 node"]
     assert table["ml/untolerated"][5] == (
-        "GangUnschedulable: needs 1 nvidia.com/gpu on one node; the largest free is 0 (on the 1 node(s) its pods "
+        "GangUnschedulable: needs 1 nvidia.com/gpu on one node; the largest free is 0 (on the 1 node its pods "
         "may use; 3 node(s) had untolerated taint {nvidia.com/gpu: present}, 1 node(s) were unschedulable)"
     )
     assert table["ml/odd"][:4] == ["conflict", "2", "2", "no"]
@@ -170,8 +170,8 @@ def test_what_if_on_nodes_of_a_real_gpu_cluster(capsys, tmp_path) -> None:
     report = {g["gang"]: g for g in json.loads(out)["gangs"]}
     assert report["ai/v100-pair"]["nodes"] == {"openb-node-0023": 1, "openb-node-0247": 1}
     assert report["ai/t4-quad"]["why"] == (
-        "GangUnschedulable: needs 4 pods of 2 GPU; the free GPUs have room for 1 "
-        "(on the 1 node(s) its pods may use; 5 node(s) didn't match Pod's node affinity/selector)"
+        "GangUnschedulable: needs 4 pods of 2 GPU each; the free GPUs have room for 1 "
+        "(on the 1 node its pods may use; 5 node(s) didn't match Pod's node affinity/selector)"
     )
     assert not report["ai/wide"]["fits"]
     assert report["ai/wide"]["why"] == (

@@ -121,8 +121,8 @@ def test_selectors_and_taints_limit_the_nodes() -> None:
     decisions, waiting = decide(cluster(nodes, wants_h100 + anywhere), T0)
     assert sorted(by_gang(decisions)["h"].values()) == ["h100-0", "h100-1"]
     assert [(w.gang_key[1], w.message) for w in waiting] == [
-        ("any", "needs 2 pods of 8 GPU; the free GPUs have room for 1 "
-                "(on the 1 node(s) its pods may use; 2 node(s) had untolerated taint {h100: })")
+        ("any", "needs 2 pods of 8 GPU each; the free GPUs have room for 1 "
+                "(on the 1 node its pods may use; 2 node(s) had untolerated taint {h100: })")
     ]
     untolerated = gang("t", 1, 1, node_selector={"accel": "h100"})
     _, waiting = decide(cluster(nodes, untolerated), T0)
@@ -227,7 +227,7 @@ def test_a_starving_gang_gets_capacity_held_back_until_it_fits() -> None:
     assert by_gang(decisions) == {"small": {"ml/small-0": "nearly-full"}}
     assert {w.gang_key[1] for w in waiting} == {"big", "quarter"}
     big = next(w for w in waiting if w.gang_key[1] == "big")
-    assert big.message.endswith("capacity held back on 1 node(s)")
+    assert big.message.endswith("capacity held back on 1 node")
     # Once the running pod on the held node finishes, the starving gang goes there first.
     state = starving_cluster()
     state.apply_pod("DELETED", running("r2", "half-full", 4))

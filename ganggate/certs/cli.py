@@ -105,7 +105,7 @@ def run_inject(args: argparse.Namespace) -> int:
         print(f"error: cannot patch MutatingWebhookConfiguration {args.webhook_configuration}: "
               f"{status or ''} {reason}".rstrip(), file=sys.stderr)
         return 1
-    print(f"injected the CA into {count} webhook(s) of {args.webhook_configuration}")
+    print(f"injected the CA into {count} webhook{'' if count == 1 else 's'} of {args.webhook_configuration}")
     return 0
 
 

@@ -14,16 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, ContractError
+from ganggate.core.explain import plural
 
 GangKey = tuple[str, str]
 
 CAUSES = ("the ganggate webhook is not installed (no MutatingWebhookConfiguration), the namespace is "
           "excluded by its namespaceSelector, or its failurePolicy is Ignore and it could not be reached")
-
-
-def plural(count: int, noun: str) -> str:
-    """'1 pod', '2 pods'."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def bypass_key(pod: Any, scheduler_names: Iterable[str]) -> GangKey | None:

@@ -25,7 +25,8 @@ from typing import Any
 from ganggate.core.cluster import ClusterState
 from ganggate.controller.bindtimeout import BindTimeouts
 from ganggate.controller.config import ControllerConfig
-from ganggate.controller.bypass import BypassTracker, describe, plural
+from ganggate.controller.bypass import BypassTracker, describe
+from ganggate.core.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
 from ganggate.controller.informer import Informer
 from ganggate.kube.leader import LeaderElector

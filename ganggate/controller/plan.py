@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
+from ganggate.core.explain import plural
 
 #: The gang states the what-if reports on: every gang with a pod still gated.
 GATED_STATES = ("waiting", "partial", "started", "incomplete", "conflict")
@@ -113,7 +114,7 @@ def format_table(report: PlanReport) -> str:
     lines = [
         f"{report.nodes} nodes ({report.ready_nodes} ready, {report.free_gpus} GPUs free on schedulable nodes), "
         f"{report.pods} pods; "
-        f"{len(report.gangs)} gated gang(s), {fitting} would be released now"
+        f"{plural(len(report.gangs), 'gated gang')}, {fitting} would be released now"
         + (f"; {report.other_gangs} already released" if report.other_gangs else "")
     ]
     if not report.gangs:

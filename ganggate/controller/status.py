@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ganggate.controller.bypass import BypassTracker, describe, plural
+from ganggate.controller.bypass import BypassTracker, describe
+from ganggate.core.explain import plural
 from ganggate.core.cluster import ClusterState
 from ganggate.core.pods import parse_time
 from ganggate.core.resources import GPU

@@ -16,12 +16,17 @@ from ganggate.core.pods import PodInfo
 from ganggate.core.resources import GPU, Resources, format_amount, gpus
 
 
+def plural(count: int, noun: str) -> str:
+    """'1 pod', '2 pods': every count a user reads goes through here."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def scope_note(index: NodeIndex, rejected: Counter[str]) -> str:
     """Which nodes a shortage is about, when the pods may not use them all."""
     if not rejected:
         return ""
     reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(rejected.items()))
-    return f" (on the {len(index.members)} node(s) its pods may use; {reasons})"
+    return f" (on the {plural(len(index.members), 'node')} its pods may use; {reasons})"
 
 
 def gpu_message(gpu: int, top: int) -> str:
@@ -89,8 +94,9 @@ def contested_message(contested: Mapping[str, list[str]]) -> str:
     shown = ", ".join(pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
     nodes = ", ".join(sorted(contested)[:3]) + (" ..." if len(contested) > 3 else "")
     return (
-        f"waiting for {len(pods)} pending pod(s) ({shown}) that the scheduler may place in the "
-        f"room this gang needs on node(s) {nodes}; releasing now could leave the gang partly bound"
+        f"waiting for {plural(len(pods), 'pending pod')} ({shown}) that the scheduler may place in the "
+        f"room this gang needs on {'node' if len(contested) == 1 else 'nodes'} {nodes}; releasing now "
+        f"could leave the gang partly bound"
     )
 
 
@@ -99,7 +105,7 @@ def decision_reason(gang: Gang, placement: Mapping[str, str]) -> str:
     nodes = len(set(placement.values()))
     if gang.state == "partial":
         ids = ", ".join(gang.decision_ids()) or "?"
-        return f"finishing decision {ids}: {len(placement)} pod(s) on {nodes} node(s)"
+        return f"finishing decision {ids}: {plural(len(placement), 'pod')} on {plural(nodes, 'node')}"
     if gang.state == "started":
-        return f"{len(placement)} more pod(s) of a started gang on {nodes} node(s)"
-    return f"{len(placement)} pod(s) on {nodes} node(s)"
+        return f"{plural(len(placement), 'more pod')} of a started gang on {plural(nodes, 'node')}"
+    return f"{plural(len(placement), 'pod')} on {plural(nodes, 'node')}"

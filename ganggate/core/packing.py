@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ganggate.core.capacity import Capacity
-from ganggate.core.explain import gpu_message, no_nodes_message, scope_note, unfit_message
+from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_note, unfit_message
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import CPU, GPU, MEMORY, Resources, format_amount, gpus
@@ -113,7 +113,7 @@ def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | No
         if room == 0:
             return Unfit(gpu_message(smallest, top) + scope_note(index, capacity.rejected(gpu_pods[0])))
         return Unfit(
-            f"needs {needed_gpu_pods} pods of {format_amount(GPU, smallest)} GPU; "
+            f"needs {plural(needed_gpu_pods, 'pod')} of {format_amount(GPU, smallest)} GPU each; "
             f"the free GPUs have room for {room}" + scope_note(index, capacity.rejected(gpu_pods[0]))
         )
     return None

@@ -16,7 +16,7 @@ from ganggate.core.baseline import count_only_fits, decide_count, totals_only_fi
 from ganggate.core.capacity import Capacity
 from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import find_rivals, place_uncontested
-from ganggate.core.explain import contested_message, decision_reason
+from ganggate.core.explain import contested_message, decision_reason, plural
 from ganggate.core.gangs import Gang
 from ganggate.core.ordering import hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
@@ -90,7 +90,7 @@ def decide(
         if gang.state == "partial" or waited > starvation_seconds:
             held = hold_back(pods, capacity, need, state)
             if held > 0:
-                message += f"; waited {waited:.0f}s, capacity held back on {held} node(s)"
+                message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
             elif held < 0:
                 message += "; it would not fit even if the running pods on the nodes it may use finished"
         waiting.append(Waiting(gang.key, "GangUnschedulable", message))

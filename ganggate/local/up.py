@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ganggate.core.explain import plural
+
 from ganggate.local.parts import (ensure_namespace, make_certificates, register_webhook, start_controller,
                                   start_tls_webhook, stop_task, webhook_configuration)
 
@@ -75,8 +77,8 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
         await parts.enter_async_context(sim)
     except OSError as exc:
         raise UpError(f"cannot serve the API on 127.0.0.1:{options.port}: {_reason(exc)}") from None
-    log.info("kubesim up: API server %s with %d node(s) of %d GPU(s), scheduler and kubelet running",
-             sim.url, options.nodes, options.gpus_per_node)
+    log.info("kubesim up: API server %s with %s of %s each, scheduler and kubelet running",
+             sim.url, plural(options.nodes, "node"), plural(options.gpus_per_node, "GPU"))
     return sim
 
 
@@ -133,7 +135,7 @@ def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, c
     certs = f" (certificates in {certs_dir})" if certs_dir else ""
     return (
         "ganggate sim up: ready\n"
-        f"  API server:  {api_url} ({options.nodes} node(s), {options.gpus_per_node} GPU(s) each)\n"
+        f"  API server:  {api_url} ({plural(options.nodes, 'node')}, {plural(options.gpus_per_node, 'GPU')} each)\n"
         f"  webhook:     {webhook_url}/mutate{certs}\n"
         f"  controller:  leader of lease {lease}\n"
         f"  kubeconfig:  {kubeconfig} (left in place when stopped)\n"

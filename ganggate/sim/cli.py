@@ -72,7 +72,8 @@ def _serve(args: argparse.Namespace) -> int:
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
             kubeconfig_path=args.kubeconfig_out,
         ) as sim:
-            print(f"kubesim serving {sim.url} with {args.nodes} node(s); kubeconfig: {sim.kubeconfig}", flush=True)
+            nodes = f"{args.nodes} node" if args.nodes == 1 else f"{args.nodes} nodes"
+            print(f"kubesim serving {sim.url} with {nodes}; kubeconfig: {sim.kubeconfig}", flush=True)
             print(f"  kubectl --kubeconfig {sim.kubeconfig} get nodes", flush=True)
             await stop.wait()
 
