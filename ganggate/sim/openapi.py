@@ -160,27 +160,10 @@ def _paths(info: ResourceInfo) -> dict[str, Any]:
 
 def _reachable(roots: list[str]) -> dict[str, Any]:
     """The component schemas reachable from the roots through $ref."""
+    from ganggate.sim.openapi_gen import reachable
+
     every = schemas()
-    seen: dict[str, Any] = {}
-    stack = [r for r in roots if r in every]
-
-    def refs(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "$ref" and isinstance(value, str):
-                    stack.append(value.rsplit("/", 1)[-1])
-                else:
-                    refs(value)
-        elif isinstance(node, list):
-            for item in node:
-                refs(item)
-
-    while stack:
-        name = stack.pop()
-        if name not in seen and name in every:
-            seen[name] = every[name]
-            refs(every[name])
-    return dict(sorted(seen.items()))
+    return {name: every[name] for name in reachable(every, roots)}
 
 
 @functools.lru_cache(maxsize=None)

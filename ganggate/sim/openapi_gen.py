@@ -76,7 +76,7 @@ def reachable(definitions: dict[str, Any], roots: list[str]) -> list[str]:
     def refs(node: Any) -> None:
         if isinstance(node, dict):
             for key, value in node.items():
-                if key == "$ref":
+                if key == "$ref" and isinstance(value, str):
                     stack.append(value.rsplit("/", 1)[-1])
                 else:
                     refs(value)
@@ -86,7 +86,7 @@ def reachable(definitions: dict[str, Any], roots: list[str]) -> list[str]:
 
     while stack:
         name = stack.pop()
-        if name not in seen:
+        if name not in seen and name in definitions:
             seen.add(name)
             refs(definitions[name])
     return sorted(seen)
