@@ -132,6 +132,7 @@ class PodRecord:
     node: str | None = None
     last: dict = field(default_factory=dict)
     deleted: bool = False
+    seq_deleted: int | None = None
 
 
 class PodLog:
@@ -170,6 +171,8 @@ class PodLog:
         rec = self.records.setdefault(key, PodRecord())
         rec.last = pod
         rec.deleted = deleted
+        if deleted:
+            rec.seq_deleted = self.seq
         gated = is_gated(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         if not gated and rec.seq_ungated is None:

@@ -45,6 +45,16 @@ def test_terminating_members_hold_gpus_and_keep_a_gang_from_counting_as_whole():
     assert partly_bound(pods)
 
 
+def test_a_gang_restarted_whole_is_whole_though_a_pod_of_its_last_run_still_terminates():
+    pods = [pod("old", node="dead", phase="Running", terminating=True),
+            pod("a", node="n0", phase="Running"), pod("b", node="n1", phase="Running")]
+    state = gang_states(pods)["default/g"]
+    assert state.whole_running and partly_bound(pods) == [] and incomplete_gpus(pods) == 0
+    restarting = [pod("old", node="n0", phase="Running", terminating=True), pod("a", gated=True), pod("b", gated=True)]
+    assert gang_states(restarting)["default/g"].waiting and partly_bound(restarting) == []
+    assert incomplete_gpus(restarting) == 4
+
+
 def test_min_available_succeeded_members_and_other_schedulers():
     elastic = [pod("a", "e", 3, node="n0", phase="Running", min_available=2),
                pod("b", "e", 3, node="n0", phase="Running", min_available=2),

@@ -12,8 +12,10 @@ done its share (a gang finishing pod by pod is not broken).
   not terminating, or Succeeded;
 - **incomplete GPUs**: GPUs held by the holding pods of gangs that are not complete: GPUs
   bound to a job that cannot compute;
-- **whole or waiting**: a complete gang with every holding pod Running and none terminating,
-  or a gang none of whose pods holds anything. Anything else is partly bound.
+- **whole or waiting**: a complete gang all of whose bound, not-terminating pods are Running,
+  or a gang none of whose pods is bound but those terminating. Anything else is partly bound.
+  A terminating pod is on its way out (a restart, an eviction, a node lost for good): its
+  GPUs count as held, but it is not part of the gang's shape.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class GangState:
     running: int  # Running and not terminating
     succeeded: int
     terminating: int
+    terminating_bound: int
     gated: int
     holding_gpus: int
 
@@ -59,11 +62,11 @@ class GangState:
 
     @property
     def whole_running(self) -> bool:
-        return self.complete and self.holding == self.running and not self.terminating
+        return self.complete and self.holding - self.terminating_bound == self.running
 
     @property
     def waiting(self) -> bool:
-        return self.holding == 0
+        return self.holding == self.terminating_bound
 
     def describe(self) -> str:
         return (f"gang {self.key}: {self.holding} of {self.pods} live pods bound ({self.running} running, "
@@ -91,7 +94,8 @@ def gang_states(pods: Iterable[Mapping], scheduler: str = SCHEDULER) -> dict[str
         size = _int(ann.get(GROUP_POD_NUM), 1)
         t = tallies.setdefault(key, {"ns": meta.get("namespace", "default"), "name": ann[GROUP_NAME], "size": size,
                                      "min": _int(ann.get(GROUP_MIN_AVAILABLE), size), "pods": 0, "holding": 0,
-                                     "running": 0, "succeeded": 0, "terminating": 0, "gated": 0, "gpus": 0})
+                                     "running": 0, "succeeded": 0, "terminating": 0, "tbound": 0, "gated": 0,
+                                     "gpus": 0})
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if phase == "Succeeded":
             t["succeeded"] += 1
@@ -103,10 +107,11 @@ def gang_states(pods: Iterable[Mapping], scheduler: str = SCHEDULER) -> dict[str
         t["gated"] += bool(spec.get("schedulingGates"))
         if spec.get("nodeName"):
             t["holding"] += 1
+            t["tbound"] += terminating
             t["gpus"] += pod_requests(pod).get(GPU, 0) // 1000
             t["running"] += phase == "Running" and not terminating
     return {key: GangState(t["ns"], t["name"], t["size"], t["min"], t["pods"], t["holding"], t["running"],
-                           t["succeeded"], t["terminating"], t["gated"], t["gpus"])
+                           t["succeeded"], t["terminating"], t["tbound"], t["gated"], t["gpus"])
             for key, t in tallies.items()}
 
 
