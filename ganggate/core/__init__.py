@@ -5,13 +5,17 @@ Lowest first (each module imports only those above it in this list):
   nodematch   which nodes a pod may use (selector, affinity, taints, readiness, cordon)
   pods        PodInfo: one pod as the controller sees it
   gangs       Gang: the pods of one gang and the state they add up to
+  losses      MemberLoss: a released gang member that stopped being one, and why
   cluster     ClusterState: nodes, their use, gangs and promises, fed by watch events
   outcome     Decision, Waiting, Unfit: what a round returns
   capacity    Capacity: the nodes' free capacity as a round uses it up, indexed for best fit
   explain     the messages a user reads: why a gang does not fit, what it waits for
   packing     plan_gang: place one gang's pods, or say why not
+  lifecycle   after admission: room of terminating pods, what a member loss means, timeouts
   contention  keep a gang out of room a pending pod may bind into first
   ordering    priority/age order of a round, and the hold-back for a starving gang
+  reservation room a preemptor holds while its victims leave (read from its pods)
+  preemption  which whole lower-priority gangs a waiting gang may evict to fit
   baseline    the count-only policy and the checks the planner is measured against
   planner     decide(): one round over the cluster; re-exports the public names
   snapshot    reading node/pod snapshots (kubectl -o json/yaml) and making test objects

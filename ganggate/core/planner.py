@@ -18,9 +18,11 @@ from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import find_rivals, place_uncontested
 from ganggate.core.explain import contested_message, decision_reason, plural
 from ganggate.core.gangs import Gang
+from ganggate.core.lifecycle import waits_for_terminating
 from ganggate.core.ordering import hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
+from ganggate.core.reservation import active_reservations, hold, place_reserved
 from ganggate.core.resources import gpus
 
 __all__ = [
@@ -60,6 +62,9 @@ def decide(
         decisions, unfit = decide_count(state, rolls + rest)
         return decisions, waiting + unfit
     capacity = Capacity.from_state(state)
+    reserved = active_reservations(state, now)  # room preemptors hold (core.reservation)
+    for reservation in reserved.values():
+        hold(capacity, state, reservation)
     rivals = find_rivals(state)
     decisions: list[Decision] = []
     for gang in rolls + rest:
@@ -73,6 +78,15 @@ def decide(
             need = 1
         else:
             need = min(gang.spec.min_available, len(pods))
+        if gang.key in reserved:
+            hold(capacity, state, reserved[gang.key], -1)
+            result, _ = place_reserved(pods, capacity, need, reserved[gang.key], rivals, state)
+            if isinstance(result, Unfit):
+                hold(capacity, state, reserved[gang.key])
+                waiting.append(Waiting(gang.key, "GangWaiting", result.message))
+            else:
+                decisions.append(Decision(gang.key, dict(result), decision_reason(gang, result)))
+            continue
         result, contested = place_uncontested(pods, capacity, need, rivals)
         if not isinstance(result, Unfit):
             decisions.append(Decision(gang.key, dict(result), decision_reason(gang, result), gang.state == "partial"))
@@ -83,7 +97,9 @@ def decide(
             continue
         if gang.state == "started":
             continue  # extras wait quietly until one fits
-        message = result.message
+        message, reason = result.message, "GangUnschedulable"
+        if (held_by_going := waits_for_terminating(pods, capacity, need, state)) is not None:
+            message, reason = f"{held_by_going} ({message})", "GangWaiting"
         if gang.state == "partial":
             message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
         waited = now - (gang.complete_since if gang.complete_since is not None else now)
@@ -93,5 +109,5 @@ def decide(
                 message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
             elif held < 0:
                 message += "; it would not fit even if the running pods on the nodes it may use finished"
-        waiting.append(Waiting(gang.key, "GangUnschedulable", message))
+        waiting.append(Waiting(gang.key, reason, message))
     return decisions, waiting

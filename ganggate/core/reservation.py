@@ -1,0 +1,141 @@
+"""Room reserved for a gang that preempted others, read back from its pods' annotation.
+
+Before it evicts anything, the controller writes `PREEMPTION_ANNOTATION` on every pod of the
+preemptor: {"id", "time", "until", "nodes": {pod name: node}, "victims": ["ns/gang", ...]}.
+While the gang still waits and `until` has not passed, a round holds its pods' requests on
+those nodes out of every other gang's capacity, as `ordering.hold_back` holds room for a
+starving gang (free goes negative until the victims are gone), and plans the gang itself onto
+them first. Kept in the pods, the reservation outlives a restart and `ganggate status` reads
+it. Pure: no I/O, no clock of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ganggate.core.capacity import Capacity
+from ganggate.core.cluster import ClusterState
+from ganggate.core.contention import Rivals, contested_nodes, place_uncontested
+from ganggate.core.explain import plural
+from ganggate.core.gangs import Gang, GangKey
+from ganggate.core.outcome import Unfit
+from ganggate.core.pods import PodInfo, parse_time
+from ganggate.core.resources import fits
+
+PREEMPTION_ANNOTATION = "ganggate.io/preemption"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Room a preemptor's pods hold on the nodes its victims leave, until `until`."""
+
+    gang_key: GangKey
+    id: str
+    time: float
+    until: float
+    placement: dict[str, str]  # pod key -> node
+    victims: tuple[str, ...]
+
+
+def annotation_value(reservation_id: str, time: str, until: str, placement: Mapping[str, str],
+                     victims: Sequence[str]) -> str:
+    """The annotation's JSON (placement by pod key; the annotation names pods within the namespace)."""
+    nodes = {key.partition("/")[2]: node for key, node in sorted(placement.items())}
+    return json.dumps({"id": reservation_id, "time": time, "until": until, "nodes": nodes,
+                       "victims": list(victims)}, separators=(",", ":"))
+
+
+def _read(pod: PodInfo) -> dict | None:
+    raw = ((pod.raw.get("metadata") or {}).get("annotations") or {}).get(PREEMPTION_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("nodes"), dict) or not value.get("id"):
+        return None
+    return value
+
+
+def read_reservation(gang: Gang) -> Reservation | None:
+    """The newest reservation recorded on the gang's live pods, if any."""
+    best: dict | None = None
+    for pod in gang.pods.values():
+        if pod.terminated:
+            continue
+        value = _read(pod)
+        if value is not None and (best is None or parse_time(value.get("time")) > parse_time(best.get("time"))):
+            best = value
+    if best is None:
+        return None
+    ns = gang.namespace
+    placement = {f"{ns}/{name}": node for name, node in best["nodes"].items()
+                 if isinstance(name, str) and isinstance(node, str) and f"{ns}/{name}" in gang.pods}
+    victims = tuple(v for v in best.get("victims") or [] if isinstance(v, str))
+    return Reservation(gang.key, str(best["id"]), parse_time(best.get("time")), parse_time(best.get("until")),
+                       placement, victims)
+
+
+def active_reservations(state: ClusterState, now: float) -> dict[GangKey, Reservation]:
+    """Reservations of gangs still waiting whose time has not run out."""
+    out: dict[GangKey, Reservation] = {}
+    for gang in state.gangs.values():
+        if gang.state != "waiting":
+            continue
+        reservation = read_reservation(gang)
+        if reservation is not None and reservation.until > now and reservation.placement:
+            out[gang.key] = reservation
+    return out
+
+
+def hold(capacity: Capacity, state: ClusterState, reservation: Reservation, sign: int = 1) -> None:
+    """Take the reserved pods' requests from their nodes (sign=-1 gives them back)."""
+    for key, node in reservation.placement.items():
+        pod = state.pods.get(key)
+        if pod is not None and node in capacity.free:
+            capacity.take(node, pod.request, sign)
+
+
+def place_reserved(pods: Sequence[PodInfo], capacity: Capacity, need: int, reservation: Reservation,
+                   rivals: Rivals, state: ClusterState) -> tuple[dict[str, str] | Unfit, bool]:
+    """Plan a preemptor whose reservation has been given back to `capacity`: onto its reserved
+    nodes when every pod fits there (uncontested), else wherever it fits now. Returns the
+    placement (taken from capacity) or why it waits, and whether the reserved nodes were used."""
+    by_key = {p.key: p for p in pods}
+    chosen = [key for key in reservation.placement if key in by_key][:need] if need else []
+    if len(chosen) >= need:
+        taken: list[tuple[str, str]] = []
+        for key in chosen:
+            node = reservation.placement[key]
+            if node not in capacity.free or not fits(by_key[key].request, capacity.free[node]):
+                break
+            capacity.take(node, by_key[key].request)
+            taken.append((key, node))
+        placement = dict(taken)
+        if len(taken) == len(chosen) and not contested_nodes(placement, by_key, capacity, rivals):
+            return placement, True
+        for key, node in taken:
+            capacity.take(node, by_key[key].request, -1)
+    result, _ = place_uncontested(pods, capacity, need, rivals)
+    if not isinstance(result, Unfit):
+        return result, False
+    return Unfit(waiting_message(reservation, state)), False
+
+
+def waiting_message(reservation: Reservation, state: ClusterState) -> str:
+    """What a preemptor waiting for its room says (its Event, and `ganggate status`)."""
+    nodes = sorted(set(reservation.placement.values()))
+    on = set(nodes)
+    leaving = sum(1 for p in state.pods.values() if p.node_name in on and not p.terminated and terminating(p))
+    victims = ", ".join(reservation.victims) or "lower-priority pods"
+    return (f"preempting {victims} (preemption {reservation.id}): room reserved on "
+            f"{plural(len(nodes), 'node')} ({', '.join(nodes)}); waiting for {plural(leaving, 'pod')} "
+            f"there to finish")
+
+
+def terminating(pod: PodInfo) -> bool:
+    """Deleted, still running out its grace period (deletionTimestamp set)."""
+    return bool((pod.raw.get("metadata") or {}).get("deletionTimestamp"))
