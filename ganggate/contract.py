@@ -14,6 +14,12 @@ from typing import Mapping
 GROUP_NAME = "scheduling.k8s.io/group-name"
 GROUP_POD_NUM = "scheduling.k8s.io/group-pod-num"
 GROUP_MIN_AVAILABLE = "scheduling.k8s.io/group-min-available"
+#: Optional: seconds a complete gang may wait before the controller reports it timed out
+#: (one Warning Event GangTimedOut; nothing is deleted).
+GROUP_TIMEOUT_SECONDS = "scheduling.k8s.io/group-timeout-seconds"
+#: The label the controller adds to a gang's pods when it releases them (the selector of the
+#: gang's PodDisruptionBudget) and to the budgets it makes; its value is `gang_label_value`.
+GANG_LABEL = "ganggate.io/gang"
 GATE_NAME = "scheduling.k8s.io/group-gate"
 #: The controller's record of a release, written on each pod it releases (JSON: id, time, node,
 #: gang, pods); a later run (after a crash, or another replica) reads it back to finish that
@@ -21,7 +27,9 @@ GATE_NAME = "scheduling.k8s.io/group-gate"
 DECISION_ANNOTATION = "ganggate.io/decision"
 
 #: Annotations that are immutable once a pod exists.
-GANG_ANNOTATIONS = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE)
+GANG_ANNOTATIONS = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, GROUP_TIMEOUT_SECONDS)
+#: The largest group-timeout-seconds accepted: one year.
+MAX_TIMEOUT_SECONDS = 365 * 24 * 3600
 
 DEFAULT_MAX_POD_NUM = 10000
 DEFAULT_SCHEDULER_NAMES = ("default-scheduler",)
@@ -81,7 +89,8 @@ def parse_gang(
     num = annotations.get(GROUP_POD_NUM)
     min_av = annotations.get(GROUP_MIN_AVAILABLE)
     if name is None:
-        present = GROUP_POD_NUM if num is not None else GROUP_MIN_AVAILABLE
+        present = next(key for key in (GROUP_POD_NUM, GROUP_MIN_AVAILABLE, GROUP_TIMEOUT_SECONDS)
+                       if key in annotations)
         return ContractError(GROUP_NAME, None, f"is required when {present} is set")
     if num is None:
         return ContractError(GROUP_POD_NUM, None, f"is required when {GROUP_NAME} is set")
@@ -97,6 +106,9 @@ def parse_gang(
         return ContractError(
             GROUP_POD_NUM, num, f"must be a plain decimal integer from 1 to {max_pod_num}"
         )
+    timeout = parse_timeout(annotations)
+    if isinstance(timeout, ContractError):
+        return timeout
     if min_av is None:
         return GangSpec(name=name, pod_num=pod_num, min_available=pod_num)
     min_available = _parse_count(min_av, pod_num)
@@ -107,6 +119,25 @@ def parse_gang(
             f"must be a plain decimal integer from 1 to {GROUP_POD_NUM} ({pod_num})",
         )
     return GangSpec(name=name, pod_num=pod_num, min_available=min_available)
+
+
+def parse_timeout(annotations: Mapping[str, str] | None) -> int | ContractError | None:
+    """The pod's group-timeout-seconds: None when absent, else a positive integer of seconds
+    up to MAX_TIMEOUT_SECONDS, or a ContractError (the webhook denies such a pod)."""
+    value = (annotations or {}).get(GROUP_TIMEOUT_SECONDS)
+    if value is None:
+        return None
+    seconds = _parse_count(value, MAX_TIMEOUT_SECONDS)
+    if seconds is None:
+        return ContractError(
+            GROUP_TIMEOUT_SECONDS, value, f"must be a plain decimal integer of seconds from 1 to {MAX_TIMEOUT_SECONDS}"
+        )
+    return seconds
+
+
+def gang_label_value(name: str) -> str:
+    """The GANG_LABEL value of a gang: its name (a DNS-1123 label, so a valid label value)."""
+    return name
 
 
 def _parse_count(value: object, maximum: int) -> int | None:

@@ -6,7 +6,12 @@ pods released by ganggate but not yet bound (`promised`). Each event costs O(one
 gang); nothing is ever recomputed for the whole cluster. Pure: no I/O, no clock of its own.
 
 What the scheduler counts on a node follows its NodeInfo (pkg/scheduler/framework/types.go):
-every pod with spec.nodeName set that has not Succeeded or Failed, whatever its scheduler.
+every pod with spec.nodeName set that has not Succeeded or Failed, whatever its scheduler,
+including a pod being deleted (a deletionTimestamp): its room is free only once it is gone
+(or has reached a terminal phase), so nothing is promised on it until then.
+
+Released gang members that stop being members (failed, deleted, ...) are recorded once each
+as `MemberLoss`es in `losses`, for the shell to take (`take_losses`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.gangs import Gang, GangKey
+from ganggate.core.losses import MemberLoss, loss_of, losses_after_relist
 from ganggate.core.nodematch import node_hostname, node_is_cordoned, node_is_ready
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
@@ -83,6 +89,11 @@ class ClusterState:
         #: Pods any scheduler may bind at any moment (unbound, ungated, alive), by key: the
         #: planner keeps a gang out of room such a pod could take first (see planner).
         self.pending: dict[str, PodInfo] = {}
+        #: Bound pods being deleted (a deletionTimestamp, not yet terminated), by key: they
+        #: still hold their node's room (see lifecycle.waits_for_terminating).
+        self.terminating: dict[str, PodInfo] = {}
+        #: Members lost since the shell last took them (take_losses).
+        self.losses: list[MemberLoss] = []
         # Per node name, kept while the node object is missing (events come in any order).
         self._used: dict[str, Resources] = {}
         self._promised: dict[str, Resources] = {}
@@ -112,6 +123,7 @@ class ClusterState:
         still there unbound are kept; the rest end."""
         old_promises = self.promises
         self.nodes, self.pods, self.gangs, self.promises, self.pending = {}, {}, {}, {}, {}
+        self.terminating = {}
         self._used, self._promised = {}, {}
         for node in nodes:
             self._upsert_node(node)
@@ -127,6 +139,12 @@ class ClusterState:
             self._rebuild_promise(pod)
         for key in touched:
             self._refresh_gang(key)
+        self.losses = losses_after_relist(self.gangs)
+
+    def take_losses(self) -> list[MemberLoss]:
+        """The members lost since the last call (each loss is reported once)."""
+        losses, self.losses = self.losses, []
+        return losses
 
     def apply_node(self, event_type: str, node: dict) -> None:
         """A node ADDED, MODIFIED or DELETED."""
@@ -144,10 +162,14 @@ class ClusterState:
         old = self.pods.get(key)
         if old is not None:
             self._remove_pod(old, touched)
-        if event_type == "DELETED":
+        info = None if event_type == "DELETED" else PodInfo.from_pod(pod, self.max_pod_num)
+        if old is not None and (gang_key := self.gang_of(old)) is not None:
+            loss = loss_of(gang_key, old, info if info is None or info.uid == old.uid else None)
+            if loss is not None:
+                self.losses.append(loss)
+        if info is None:
             self._end_promise(key)
         else:
-            info = PodInfo.from_pod(pod, self.max_pod_num)
             self._add_pod(info, touched)
             promise = self.promises.get(key)
             if promise is not None and (promise.uid != info.uid or not self._awaits_binding(info)):
@@ -217,6 +239,8 @@ class ClusterState:
         self.pods[info.key] = info
         if info.schedulable_pending:
             self.pending[info.key] = info
+        if info.terminating and info.node_name and not info.terminated:
+            self.terminating[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
         gang_key = self.gang_of(info)
@@ -230,6 +254,7 @@ class ClusterState:
     def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods.pop(info.key, None)
         self.pending.pop(info.key, None)
+        self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, -1)
         gang_key = self.gang_of(info)
@@ -248,7 +273,7 @@ class ClusterState:
 
     @staticmethod
     def _awaits_binding(pod: PodInfo) -> bool:
-        return not pod.node_name and not pod.terminated
+        return not pod.node_name and pod.member
 
     def _hold(self, promise: Promise) -> None:
         self.promises[promise.pod_key] = promise

@@ -26,8 +26,13 @@ STATES = ("incomplete", "conflict", "waiting", "partial", "started", "released",
 class Gang:
     """The pods of one gang and what they add up to.
 
+    Members are the pods neither terminated (Succeeded/Failed) nor being deleted (a
+    deletionTimestamp): a pod on its way out no longer counts toward its gang, so that the
+    replacements its owner creates make the gang whole again (it still holds its node's room,
+    see ClusterState). "live" below means members.
+
     state:
-      incomplete  fewer than group-pod-num non-terminated pods exist, none released
+      incomplete  fewer than group-pod-num live pods exist, none released
       conflict    the pods disagree on group-pod-num or group-min-available
       waiting     complete, every pod still gated
       partial     some pods released, fewer than min-available, and gated pods remain:
@@ -52,7 +57,8 @@ class Gang:
     # Running tallies (see the module docstring).
     _live: int = field(default=0, repr=False)
     _gated_live: int = field(default=0, repr=False)
-    _released: int = field(default=0, repr=False)  # pods of any phase without the gate
+    _released: int = field(default=0, repr=False)  # live pods without the gate
+    _released_any: int = field(default=0, repr=False)  # pods of any phase without the gate
     _released_unbound_live: int = field(default=0, repr=False)
     _live_created: list[float] = field(default_factory=list, repr=False)  # sorted
     _live_priorities: Counter = field(default_factory=Counter, repr=False)
@@ -76,9 +82,11 @@ class Gang:
 
     def _tally(self, pod: PodInfo, sign: int) -> None:
         if not pod.gated:
-            self._released += sign
-        if pod.terminated:
+            self._released_any += sign
+        if not pod.member:
             return
+        if not pod.gated:
+            self._released += sign
         self._live += sign
         if sign > 0:
             bisect.insort(self._live_created, pod.created)
@@ -93,19 +101,24 @@ class Gang:
             self._released_unbound_live += sign
 
     def live_pods(self) -> list[PodInfo]:
-        """Pods not yet Succeeded/Failed."""
-        return [p for p in self.pods.values() if not p.terminated]
+        """Members: pods not yet Succeeded/Failed and not being deleted."""
+        return [p for p in self.pods.values() if p.member]
 
     def gated_pods(self) -> list[PodInfo]:
         """Live pods still behind ganggate's gate, oldest first (then by name)."""
         return sorted(
-            (p for p in self.pods.values() if p.gated and not p.terminated),
+            (p for p in self.pods.values() if p.gated and p.member),
             key=lambda p: (p.created, p.key),
         )
 
     def released_pods(self) -> list[PodInfo]:
-        """Pods (of any phase) whose gate has been removed."""
-        return [p for p in self.pods.values() if not p.gated]
+        """Live pods whose gate has been removed."""
+        return [p for p in self.pods.values() if not p.gated and p.member]
+
+    @property
+    def released_count(self) -> int:
+        """How many live pods are released."""
+        return self._released
 
     @property
     def live_count(self) -> int:
@@ -124,11 +137,11 @@ class Gang:
         return f"{self._live} of {want} pods exist"
 
     def decision_ids(self) -> list[str]:
-        """Ids of the decisions recorded on the released pods, sorted."""
+        """Ids of the decisions recorded on the live released pods, sorted."""
         ids = {
             str(p.decision.get("id"))
             for p in self.pods.values()
-            if isinstance(p.decision, dict) and p.decision.get("id") is not None
+            if p.member and isinstance(p.decision, dict) and p.decision.get("id") is not None
         }
         return sorted(ids)
 
@@ -159,7 +172,11 @@ class Gang:
         if self.spec is None:
             return "incomplete"
         if not self._released:
-            return "waiting" if self._live >= self.spec.pod_num else "incomplete"
+            if self._live >= self.spec.pod_num:
+                return "waiting"
+            if not self._live and self._released_any:
+                return "running"  # all done (Succeeded/Failed/going): as it was when last seen
+            return "incomplete"
         if self._gated_live:
             return "partial" if self._released < self.spec.min_available else "started"
         return "released" if self._released_unbound_live else "running"

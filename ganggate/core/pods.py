@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping
 
-from ganggate.contract import DECISION_ANNOTATION, DEFAULT_MAX_POD_NUM, ContractError, GangSpec, has_gate, parse_gang
+from ganggate.contract import (
+    DECISION_ANNOTATION,
+    DEFAULT_MAX_POD_NUM,
+    ContractError,
+    GangSpec,
+    has_gate,
+    parse_gang,
+    parse_timeout,
+)
 from ganggate.core.nodematch import selection_key
 from ganggate.core.resources import Resources, pod_requests
 
@@ -40,6 +48,18 @@ def _decision(annotations: Mapping[str, str]) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _disruption(pod: Mapping) -> str | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            return str(cond.get("reason") or "Disrupted")
+    return None
+
+
+def _timeout(annotations: Mapping[str, str]) -> int | None:
+    value = parse_timeout(annotations)
+    return value if isinstance(value, int) else None
+
+
 @dataclass
 class PodInfo:
     """What the controller needs to know of one pod."""
@@ -63,6 +83,17 @@ class PodInfo:
     constraint_key: str = ""
     #: Any scheduling gate at all (ganggate's or another system's, e.g. Kueue's).
     has_gates: bool = False
+    #: metadata.deletionTimestamp is set: the pod is going away (graceful deletion). Until the
+    #: DELETED event a bound one still holds its requests on its node, as the scheduler counts
+    #: it (its NodeInfo keeps every assigned pod until the pod object is gone), but it is no
+    #: longer a member of its gang: a replacement may already exist.
+    terminating: bool = False
+    #: The reason of the pod's DisruptionTarget condition (status True), when it has one:
+    #: PreemptionByScheduler, DeletionByTaintManager, EvictionByEvictionAPI, DeletionByPodGC,
+    #: TerminationByKubelet (k8s.io/api/core/v1 DisruptionTarget reasons).
+    disruption: str | None = None
+    #: group-timeout-seconds, when valid and set.
+    timeout_seconds: int | None = None
 
     @property
     def terminated(self) -> bool:
@@ -96,9 +127,18 @@ class PodInfo:
             raw=pod,
             constraint_key=selection_key(pod),
             has_gates=bool(spec.get("schedulingGates")),
+            terminating=bool(meta.get("deletionTimestamp")),
+            disruption=_disruption(pod),
+            timeout_seconds=_timeout(annotations),
         )
 
     @property
+    def member(self) -> bool:
+        """Counts toward its gang: neither terminated nor being deleted."""
+        return not self.terminated and not self.terminating
+
+    @property
     def schedulable_pending(self) -> bool:
-        """Unbound, ungated and alive: a scheduler may bind it at any moment."""
-        return not self.node_name and not self.has_gates and not self.terminated
+        """Unbound, ungated, alive and not being deleted (the scheduler skips a pod with a
+        deletionTimestamp): a scheduler may bind it at any moment."""
+        return not self.node_name and not self.has_gates and self.member

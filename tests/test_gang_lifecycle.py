@@ -1,0 +1,146 @@
+"""A gang's life after admission, in the pure core: terminating pods hold room, members lost,
+gangs that wait too long, the timeout annotation."""
+
+from __future__ import annotations
+
+import pytest
+
+from ganggate.contract import GROUP_TIMEOUT_SECONDS, ContractError, parse_gang, parse_timeout
+from ganggate.core.cluster import ClusterState
+from ganggate.core.lifecycle import gangs_timed_out, judge_loss
+from ganggate.core.planner import decide
+from ganggate.core.snapshot import make_node, make_pod
+
+T0 = 1704067200.0  # 2024-01-01T00:00:00Z
+GANG = ("default", "next")
+
+
+def terminating(pod: dict, reason: str | None = None) -> dict:
+    pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
+    pod["metadata"]["deletionGracePeriodSeconds"] = 30
+    if reason:
+        pod.setdefault("status", {}).setdefault("conditions", []).append(
+            {"type": "DisruptionTarget", "status": "True", "reason": reason})
+    return pod
+
+
+def released(name: str, gang: str = "old", n: int = 2, node: str | None = "n1", phase: str = "Running",
+             owner: str | None = "job", min_available: int | None = None) -> dict:
+    return make_pod(name, gang=gang, pod_num=n, min_available=min_available, gpus=4, gated=False,
+                    node_name=node, phase=phase, owner=owner,
+                    decision={"id": "d1", "time": "2024-01-01T00:00:00Z", "node": "n1", "gang": f"default/{gang}",
+                              "pods": n})
+
+
+def test_a_terminating_pod_holds_its_room_and_the_gang_that_needs_it_waits_saying_so() -> None:
+    state = ClusterState()
+    going = terminating(make_pod("old-0", gpus=8, node_name="n1", phase="Running"))
+    state.reset([make_node("n1", gpus=8)], [going])
+    state.apply_pod("ADDED", make_pod("next-0", gang="next", pod_num=1, gpus=8))
+    decisions, waitings = decide(state, T0)
+    assert decisions == []
+    [waiting] = [w for w in waitings if w.gang_key == GANG]
+    assert waiting.event_reason == "GangWaiting"
+    assert "waiting for 1 terminating pod to go from 1 node (n1)" in waiting.message
+    # Once the pod is gone, the room is the gang's.
+    state.apply_pod("DELETED", going)
+    decisions, _ = decide(state, T0)
+    assert [d.placement for d in decisions] == [{"default/next-0": "n1"}]
+
+
+def test_a_gang_that_would_not_fit_even_without_the_terminating_pods_is_unschedulable() -> None:
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=8)], [terminating(make_pod("old-0", gpus=2, node_name="n1", phase="Running"))])
+    state.apply_pod("ADDED", make_pod("next-0", gang="next", pod_num=1, gpus=16))
+    _, waitings = decide(state, T0)
+    assert [w.event_reason for w in waitings if w.gang_key == GANG] == ["GangUnschedulable"]
+
+
+def test_pods_being_deleted_are_not_members_so_replacements_make_the_gang_whole() -> None:
+    state = ClusterState()
+    old = [terminating(released(f"w-{i}", gang="next")) for i in range(2)]
+    state.reset([make_node("n1", gpus=8), make_node("n2", gpus=8)], old)
+    for i in range(2):
+        state.apply_pod("ADDED", make_pod(f"w-new-{i}", gang="next", pod_num=2, gpus=4, owner="job"))
+    gang = state.gangs[GANG]
+    assert gang.state == "waiting" and gang.live_count == 2
+    decisions, _ = decide(state, T0)
+    # n1 is still held by the terminating pods: the new pods go to n2.
+    assert [set(d.placement.values()) for d in decisions] == [{"n2"}]
+
+
+def test_a_failed_member_is_a_loss_once_and_a_restart_deletes_only_owned_released_pods() -> None:
+    state = ClusterState()
+    pods = [released("w-0", gang="train", n=3), released("w-1", gang="train", n=3),
+            released("w-2", gang="train", n=3, owner=None)]
+    state.reset([make_node("n1", gpus=16)], pods)
+    assert state.take_losses() == []
+    state.apply_pod("MODIFIED", released("w-0", gang="train", n=3, phase="Failed"))
+    state.apply_pod("MODIFIED", released("w-0", gang="train", n=3, phase="Failed"))  # a repeat
+    [loss] = state.take_losses()
+    assert (loss.pod_key, loss.cause, loss.decision_id) == ("default/w-0", "Failed", "d1")
+    breakage = judge_loss(state, loss)
+    assert breakage.below_min and (breakage.left, breakage.min_available) == (2, 3)
+    assert [p.name for p in breakage.to_delete] == ["w-1"] and [p.name for p in breakage.bare] == ["w-2"]
+    text = breakage.message("restart")
+    assert "lost pod w-0 (Failed: failed)" in text and "deleting 1 pod" in text and "1 pod without an owning" in text
+    assert "not restarted (--on-member-loss=none)" in breakage.message("none")
+
+
+def test_the_cause_is_the_disruption_target_reason_and_deletion_is_seen_once() -> None:
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=16)], [released("w-0"), released("w-1")])
+    state.apply_pod("MODIFIED", terminating(released("w-1"), "PreemptionByScheduler"))
+    state.apply_pod("DELETED", terminating(released("w-1"), "PreemptionByScheduler"))
+    [loss] = state.take_losses()
+    assert loss.cause == "PreemptionByScheduler" and "preempted" in loss.cause_text
+    state.apply_pod("DELETED", released("w-0"))  # gone without a terminating step
+    assert [x.cause for x in state.take_losses()] == ["Deleted"]
+
+
+def test_success_and_gated_pods_are_not_losses_and_an_extra_lost_does_not_break_the_gang() -> None:
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=16)], [released(f"w-{i}", n=3, min_available=2) for i in range(3)])
+    state.apply_pod("MODIFIED", released("w-0", n=3, min_available=2, phase="Succeeded"))
+    assert state.take_losses() == []
+    state.apply_pod("MODIFIED", released("w-1", n=3, min_available=2, phase="Failed"))
+    [loss] = state.take_losses()
+    breakage = judge_loss(state, loss)
+    assert not breakage.below_min and breakage.to_delete == []  # w-0 succeeded, w-2 runs: 2 of 2
+    state.apply_pod("DELETED", make_pod("g", gang="old", pod_num=3))  # never seen: nothing
+    assert state.take_losses() == []
+
+
+def test_a_relist_finds_a_gang_still_broken_but_not_one_healed_or_restarted() -> None:
+    state = ClusterState()
+    nodes = [make_node("n1", gpus=16)]
+    state.reset(nodes, [released("w-0", phase="Failed"), released("w-1")])
+    assert [(x.pod_key, x.cause) for x in state.take_losses()] == [("default/w-0", "Failed")]
+    state.reset(nodes, [released("w-0", phase="Failed"), terminating(released("w-1"))])
+    assert state.take_losses() == []  # already being restarted: no live member left
+
+
+def test_timeouts_parse_and_bad_values_are_refused() -> None:
+    base = {"scheduling.k8s.io/group-name": "g", "scheduling.k8s.io/group-pod-num": "2"}
+    assert parse_timeout({**base, GROUP_TIMEOUT_SECONDS: "600"}) == 600
+    assert parse_timeout(base) is None
+    for bad in ("0", "-5", "1.5", "ten", "0600", str(10**12)):
+        error = parse_gang({**base, GROUP_TIMEOUT_SECONDS: bad})
+        assert isinstance(error, ContractError) and error.annotation == GROUP_TIMEOUT_SECONDS
+        assert "must be a plain decimal integer of seconds" in error.message()
+    lone = parse_gang({GROUP_TIMEOUT_SECONDS: "60"})
+    assert isinstance(lone, ContractError) and "is required when scheduling.k8s.io/group-timeout-seconds" in lone.message()
+
+
+@pytest.mark.parametrize("pod_num,exist", [(2, 2), (3, 2)])
+def test_a_gang_waiting_past_its_timeout_is_reported(pod_num: int, exist: int) -> None:
+    state = ClusterState()
+    pods = []
+    for i in range(exist):
+        pod = make_pod(f"w-{i}", gang="big", pod_num=pod_num, gpus=16)
+        pod["metadata"]["annotations"][GROUP_TIMEOUT_SECONDS] = "600"
+        pods.append(pod)
+    state.reset([make_node("n1", gpus=8)], pods)
+    assert gangs_timed_out(state.gangs, T0 + 600) == []
+    assert gangs_timed_out(state.gangs, T0 + 601) == [(("default", "big"), 600)]
+    assert gangs_timed_out(state.gangs, T0 + 601, skip=[("default", "big")]) == []
