@@ -29,6 +29,16 @@ def register(subparsers: Any) -> None:
                      help="how long capacity stays promised to a released pod (default 120)")
     ctl.add_argument("--starvation-seconds", type=float, default=300.0, metavar="SECONDS",
                      help="after this long complete and waiting, a gang gets capacity held back (default 300)")
+    ctl.add_argument("--preemption", choices=["gang", "off"], default="gang",
+                     help="gang: a complete gang that fits nowhere evicts the cheapest set of whole gangs of "
+                     "lower priority (through the Eviction API) and is released into their room (default); "
+                     "off: never evict")
+    ctl.add_argument("--preempt-bare-pods", action="store_true",
+                     help="also preempt pods without an owning controller (nothing recreates them)")
+    ctl.add_argument("--preempt-ordinary-pods", action="store_true",
+                     help="also preempt bound pods of lower priority that belong to no gang")
+    ctl.add_argument("--preemption-timeout", type=float, default=300.0, metavar="SECONDS",
+                     help="how long the room freed by a preemption stays reserved for its gang (default 300)")
     ctl.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="a scheduler whose pods ganggate serves (repeatable; default default-scheduler)")
     ctl.add_argument("--max-in-flight", type=int, default=32, help="concurrent release patches (default 32)")
@@ -77,6 +87,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,
         lease_name=args.lease_name, lease_namespace=lease_namespace(args.lease_namespace),
         metrics_port=args.metrics_port, shutdown_grace_seconds=args.shutdown_grace,
+        preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
+        preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
     )
     cfg.validate()
     return cfg

@@ -31,16 +31,20 @@ class ControllerConfig:
     event_rate: float = 50.0  # Events per second at most (burst 4x)
     shutdown_grace_seconds: float = 10.0  # on stop(), how long releases being applied may take
     bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
+    preemption: str = "gang"  # "gang" | "off" (controller.preemptor)
+    preempt_bare_pods: bool = False  # pods without an owning controller may be preempted
+    preempt_ordinary_pods: bool = False  # bound pods of no gang may be preempted
+    preemption_timeout_seconds: float = 300.0  # how long freed room stays reserved for a preemptor
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
         choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
-                   "on_bind_timeout": ("wait", "recreate")}
+                   "on_bind_timeout": ("wait", "recreate"), "preemption": ("gang", "off")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
         for name in ("bind_timeout_seconds", "starvation_seconds", "lease_duration_seconds", "renew_seconds",
-                     "shutdown_grace_seconds"):
+                     "shutdown_grace_seconds", "preemption_timeout_seconds"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.max_in_flight < 1:

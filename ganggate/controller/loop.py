@@ -31,7 +31,9 @@ from ganggate.controller.events import EventRecorder, WaitNotifier
 from ganggate.controller.informer import Informer
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
+from ganggate.controller.preemptor import Preemptor
 from ganggate.controller.release import Releaser, ReleaseRequest
+from ganggate.core.preemption import PreemptionOptions
 from ganggate.kube.calls import ApiCallError, Backoff, rfc3339
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,10 @@ class Controller:
         self.bind_timeouts = BindTimeouts(self.core, self.state, self.events, self.metrics,
                                           action=config.on_bind_timeout,
                                           timeout_seconds=config.bind_timeout_seconds, spawn=self._spawn)
+        self.preemptor = None if config.preemption == "off" or config.policy != "plan" else Preemptor(
+            self.core, client.PolicyV1Api(api_client), self.state, self.events, self.metrics,
+            options=PreemptionOptions(bare_pods=config.preempt_bare_pods, ordinary_pods=config.preempt_ordinary_pods),
+            timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_list,
                               on_event=self._on_node_event, metrics=self.metrics)
@@ -259,6 +265,8 @@ class Controller:
             if decision.gang_key in self._releasing or not decision.placement:
                 continue
             self._start_release(decision, now)
+        if self.preemptor is not None:  # after the releases' promises: controller.preemptor
+            waitings = self.preemptor.round(waitings, now)
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()

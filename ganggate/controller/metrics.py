@@ -48,6 +48,10 @@ class Metrics:
         self.pods_released = Counter(
             "ganggate_pods_released_total", "Pods whose gate this controller removed.", registry=self.registry
         )
+        self.preemptions = Counter(
+            "ganggate_preemptions_total", "Preemptions carried out (lower-priority gangs evicted whole).",
+            registry=self.registry,
+        )
         self.release_failures = Counter(
             "ganggate_release_failures_total", "Decisions whose release did not finish.", registry=self.registry
         )
