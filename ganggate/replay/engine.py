@@ -23,10 +23,10 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import aiohttp
 
-from ganggate.core.nodematch import HOSTNAME_LABEL
-from ganggate.core.resources import GPU
+from ganggate.replay.disruptions import Disruptor
 from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
-from ganggate.replay.observe import JOB_LABEL, PodView, pod_manifest, progress, view
+from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, pod_manifest, progress, view
+from ganggate.replay.owners import create_job, job_controller_busy
 from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
     Background,
     NodeEvent,
@@ -56,7 +56,13 @@ class _Engine:
         self.jobs = {j.job_id: j for j in scenario.jobs}
         self.records: dict[str, JobRecord] = {}
         self.samples: list[Sample] = []
-        self.finishes: list[tuple[float, str]] = []
+        self.finishes: list[tuple[float, str, int]] = []  # (when, job, run number)
+        self.runs: dict[str, int] = {}  # job -> how many times it started
+        self.active: set[str] = set()  # jobs computing now (all pods running since their last start)
+        self.interruptions = 0
+        self.namespace = NAMESPACE
+        self.owners = bool(scenario.owners or scenario.disruptions)
+        self.disruptor = Disruptor(self, scenario.disruptions)
         self.steps = 0
         self.exact_webhook = exact_webhook
         self._pods_cache: tuple[int, tuple[list[PodView], int, int]] | None = None
@@ -96,7 +102,8 @@ class _Engine:
                 await start_gate(stack, debounce=0.005, match_conditions=self.exact_webhook)
             self.sim, self.stack, self.session, self.tasks = sim, stack, session, tasks
             for pod in self.scenario.background:
-                await self._create(self._background_pod(pod))
+                await self._create(background_pod(pod, NAMESPACE))
+            await self.disruptor.start()
             await self._settle()  # what runs before the trace starts is in place first
             arrivals = sorted(self.scenario.jobs, key=lambda j: j.submit_time)
             node_events = sorted(self.scenario.node_events, key=lambda e: e.time)
@@ -112,14 +119,16 @@ class _Engine:
                 events: list[str] = []
                 await self._pause()
                 while self.finishes and self.finishes[0][0] <= now:
-                    _, job_id = heapq.heappop(self.finishes)
-                    await self._finish(job_id)
-                    events.append(f"{job_id} finished")
+                    _, job_id, run = heapq.heappop(self.finishes)
+                    if run == self.runs.get(job_id) and job_id in self.active:
+                        await self._finish(job_id)
+                        events.append(f"{job_id} finished")
                 while n < len(node_events) and node_events[n].time <= now:
                     node = node_events[n].node
                     await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus)
                     events.append(f"node {node.name} added ({node.gpus} GPUs)")
                     n += 1
+                events.extend(await self.disruptor.apply_due(now))
                 due = []
                 while a < len(arrivals) and arrivals[a].submit_time <= now:
                     due.append(arrivals[a])
@@ -136,6 +145,7 @@ class _Engine:
                     node_events[n].time if n < len(node_events) else None,
                     self.finishes[0][0] if self.finishes else None,
                     clock.next_wakeup(),
+                    self.disruptor.next_time(),
                 ) if t is not None]
                 if not candidates:
                     break
@@ -153,24 +163,10 @@ class _Engine:
         capacity = self.scenario.capacity + sum(e.node.gpus for e in self.scenario.node_events)
         summary = summarise(self.mode, self.samples, records, self.scenario.capacity, end)
         return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
-                         time.monotonic() - started)
+                         time.monotonic() - started, self.interruptions,
+                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions})
 
     # ---- acting on the cluster ---------------------------------------------------------
-
-    def _background_pod(self, pod: Background) -> dict:
-        resources = {"cpu": pod.cpu, "memory": pod.memory}
-        limits = {GPU: str(pod.gpus)} if pod.gpus else {}
-        if pod.gpus:
-            resources[GPU] = str(pod.gpus)
-        return {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod.name, "namespace": NAMESPACE, "labels": {"app": pod.name}},
-            "spec": {
-                "nodeSelector": {HOSTNAME_LABEL: pod.node},
-                "containers": [{"name": "main", "image": "inference-server",
-                                "resources": {"requests": resources, **({"limits": limits} if limits else {})}}],
-            },
-        }
 
     async def _create(self, pod: dict) -> None:
         url = f"{self.sim.url}/api/v1/namespaces/{NAMESPACE}/pods"
@@ -182,6 +178,8 @@ class _Engine:
 
     async def _submit(self, job: Job) -> None:
         self.records[job.job_id] = JobRecord(job.job_id, job.submit_time, job.gpus)
+        if self.owners:
+            return await create_job(self.session, self.sim.url, job, NAMESPACE)
         await _gather_bounded([self._create(pod_manifest(job, i, NAMESPACE)) for i in range(job.pods)])
 
     async def _finish(self, job_id: str) -> None:
@@ -189,7 +187,8 @@ class _Engine:
         from ganggate.sim.kubelet import now_rfc3339, succeeded_status
 
         pods = [s.obj for _, s in self.sim.store.iter("pods", NAMESPACE)
-                if (s.obj["metadata"].get("labels") or {}).get(JOB_LABEL) == job_id]
+                if (s.obj["metadata"].get("labels") or {}).get(JOB_LABEL) == job_id
+                and (s.obj.get("status") or {}).get("phase") == "Running"]
 
         async def finish(pod: dict) -> None:
             name = pod["metadata"]["name"]
@@ -293,6 +292,8 @@ class _Engine:
             return "scheduler"
         if self.kubelet.pods_resource_version < max_rv:
             return "kubelet (watch)"
+        if self.owners and (busy := job_controller_busy(self.sim, max_rv)):
+            return busy
         controller = self.stack.controller
         if controller is not None:
             failed = self.stack.controller_failed()
@@ -327,21 +328,29 @@ class _Engine:
         current = progress(submitted, views)
         finished_counts: dict[str, int] = {}
         for p in views:
-            if p.finished:
+            if p.phase == "Succeeded":
                 finished_counts[p.job_id] = finished_counts.get(p.job_id, 0) + 1
         running = waiting = finished = 0
         for job_id, record in self.records.items():
             job = self.jobs[job_id]
             state = current.get(job_id)
-            if record.started_at is None and state is not None and state.all_running:
-                record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus, started_at=now)
-                heapq.heappush(self.finishes, (now + job.run_time, job_id))
+            if (job_id not in self.active and record.finished_at is None and state is not None
+                    and state.all_running):
+                if record.started_at is None:  # the queueing delay runs to the first start
+                    record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus, started_at=now)
+                self.active.add(job_id)
+                self.runs[job_id] = run = self.runs.get(job_id, 0) + 1
+                heapq.heappush(self.finishes, (now + job.run_time, job_id, run))
             if record.finished_at is None and finished_counts.get(job_id, 0) >= job.pods:
                 record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus,
                                                           record.started_at, finished_at=now)
+                self.active.discard(job_id)
+            if job_id in self.active and not (state is not None and state.all_running):
+                self.active.discard(job_id)  # a pod lost mid-run: the run is lost, it restarts when whole
+                self.interruptions += 1
             if record.finished_at is not None:
                 finished += 1
-            elif record.started_at is not None:
+            elif job_id in self.active:
                 running += 1
             else:
                 waiting += 1

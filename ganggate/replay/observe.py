@@ -8,12 +8,16 @@ scheduler, the kubelet or the gate controller to do at this instant of simulated
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from ganggate.core.nodematch import HOSTNAME_LABEL
 from ganggate.core.resources import GPU
 from ganggate.replay.metrics import JobProgress
 from ganggate.replay.trace import Job
+
+if TYPE_CHECKING:
+    from ganggate.replay.scenario import Background
 
 JOB_LABEL = "replay.ganggate.io/job"
 INDEX_LABEL = "replay.ganggate.io/index"
@@ -52,6 +56,23 @@ def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True) -> 
             "schedulerName": "default-scheduler",
             "terminationGracePeriodSeconds": 0,
             "containers": [{"name": "worker", "image": "ganggate/replay-worker", "resources": resources}],
+        },
+    }
+
+
+def background_pod(pod: Background, namespace: str) -> dict:
+    """A long-running ordinary pod pinned to its node (something else using GPUs there)."""
+    resources = {"cpu": pod.cpu, "memory": pod.memory}
+    limits = {GPU: str(pod.gpus)} if pod.gpus else {}
+    if pod.gpus:
+        resources[GPU] = str(pod.gpus)
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod.name, "namespace": namespace, "labels": {"app": pod.name}},
+        "spec": {
+            "nodeSelector": {HOSTNAME_LABEL: pod.node},
+            "containers": [{"name": "main", "image": "inference-server",
+                            "resources": {"requests": resources, **({"limits": limits} if limits else {})}}],
         },
     }
 

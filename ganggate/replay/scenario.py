@@ -45,6 +45,25 @@ class Background:
 
 
 @dataclass(frozen=True)
+class Disruption:
+    """One disruption at `time` (simulated seconds); the kinds are ganggate/replay/disruptions.py's."""
+
+    time: float
+    kind: str
+    node: str = ""
+    seconds: float = 600.0
+    gpus: int = 8
+    pick: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "preempt":
+            return f"urgent pod of {self.gpus} GPUs arrives ({self.seconds:g} s)"
+        if self.kind == "pod-failure":
+            return "a running pod fails"
+        return f"{self.kind} of {self.node} ({self.seconds:g} s)"
+
+
+@dataclass(frozen=True)
 class Scenario:
     """What to replay: the jobs, the cluster and anything else that happens."""
 
@@ -52,6 +71,10 @@ class Scenario:
     nodes: Sequence[NodeSpec]
     node_events: Sequence[NodeEvent] = ()
     background: Sequence[Background] = ()
+    #: Disruptions injected during the run (ganggate/replay/disruptions.py); with any, or with
+    #: `owners`, each job is a batch/v1 Job that replaces the pods it loses.
+    disruptions: Sequence[Disruption] = ()
+    owners: bool = False
 
     @property
     def capacity(self) -> int:
@@ -81,6 +104,10 @@ class RunResult:
     capacity: int
     steps: int
     wall_seconds: float
+    #: Runs lost: a job that had all its pods running lost one before it finished (its run restarts).
+    interruptions: int = 0
+    #: Disruptions applied, per kind, and evictions a disruption budget refused.
+    disruptions: dict[str, int] = field(default_factory=dict)
 
 
 def uniform_nodes(count: int, gpus_per_node: int, cpu: str = "64", memory: str = "512Gi") -> list[NodeSpec]:
