@@ -1,5 +1,12 @@
-"""Released pods not bound within the bind timeout: an Event each, and under `recreate` the
-deletion of those with an owning controller so that it recreates them (never any other pod)."""
+"""Released pods not bound within the bind timeout: an Event each, and then, by
+`--on-bind-timeout`:
+
+- `member-loss` (default): the timeout is a member loss with cause BindTimeout, handled by
+  `--on-member-loss` (ganggate.controller.memberloss): `restart` deletes all the gang's released
+  pods that have an owning controller, bound or not, so that the whole gang comes back gated
+  instead of staying half-bound; `none` only reports it;
+- `recreate`: deletes only the unbound pods with an owning controller (never any other pod);
+- `wait`: only reports."""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import logging
 from typing import Any, Callable, Coroutine
 
 from ganggate.core.cluster import ClusterState
+from ganggate.core.lifecycle import MemberLoss
 from ganggate.controller.events import EventRecorder
 from ganggate.controller.metrics import Metrics
 from ganggate.kube.calls import ApiCallError, call_json
@@ -21,12 +29,14 @@ class BindTimeouts:
 
     def __init__(self, core: Any, state: ClusterState, events: EventRecorder, metrics: Metrics, *,
                  action: str, timeout_seconds: float,
-                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
+                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task],
+                 on_loss: Callable[[list[MemberLoss]], None] | None = None) -> None:
         self.core = core
         self.state = state
         self.events = events
         self.metrics = metrics
-        self.action = action  # "wait" | "recreate"
+        self.action = action  # "member-loss" | "wait" | "recreate"
+        self.on_loss = on_loss
         self.timeout_seconds = timeout_seconds
         self.spawn = spawn
 
@@ -35,6 +45,7 @@ class BindTimeouts:
             gang = f"{gang_key[0]}/{gang_key[1]}"
             action = self.action
             self.metrics.bind_timeouts.labels(action=action).inc(len(pod_keys))
+            losses: list[MemberLoss] = []
             for pod_key in pod_keys:
                 pod = self.state.pods.get(pod_key)
                 if pod is None or pod.node_name or pod.terminated:
@@ -49,9 +60,18 @@ class BindTimeouts:
                     self.events.emit(pod.raw, "GangBindTimeout",
                                      f"released with gang {gang} but not bound within {secs}s; not deleted: "
                                      "it has no owning controller")
+                elif action == "member-loss":
+                    self.events.emit(pod.raw, "GangBindTimeout",
+                                     f"released with gang {gang} but not bound within {secs}s; a member loss "
+                                     "(--on-member-loss decides)")
+                    decision = pod.decision.get("id") if isinstance(pod.decision, dict) else None
+                    losses.append(MemberLoss(gang_key, pod_key, pod.uid, "BindTimeout",
+                                             None if decision is None else str(decision)))
                 else:
                     self.events.emit(pod.raw, "GangBindTimeout",
                                      f"released with gang {gang} but not bound within {secs}s; waiting")
+            if losses and self.on_loss is not None:
+                self.on_loss(losses)
 
     async def _delete(self, pod_key: str, uid: str) -> None:
         namespace, name = pod_key.split("/", 1)

@@ -22,9 +22,15 @@ def register(subparsers: Any) -> None:
                      help="plan: place every pod on a node (default); count: the seed's GPU count check")
     ctl.add_argument("--placement", choices=["pinned", "free"], default="pinned",
                      help="pinned: pin each released pod to its planned node with a nodeSelector (default)")
-    ctl.add_argument("--on-bind-timeout", choices=["wait", "recreate"], default="wait",
-                     help="what to do with released pods not bound in time (recreate deletes only pods "
-                     "with an owning controller)")
+    ctl.add_argument("--on-bind-timeout", choices=["member-loss", "wait", "recreate"], default="member-loss",
+                     help="what to do with released pods not bound in time: member-loss (default) treats it as a "
+                     "member loss (--on-member-loss), wait only reports, recreate deletes the unbound pods that "
+                     "have an owning controller")
+    ctl.add_argument("--on-member-loss", choices=["restart", "none"], default="restart",
+                     help="when a released gang drops below min-available: restart (default) deletes its pods that "
+                     "have an owning controller so the gang is admitted whole again; none only reports")
+    ctl.add_argument("--protect-running-gangs", action=argparse.BooleanOptionalAction, default=True,
+                     help="keep a PodDisruptionBudget (minAvailable = min-available) per released gang (default on)")
     ctl.add_argument("--bind-timeout", type=float, default=120.0, metavar="SECONDS",
                      help="how long capacity stays promised to a released pod (default 120)")
     ctl.add_argument("--starvation-seconds", type=float, default=300.0, metavar="SECONDS",

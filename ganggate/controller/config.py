@@ -12,7 +12,7 @@ class ControllerConfig:
 
     policy: str = "plan"  # "plan" | "count"
     placement: str = "pinned"  # "pinned" | "free"
-    on_bind_timeout: str = "wait"  # "wait" | "recreate"
+    on_bind_timeout: str = "member-loss"  # "member-loss" | "wait" | "recreate"
     bind_timeout_seconds: float = 120.0
     starvation_seconds: float = 300.0
     scheduler_names: tuple[str, ...] = ("default-scheduler",)
@@ -31,6 +31,8 @@ class ControllerConfig:
     event_rate: float = 50.0  # Events per second at most (burst 4x)
     shutdown_grace_seconds: float = 10.0  # on stop(), how long releases being applied may take
     bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
+    on_member_loss: str = "restart"  # "restart" | "none" (ganggate.controller.memberloss)
+    protect_running_gangs: bool = True  # a PodDisruptionBudget per released gang (controller.protection)
     preemption: str = "gang"  # "gang" | "off" (controller.preemptor)
     preempt_bare_pods: bool = False  # pods without an owning controller may be preempted
     preempt_ordinary_pods: bool = False  # bound pods of no gang may be preempted
@@ -39,7 +41,8 @@ class ControllerConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
         choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
-                   "on_bind_timeout": ("wait", "recreate"), "preemption": ("gang", "off")}
+                   "on_bind_timeout": ("member-loss", "wait", "recreate"),
+                   "on_member_loss": ("restart", "none"), "preemption": ("gang", "off")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")

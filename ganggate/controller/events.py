@@ -22,7 +22,8 @@ from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
-WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated"})
+WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
+                             "GangTimedOut"})
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ bind in time are ganggate.controller.bindtimeout's; the settings are ganggate.co
 
 `stop()` (SIGTERM, SIGINT) is a clean stop: no new round, releases not yet validated are not
 applied, releases being applied get `shutdown_grace_seconds` to finish, then the lease is given up.
+
+Why this module is long: it is where the shell's parts meet (informers, rounds, releases,
+preemption, member loss); each part's logic lives in a module of its own, hooked in by a line.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
 from ganggate.controller.informer import Informer
+from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
@@ -42,7 +46,7 @@ log = logging.getLogger(__name__)
 def _decision_of_gang(gang: Any) -> dict | None:
     """The decision recorded on the gang's released pods (for a roll-forward), if any."""
     for pod in sorted(gang.pods.values(), key=lambda p: p.key):
-        if not pod.gated and isinstance(pod.decision, dict) and pod.decision.get("id"):
+        if pod.member and not pod.gated and isinstance(pod.decision, dict) and pod.decision.get("id"):
             return pod.decision
     return None
 
@@ -75,6 +79,7 @@ class Controller:
             self.core, client.PolicyV1Api(api_client), self.state, self.events, self.metrics,
             options=PreemptionOptions(bare_pods=config.preempt_bare_pods, ordinary_pods=config.preempt_ordinary_pods),
             timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
+        self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_list,
                               on_event=self._on_node_event, metrics=self.metrics)
@@ -257,12 +262,13 @@ class Controller:
         from ganggate.core.planner import decide
 
         self.rounds += 1
+        self.lifecycle.handle(now)  # first: a gang being restarted is not rolled forward
         started = time.perf_counter()
         decisions, waitings = decide(self.state, now, policy=self.config.policy,
                                      starvation_seconds=self.config.starvation_seconds)
         self.metrics.decide_seconds.observe(time.perf_counter() - started)
         for decision in decisions:
-            if decision.gang_key in self._releasing or not decision.placement:
+            if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
                 continue
             self._start_release(decision, now)
         if self.preemptor is not None:  # after the releases' promises: controller.preemptor

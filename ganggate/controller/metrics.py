@@ -59,6 +59,15 @@ class Metrics:
             "ganggate_bind_timeouts_total", "Released pods not bound within the bind timeout, by action.",
             ["action"], registry=self.registry,
         )
+        self.member_losses = Counter(
+            "ganggate_gang_member_losses_total",
+            "Released gang members lost (that took their gang below min-available or not), by cause.",
+            ["cause"], registry=self.registry,
+        )
+        self.timeouts = Counter(
+            "ganggate_gangs_timed_out_total", "Gangs that waited longer than their group-timeout-seconds.",
+            registry=self.registry,
+        )
         self.events_dropped = Counter(
             "ganggate_events_dropped_total", "Events not sent because the rate limit queue was full.",
             registry=self.registry,

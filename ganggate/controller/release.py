@@ -2,7 +2,9 @@
 
 One JSON patch per pod (pure `build_patch`): `test` the pod's uid and the gate at its index,
 `remove` that gate (only ours: a concurrent change makes the `test` fail instead of removing
-someone else's gate), `add` the planned node to spec.nodeSelector (allowed on a gated pod:
+someone else's gate), `add` the label `ganggate.io/gang` (the selector of the gang's
+PodDisruptionBudget, ganggate.controller.protection; in the same patch, so a pod is released
+and labelled together or not at all), `add` the planned node to spec.nodeSelector (allowed on a gated pod:
 KEP-3838 "mutable pod scheduling directives", only additions) and `add` the
 `ganggate.io/decision` annotation. Every patch is validated with `dryRun=All` first; only when
 all pass are they applied, concurrently with a bounded number in flight. 429 (Retry-After),
@@ -22,7 +24,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
 
-from ganggate.contract import DECISION_ANNOTATION, GATE_NAME
+from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
 from ganggate.core.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
@@ -57,10 +59,11 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def build_patch(pod: Mapping, annotation: str, hostname: str | None) -> list[dict] | None:
+def build_patch(pod: Mapping, annotation: str, hostname: str | None, gang: str | None = None) -> list[dict] | None:
     """The JSON patch that releases the pod, or None when it carries no ganggate gate.
 
-    hostname None leaves node selection to the scheduler (`--placement=free`).
+    hostname None leaves node selection to the scheduler (`--placement=free`); gang (its
+    group-name) adds the GANG_LABEL label.
     """
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -78,6 +81,11 @@ def build_patch(pod: Mapping, annotation: str, hostname: str | None) -> list[dic
             ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: hostname}})
         else:
             ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(HOSTNAME_LABEL)}", "value": hostname})
+    if gang is not None:
+        if metadata.get("labels") is None:
+            ops.append({"op": "add", "path": "/metadata/labels", "value": {GANG_LABEL: gang_label_value(gang)}})
+        else:
+            ops.append({"op": "add", "path": f"/metadata/labels/{_escape(GANG_LABEL)}", "value": gang_label_value(gang)})
     if metadata.get("annotations") is None:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": {DECISION_ANNOTATION: annotation}})
     else:
@@ -136,7 +144,7 @@ class Releaser:
         node = req.placement.get(key)
         hostname = req.hostnames.get(node, node) if (req.pinned and node) else None
         annotation = decision_annotation(req.decision_id, req.time, node, req.gang, req.pod_count)
-        return build_patch(pod, annotation, hostname)
+        return build_patch(pod, annotation, hostname, req.gang.split("/", 1)[-1])
 
     async def _get(self, key: str) -> dict | None:
         namespace, name = key.split("/", 1)

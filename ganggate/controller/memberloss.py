@@ -1,0 +1,145 @@
+"""A gang's life after release, the shell: members lost, and gangs that wait too long.
+
+Member loss (the core records each loss, `ganggate.core.lifecycle` judges it): when a released
+gang drops below min-available (a pod Failed, was deleted, preempted, evicted, lost with its
+node) or did not bind within the bind timeout, `--on-member-loss=restart` (default) deletes
+its remaining released pods that have an owning controller, with a uid precondition, so that
+the owner (a Job) recreates them: they come back gated and the gang is admitted whole again.
+Bare pods and gated pods are never deleted. `none` only reports. Either way each loss gets one
+Warning Event `GangBroken` on the lost pod naming it and the cause, a log line, and
+`ganggate_gang_member_losses_total{cause}`.
+
+Timeouts: a gang waiting longer than its `scheduling.k8s.io/group-timeout-seconds` gets one
+Warning Event `GangTimedOut` (on its oldest pod) and a WARNING line; nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any, Callable, Coroutine, Iterable
+
+from ganggate.controller.events import EventRecorder, PodRef
+from ganggate.controller.protection import Protection
+from ganggate.core.cluster import ClusterState
+from ganggate.core.gangs import GangKey
+from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss
+from ganggate.kube.calls import ApiCallError, call_json
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("restart", "none")
+_REMEMBER = 100_000  # uids of losses and deletions remembered (oldest forgotten first)
+
+
+def attach_lifecycle(controller: Any) -> "GangLifecycle":
+    """The GangLifecycle of a Controller (its budgets too, unless protect_running_gangs is
+    off), wired to receive its bind timeouts as losses."""
+    config = controller.config
+    protection = (Protection(controller.api_client, controller.state, controller.metrics, controller._spawn)
+                  if config.protect_running_gangs else None)
+    lifecycle = GangLifecycle(controller.core, controller.state, controller.events, controller.metrics,
+                              policy=config.on_member_loss, spawn=controller._spawn, protection=protection)
+    controller.bind_timeouts.on_loss = lifecycle.handle_losses
+    return lifecycle
+
+
+class _Seen(OrderedDict):
+    def add(self, key: Any) -> bool:
+        """True the first time a key is seen."""
+        if key in self:
+            return False
+        self[key] = True
+        while len(self) > _REMEMBER:
+            self.popitem(last=False)
+        return True
+
+
+class GangLifecycle:
+    """Acts on member losses and timeouts; `spawn` runs deletions as tracked tasks."""
+
+    def __init__(self, core: Any, state: ClusterState, events: EventRecorder, metrics: Any, *, policy: str,
+                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task], protection: Protection | None = None) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"on_member_loss must be one of {', '.join(POLICIES)}, not {policy!r}")
+        self.core = core
+        self.state = state
+        self.events = events
+        self.metrics = metrics
+        self.policy = policy
+        self.spawn = spawn
+        self.protection = protection
+        self._reported = _Seen()  # loss uids reported
+        self._deleting = _Seen()  # uids this controller deleted (their own loss is no news)
+        self._timed_out: dict[GangKey, float] = {}  # gang -> the created time it timed out from
+        self._restarting: set[GangKey] = set()
+
+    def restarting(self, key: GangKey) -> bool:
+        """True while a restart of the gang is under way (owned released members remain):
+        its replacements must not be released into the old run (a roll forward)."""
+        if key not in self._restarting:
+            return False
+        gang = self.state.gangs.get(key)
+        if gang is not None and any(p.owned for p in gang.released_pods()):
+            return True
+        self._restarting.discard(key)
+        return False
+
+    def handle_losses(self, losses: Iterable[MemberLoss]) -> None:
+        for loss in losses:
+            self._on_loss(loss)
+
+    def handle(self, now: float) -> None:
+        """Act on the losses the state recorded, then on timeouts; keep the budgets in step."""
+        self.handle_losses(self.state.take_losses())
+        self._timeouts(now)
+        if self.protection is not None:
+            self.protection.reconcile()
+
+    def _on_loss(self, loss: MemberLoss) -> None:
+        if loss.uid in self._deleting or not self._reported.add((loss.uid, loss.cause)):
+            return
+        breakage = judge_loss(self.state, loss)
+        message = breakage.message(self.policy)
+        self.metrics.member_losses.labels(cause=loss.cause).inc()
+        namespace, name = loss.pod_key.split("/", 1)
+        pod = self.state.pods.get(loss.pod_key)
+        ref = PodRef.from_pod(pod.raw) if pod is not None and pod.uid == loss.uid else PodRef(namespace, name, loss.uid)
+        if not breakage.below_min:
+            log.info("gang %s/%s: %s", *loss.gang_key, message)
+            return
+        self.events.emit(ref, "GangBroken", message)
+        if self.policy != "restart":
+            return
+        if breakage.to_delete:
+            self._restarting.add(loss.gang_key)
+        for victim in breakage.to_delete:
+            if self._deleting.add(victim.uid):
+                self.spawn(self._delete(victim.key, victim.uid, loss))
+
+    async def _delete(self, pod_key: str, uid: str, loss: MemberLoss) -> None:
+        namespace, name = pod_key.split("/", 1)
+        try:
+            await call_json(self.core.delete_namespaced_pod, name, namespace,
+                            body={"preconditions": {"uid": uid}}, verb="delete", metrics=self.metrics)
+            log.info("deleted %s: gang %s/%s lost %s (%s), --on-member-loss=restart", pod_key, *loss.gang_key,
+                     loss.pod_key, loss.cause)
+        except ApiCallError as exc:
+            if exc.status not in (404, 409):
+                log.warning("deleting %s: %s", pod_key, exc)
+
+    def _timeouts(self, now: float) -> None:
+        for key in [k for k in self._timed_out if k not in self.state.gangs]:
+            del self._timed_out[key]
+        skip = [k for k, created in self._timed_out.items() if self.state.gangs[k].created == created]
+        for key, timeout in gangs_timed_out(self.state.gangs, now, skip):
+            gang = self.state.gangs[key]
+            self._timed_out[key] = gang.created
+            pods = sorted(gang.live_pods(), key=lambda p: (p.created, p.key))
+            message = (f"gang {key[0]}/{key[1]} has waited more than {timeout}s "
+                       f"(scheduling.k8s.io/group-timeout-seconds) and is still {gang.state}; nothing is deleted")
+            log.warning("GangTimedOut %s/%s: %s", *key, message)
+            self.metrics.timeouts.inc()
+            if pods:
+                self.events.emit(pods[0].raw, "GangTimedOut", message, log_it=False)
