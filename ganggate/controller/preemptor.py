@@ -26,6 +26,7 @@ import logging
 import uuid
 from typing import Any, Callable, Iterable, Mapping
 
+from ganggate.contract import GANG_LABEL, gang_label_value
 from ganggate.core.cluster import ClusterState
 from ganggate.core.explain import plural
 from ganggate.core.outcome import Waiting
@@ -35,9 +36,6 @@ from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_
 
 log = logging.getLogger(__name__)
 
-#: The label engineer C's release puts on a gang's pods and on the budget it makes for the gang
-#: (contract.GANG_LABEL); its value is the gang's name.
-GANG_LABEL = "ganggate.io/gang"
 #: Reasons a waiting gang gives for preempting nothing that are worth adding to its Event.
 _QUIET_PREFIX = "no whole gang of priority below"
 
@@ -94,9 +92,11 @@ class Preemptor:
             log.info("Preempting %s: %s (preemption %s)", name, plan.message, preemption_id)
             for pod in self._preemptor_pods(plan):
                 self.events.emit(pod, "Preempting", f"{plan.message} (preemption {preemption_id})", log_it=False)
-            await asyncio.gather(*(self._evict_gang(v, plan, name) for v in plan.victims))
+            await asyncio.gather(*(self._evict_gang(v, plan, name, own) for v in plan.victims))
         except ApiCallError as exc:
             log.warning("preemption for gang %s stopped: %s", name, exc)
+        except Exception:  # a bug here must not stop the controller
+            log.exception("preemption for gang %s failed", name)
         finally:
             self.in_flight = None
 
@@ -136,7 +136,7 @@ class Preemptor:
             namespace = victim.pods[0].namespace
             for budget in await self._budgets(namespace):
                 meta = budget.get("metadata") or {}
-                if victim.gang_key is not None and (meta.get("labels") or {}).get(GANG_LABEL) == victim.gang_key[1]:
+                if victim.gang_key is not None and _labels_own(meta, victim.gang_key[1]):
                     own.append((namespace, meta.get("name") or ""))
                     continue
                 covered = sum(1 for p in victim.pods if selects(budget, p.raw))
@@ -167,28 +167,46 @@ class Preemptor:
             raise
         return body.get("items") or []
 
-    async def _evict_gang(self, victim: Victim, plan: PreemptionPlan, preemptor: str) -> None:
+    async def _evict_gang(self, victim: Victim, plan: PreemptionPlan, preemptor: str,
+                          own: list[tuple[str, str]]) -> None:
         message = (f"preempted whole by gang {preemptor} (priority {plan.priority}) to make room for "
                    f"{plural(len(plan.placement), 'pod')}")
         log.info("GangPreempted %s: %s", victim.name, message)
-        results = await asyncio.gather(*(self._evict(p.raw) for p in victim.pods), return_exceptions=True)
+        mine = [b for b in own if victim.gang_key is not None and b[0] == victim.gang_key[0]]
+        results = await asyncio.gather(*(self._evict(p.raw, mine) for p in victim.pods), return_exceptions=True)
         for pod, result in zip(victim.pods, results):
             if isinstance(result, BaseException):
                 log.warning("evicting %s (%s): %s", pod.key, victim.name, result)
             else:
                 self.events.emit(pod.raw, "GangPreempted", message, log_it=False)
 
-    async def _evict(self, pod: Mapping) -> None:
+    async def _evict(self, pod: Mapping, own_budgets: list[tuple[str, str]]) -> None:
+        """Evict one pod; a 429 that may be ganggate's own budget come back (the budget keeper
+        recreates it for a gang still running) deletes that budget again before the retry."""
         meta = pod.get("metadata") or {}
         name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": meta.get("uid")}}}
+
+        async def attempt() -> dict:
+            try:
+                return await call_json(self.core.create_namespaced_pod_eviction, name, namespace, body,
+                                       verb="evict", metrics=self.metrics)
+            except ApiCallError as exc:
+                if exc.status == 429 and own_budgets:
+                    await self._delete_budgets(own_budgets)
+                raise
+
         try:
-            await with_retries(lambda: call_json(self.core.create_namespaced_pod_eviction, name, namespace, body,
-                                                 verb="evict", metrics=self.metrics), self.backoff)
+            await with_retries(attempt, self.backoff)
         except ApiCallError as exc:
             if exc.status not in (404, 409):
                 raise
+
+
+def _labels_own(meta: Mapping, gang_name: str) -> bool:
+    """A budget ganggate made for this gang (controller.protection: ganggate.io/gang=<name>)."""
+    return (meta.get("labels") or {}).get(GANG_LABEL) == gang_label_value(gang_name)
 
 
 def selects(budget: Mapping, pod: Mapping) -> bool:
