@@ -12,8 +12,8 @@ PrepareForCreate/PrepareForUpdate -> validation -> store. Errors are Status obje
 (ganggate.sim.errors). Watches stream newline-delimited JSON events from ganggate.sim.watch.
 
 Simplifications (see docs/kubesim.md): no authentication or authorization; JSON only (no
-protobuf, no server-side Table rendering); deletion is immediate (as gracePeriodSeconds=0, no
-finalizers); a namespace's deletion removes its objects at once; `continue` pages show the
+protobuf, no server-side Table rendering); pods are deleted gracefully (deletion.py), other
+kinds at once (no finalizers); a namespace's deletion removes its objects at once; `continue` pages show the
 current state after the page boundary rather than an etcd snapshot; get/list ignore the
 resourceVersion they are given and serve the latest state (always "not older than").
 """
@@ -30,9 +30,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
+from ganggate.sim import deletion, discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
 from ganggate.sim import strategies, validation
 from ganggate.sim.discovery import ResourceInfo
+from ganggate.sim import faults as faults_module
 from ganggate.sim.faults import FaultInjector
 from ganggate.sim.store import Store, now_rfc3339
 from ganggate.sim.watch import clone, dumps, event_line
@@ -256,6 +257,7 @@ class ApiServer:
         app.router.add_delete("/kubesim/faults", self._faults_clear)
         app.router.add_post("/kubesim/faults/cut-watches", self._faults_cut)
         app.router.add_post("/kubesim/faults/compact", self._faults_compact)
+        app.router.add_post("/kubesim/faults/fail-pod", self._faults_fail_pod)
         app.router.add_route("*", "/api/{version}", self._core_root)
         app.router.add_route("*", "/api/{version}/{tail:.+}", self._core)
         app.router.add_route("*", "/apis/{group}", self._group_root)
@@ -340,6 +342,22 @@ class ApiServer:
 
     async def _faults_compact(self, request: web.Request) -> web.Response:
         return _json_response({"compactedResourceVersion": str(self.faults.compact())})
+
+    async def _faults_fail_pod(self, request: web.Request) -> web.Response:
+        """Make the kubelet stand-in fail a pod's containers now (faults.fail_pod_update)."""
+        try:
+            body = json.loads(await request.read() or b"{}")
+            if not isinstance(body, dict) or not body.get("name"):
+                raise ValueError("the body must be a JSON object with the pod's name")
+            namespace = str(body.get("namespace") or "default")
+            code = body.get("exitCode")
+            stored = self.store.lookup("pods", namespace, str(body["name"]))
+            if stored is None:
+                return error_response(errors.not_found("pods", str(body["name"])))
+            new = faults_module.fail_pod_update(clone(stored.obj), body.get("reason"), None if code is None else int(code))
+        except (ValueError, TypeError) as exc:
+            return error_response(errors.bad_request(f"invalid fail-pod request: {exc}"))
+        return _json_response(self.store.update("pods", new, expect_rv=stored.obj["metadata"]["resourceVersion"]))
 
     # ---- resource requests ----------------------------------------------------------------------------
     async def _core(self, request: web.Request) -> web.StreamResponse:
@@ -764,10 +782,13 @@ class ApiServer:
             raise errors.stale(info.plural, target.name or "", info.group)
         new.setdefault("apiVersion", info.api_version)
         new.setdefault("kind", info.kind)
-        # rest.BeforeUpdate: system fields come from the stored object.
-        for field in ("uid", "creationTimestamp", "generation"):
+        # rest.BeforeUpdate: system fields come from the stored object; an update never
+        # removes or changes a deletion timestamp or grace period.
+        for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
             if field in old_meta:
                 meta[field] = old_meta[field]
+            elif field.startswith("deletion"):
+                meta.pop(field, None)
         self._default(info, new)
         strategy = strategies.for_key(info.key)
         if target.subresource == "status":
@@ -777,7 +798,7 @@ class ApiServer:
         else:
             new = await self._admit("UPDATE", target, new, old, dry_run)
             meta = new.setdefault("metadata", {})
-            for field in ("uid", "creationTimestamp", "generation"):
+            for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 if field in old_meta:
                     meta[field] = old_meta[field]
             if info.key == "pods":
@@ -920,6 +941,11 @@ class ApiServer:
                                   name=target.name, kind="namespaces")
         strategy = strategies.for_key(info.key)
         policy = gc.propagation_policy(options, query, strategy.default_delete_policy if strategy else "Background")
+        if info.key == "pods":
+            # Graceful deletion (ganggate/sim/deletion.py); pods own no dependents kubesim collects.
+            obj, gone = deletion.delete_pod(self.store, target.namespace or "", target.name or "", options, query, dry_run)
+            accepted = not gone and options.get("orphanDependents") is False  # handlers/delete.go
+            return _json_response(obj, status=202 if accepted else 200)
         if dry_run:
             return _json_response(None, raw=self.store.lookup(info.key, target.namespace or "", target.name or "").raw)
         meta = current["metadata"]
@@ -947,7 +973,10 @@ class ApiServer:
                 continue
             if info.key == "namespaces" and key[1] in IMMORTAL_NAMESPACES:
                 continue
-            last = stored.obj if dry_run else self.store.delete(info.key, key[0], key[1])
+            if info.key == "pods":
+                last, _ = deletion.delete_pod(self.store, key[0], key[1], {}, query, dry_run)
+            else:
+                last = stored.obj if dry_run else self.store.delete(info.key, key[0], key[1])
             deleted.append(dumps(last))
         head = dumps({"kind": info.list_kind, "apiVersion": info.api_version,
                       "metadata": {"resourceVersion": str(self.store.resource_version)}})

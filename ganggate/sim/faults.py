@@ -145,3 +145,19 @@ class FaultInjector:
             "latency": [vars(rule).copy() for rule in self._latency],
             "injected": self.injected,
         }
+
+
+def fail_pod_update(pod: dict[str, Any], reason: str | None = None, exit_code: int | None = None) -> dict[str, Any]:
+    """The pod with the kubelet stand-in's failure annotations set to fail it now (the kubelet acts on them)."""
+    from ganggate.sim.kubelet_status import FAIL_AFTER_ANNOTATION, FAIL_EXIT_CODE_ANNOTATION, FAIL_REASON_ANNOTATION
+
+    new = dict(pod, metadata=dict(pod["metadata"]))
+    annotations = dict(new["metadata"].get("annotations") or {})
+    annotations[FAIL_AFTER_ANNOTATION] = "0"
+    annotations[FAIL_REASON_ANNOTATION] = str(reason or "Error")
+    if exit_code is not None:
+        annotations[FAIL_EXIT_CODE_ANNOTATION] = str(int(exit_code))
+    else:
+        annotations.pop(FAIL_EXIT_CODE_ANNOTATION, None)
+    new["metadata"]["annotations"] = annotations
+    return new

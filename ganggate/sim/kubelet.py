@@ -4,12 +4,22 @@ A pod bound to an existing node and still Pending becomes Running `start_seconds
 (phase, startTime, conditions Initialized/ContainersReady/Ready, a running state per
 container), and, when it carries `kubesim.io/run-seconds`, Succeeded that many simulated
 seconds after it started (containers terminated with exit code 0, reason Completed; Ready
-False, reason PodCompleted), which frees its resources for the scheduler. Time is read from
-a ganggate.sim.clock Clock, so a replay can drive it with ManualClock. Status is written like the
-kubelet's status manager does (pkg/kubelet/status/status_manager.go): a strategic merge
-patch of the status subresource; conditions follow pkg/kubelet/status/generate.go.
-Pods on nodes that do not exist stay Pending until the node appears; deleted pods are
-forgotten. Images are not pulled, probes not run, restarts never happen.
+False, reason PodCompleted), which frees its resources for the scheduler. With
+`kubesim.io/fail-after-seconds` its containers fail that long after the start instead
+(`kubesim.io/fail-reason`, default Error, `kubesim.io/fail-exit-code`, default 1, 137 for
+OOMKilled): phase Failed under restartPolicy Never, else restarted in place once.
+
+A pod being deleted (metadata.deletionTimestamp) is killed when its deletionGracePeriodSeconds
+have passed on this kubelet's clock (at once if it never started): containers terminated with
+exit code 137, reason Error, phase Failed (kubelet_pods.go getPhase for a terminal pod), unless
+it finished meanwhile; then the kubelet deletes it with grace 0 and a uid precondition, as the
+status manager does once a pod is terminal and being deleted (status_manager.go canBeDeleted).
+
+Time is read from a ganggate.sim.clock Clock, so a replay can drive it with ManualClock. Status
+is written like the status manager does: a strategic merge patch of the status subresource.
+Pods on nodes that do not exist stay Pending until the node appears. On a node whose Ready
+condition is Unknown (its kubelet stopped reporting) nothing is written until it is back.
+Images are not pulled, probes not run; a failed container is restarted once at most.
 """
 
 from __future__ import annotations
@@ -17,138 +27,60 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 import aiohttp
 
 from ganggate.sim.clock import Clock, WallClock
+from ganggate.sim.kubelet_status import (  # noqa: F401  (re-exported: the replay and tests use them)
+    FAIL_AFTER_ANNOTATION,
+    RUN_SECONDS_ANNOTATION,
+    failed_status,
+    fail_after_seconds,
+    killed_status,
+    now_rfc3339,
+    restarted_status,
+    run_seconds,
+    running_status,
+    succeeded_status,
+)
 from ganggate.sim.sched_informer import Reflector, object_key
 
 log = logging.getLogger(__name__)
 
-RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+TERMINAL = ("Succeeded", "Failed")
 
 
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _phase(pod: Mapping) -> str:
+    return (pod.get("status") or {}).get("phase") or "Pending"
 
 
-def run_seconds(pod: Mapping) -> float | None:
-    """The pod's `kubesim.io/run-seconds` (a decimal number >= 0), or None (runs forever)."""
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(RUN_SECONDS_ANNOTATION)
-    if raw is None:
-        return None
-    try:
-        value = Decimal(str(raw).strip())
-    except InvalidOperation:
-        log.warning("ignoring %s=%r on %s: not a number", RUN_SECONDS_ANNOTATION, raw, object_key(pod))
-        return None
-    if not value.is_finite() or value < 0:
-        return None
-    return float(value)
-
-
-def _condition(kind: str, status: bool, when: str, reason: str | None = None) -> dict:
-    condition = {"type": kind, "status": "True" if status else "False", "lastProbeTime": None, "lastTransitionTime": when}
-    if reason:
-        condition["reason"] = reason
-    return condition
-
-
-def running_status(pod: Mapping, when: str) -> dict:
-    """The status patch of a pod whose containers all started (phase Running, Ready)."""
-    spec = pod.get("spec") or {}
-    containers = [
-        {
-            "name": c.get("name"),
-            "image": c.get("image", ""),
-            "imageID": "",
-            "containerID": f"kubesim://{object_key(pod)}/{c.get('name')}",
-            "ready": True,
-            "started": True,
-            "restartCount": 0,
-            "state": {"running": {"startedAt": when}},
-        }
-        for c in spec.get("containers") or []
-    ]
-    init = []
-    for c in spec.get("initContainers") or []:
-        sidecar = c.get("restartPolicy") == "Always"  # KEP-753: keeps running alongside
-        state = {"running": {"startedAt": when}} if sidecar else {
-            "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": when, "finishedAt": when}
-        }
-        init.append(
-            {
-                "name": c.get("name"),
-                "image": c.get("image", ""),
-                "imageID": "",
-                "containerID": f"kubesim://{object_key(pod)}/{c.get('name')}",
-                "ready": sidecar,
-                "started": sidecar,
-                "restartCount": 0,
-                "state": state,
-            }
-        )
-    status = {
-        "phase": "Running",
-        "startTime": when,
-        "conditions": [
-            _condition("PodReadyToStartContainers", True, when),
-            _condition("Initialized", True, when),
-            _condition("ContainersReady", True, when),
-            _condition("Ready", True, when),
-        ],
-        "containerStatuses": containers,
-    }
-    if init:
-        status["initContainerStatuses"] = init
-    return {"status": status}
-
-
-def succeeded_status(pod: Mapping, when: str) -> dict:
-    """The status patch of a pod whose containers all exited 0 (phase Succeeded)."""
-    spec = pod.get("spec") or {}
-    started = (pod.get("status") or {}).get("startTime") or when
-
-    def terminated(c: Mapping) -> dict:
-        return {
-            "name": c.get("name"),
-            "image": c.get("image", ""),
-            "imageID": "",
-            "containerID": f"kubesim://{object_key(pod)}/{c.get('name')}",
-            "ready": False,
-            "started": False,
-            "restartCount": 0,
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": when}},
-        }
-
-    status = {
-        "phase": "Succeeded",
-        "conditions": [
-            _condition("PodReadyToStartContainers", False, when),
-            _condition("ContainersReady", False, when, "PodCompleted"),
-            _condition("Ready", False, when, "PodCompleted"),
-        ],
-        "containerStatuses": [terminated(c) for c in spec.get("containers") or []],
-    }
-    if spec.get("initContainers"):
-        status["initContainerStatuses"] = [terminated(c) for c in spec["initContainers"]]
-    return {"status": status}
+def _reachable(node: Mapping) -> bool:
+    """False when the node's Ready condition is Unknown: its kubelet is not reporting (a node without
+    a Ready condition counts as up)."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") != "Unknown"
+    return True
 
 
 class Kubelet:
-    """Starts and finishes the pods bound to the simulator's nodes."""
+    """Starts, finishes, fails and kills the pods bound to the simulator's nodes."""
 
     def __init__(self, base_url: str, *, start_seconds: float = 0.0, clock: Clock | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.start_seconds = start_seconds
         self.clock: Clock = clock if clock is not None else WallClock()
-        self._nodes: set[str] = set()
+        self._nodes: dict[str, asyncio.Event] = {}  # node name -> set while the node is reachable
         self._waiting: dict[str, set[str]] = {}  # node name -> keys of pods bound to it, node absent
-        self._running: dict[str, asyncio.Task] = {}  # pod key -> its lifecycle task
+        self._running: dict[str, asyncio.Task] = {}  # pod key -> its start task
+        self._started_at: dict[str, float] = {}  # pod key -> clock time its containers started
+        self._armed: dict[str, tuple] = {}  # pod key -> (run, fail) seconds its timer was set for
+        self._timers: dict[str, asyncio.Task] = {}  # pod key -> task ending the run (finish or fail)
+        self._failed_once: set[str] = set()
+        self._terminating: dict[str, tuple[asyncio.Task, float, int]] = {}  # key -> (task, noticed, grace)
+        self._deleting: dict[str, asyncio.Task] = {}  # key -> the final delete
         self._pods: Reflector | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -163,9 +95,13 @@ class Kubelet:
     def on_node(self, kind: str, node: dict, old: dict | None) -> None:
         name = node["metadata"]["name"]
         if kind == "DELETED":
-            self._nodes.discard(name)
+            self._nodes.pop(name, asyncio.Event()).clear()
             return
-        self._nodes.add(name)
+        up = self._nodes.setdefault(name, asyncio.Event())
+        if _reachable(node):
+            up.set()
+        else:
+            up.clear()
         for key in self._waiting.pop(name, set()):
             pod = self._pods.store.get(key) if self._pods else None
             if pod is not None:
@@ -174,68 +110,174 @@ class Kubelet:
     def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
         key = object_key(pod)
         if kind == "DELETED":
-            task = self._running.pop(key, None)
-            if task is not None:
-                task.cancel()
-            for keys in self._waiting.values():
-                keys.discard(key)
+            self._forget(key)
             return
         node = (pod.get("spec") or {}).get("nodeName")
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
-        if not node or key in self._running or phase in ("Succeeded", "Failed"):
+        phase = _phase(pod)
+        if not node:
             return
         if node not in self._nodes:
             self._waiting.setdefault(node, set()).add(key)
             return
+        deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+        if phase in TERMINAL:
+            if deleting and key not in self._deleting:
+                self._deleting[key] = asyncio.ensure_future(self._final_delete(key))
+            return
+        if deleting:
+            self._terminate_later(key, pod)
+            return
         if phase == "Pending":
-            self._start(key, self._lifecycle(key, started=False))
-        elif phase == "Running" and run_seconds(pod) is not None:
-            # Seen running already (a restarted kubelet): its run counts from now.
-            self._start(key, self._lifecycle(key, started=True))
+            if key not in self._running:
+                self._running[key] = asyncio.ensure_future(self._start(key))
+        elif phase == "Running":
+            if key not in self._started_at:
+                self._started_at[key] = self.clock.now()  # seen running already (a restarted kubelet)
+            self._arm(key, pod)
 
-    def _start(self, key: str, coro) -> None:
-        """Run the pod's lifecycle; the task stays recorded (so it starts once) until DELETED."""
-        self._running[key] = asyncio.ensure_future(coro)
+    def _forget(self, key: str) -> None:
+        tasks = [self._running.pop(key, None), self._timers.pop(key, None), self._deleting.pop(key, None)]
+        terminating = self._terminating.pop(key, None)
+        for task in tasks + [terminating[0] if terminating else None]:
+            if task is not None:
+                task.cancel()
+        self._started_at.pop(key, None)
+        self._armed.pop(key, None)
+        self._failed_once.discard(key)
+        for keys in self._waiting.values():
+            keys.discard(key)
 
     # -- the pod's life ------------------------------------------------------------------
 
-    async def _lifecycle(self, key: str, *, started: bool) -> None:
-        if not started:
-            await self.clock.sleep_until(self.clock.now() + self.start_seconds)
-            start = self.clock.now()
-            if not await self._patch_status(key, running_status):
-                return
-        else:
-            start = self.clock.now()
-        pod = self._pods.store.get(key) if self._pods else None
-        seconds = run_seconds(pod) if pod is not None else None
-        if seconds is None:
-            return
-        await self.clock.sleep_until(start + seconds)
-        await self._patch_status(key, succeeded_status)
+    async def _start(self, key: str) -> None:
+        await self.clock.sleep_until(self.clock.now() + self.start_seconds)
+        start = self.clock.now()
 
-    async def _patch_status(self, key: str, build) -> bool:
+        def build(pod: Mapping, when: str) -> dict | None:
+            if _phase(pod) != "Pending" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+                return None  # no containers are started for a pod being deleted
+            return running_status(pod, when)
+
+        if await self._patch_status(key, build):
+            self._started_at.setdefault(key, start)
+            pod = self._pods.store.get(key) if self._pods else None
+            if pod is not None and _phase(pod) == "Running":
+                self._arm(key, pod)
+
+    def _arm(self, key: str, pod: Mapping) -> None:
+        """(Re)set the timer that ends the run: finish at run-seconds, or fail at fail-after-seconds."""
+        if key not in self._started_at:
+            return  # our own running status is on its way; armed once written
+        signature = (run_seconds(pod), None if key in self._failed_once else fail_after_seconds(pod))
+        if self._armed.get(key) == signature:
+            return
+        self._armed[key] = signature
+        previous = self._timers.pop(key, None)
+        if previous is not None and previous is not asyncio.current_task():
+            previous.cancel()
+        if signature != (None, None):
+            self._timers[key] = asyncio.ensure_future(self._run_out(key, *signature))
+
+    async def _run_out(self, key: str, run: float | None, fail: float | None) -> None:
+        start = self._started_at[key]
+        if fail is not None and (run is None or fail < run):
+            await self.clock.sleep_until(start + fail)
+            pod = self._pods.store.get(key) if self._pods else None
+            if pod is None:
+                return
+            if (pod.get("spec") or {}).get("restartPolicy", "Always") == "Never":
+                await self._patch_status(key, _unless_terminal(failed_status))
+                return
+            self._failed_once.add(key)
+            if await self._patch_status(key, _unless_terminal(restarted_status)):
+                pod = self._pods.store.get(key) if self._pods else None
+                if pod is not None:
+                    self._arm(key, pod)
+            return
+        assert run is not None
+        await self.clock.sleep_until(start + run)
+        await self._patch_status(key, _unless_terminal(succeeded_status))
+
+    # -- deletion ------------------------------------------------------------------------
+
+    def _terminate_later(self, key: str, pod: Mapping) -> None:
+        """Kill the pod once its grace period has passed on our clock (a shorter one replaces it)."""
+        grace = int((pod.get("metadata") or {}).get("deletionGracePeriodSeconds") or 0)
+        if _phase(pod) == "Pending":
+            grace = 0  # nothing started: nothing to wait for
+            starting = self._running.pop(key, None)
+            if starting is not None:
+                starting.cancel()
+        current = self._terminating.get(key)
+        if current is not None and current[2] <= grace:
+            return
+        noticed = current[1] if current is not None else self.clock.now()
+        if current is not None:
+            current[0].cancel()
+        task = asyncio.ensure_future(self._terminate(key, noticed + grace))
+        self._terminating[key] = (task, noticed, grace)
+
+    async def _terminate(self, key: str, deadline: float) -> None:
+        await self.clock.sleep_until(deadline)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        if await self._patch_status(key, _unless_terminal(killed_status)) and key not in self._deleting:
+            self._deleting[key] = asyncio.ensure_future(self._final_delete(key))
+
+    async def _final_delete(self, key: str) -> None:
+        """The status manager's delete of a terminal pod being deleted: grace 0, uid precondition."""
+        async def send(session: aiohttp.ClientSession, pod: Mapping) -> int:
+            meta = pod["metadata"]
+            url = f"{self.base_url}/api/v1/namespaces/{meta.get('namespace', 'default')}/pods/{meta['name']}"
+            body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": meta.get("uid")}}
+            async with session.delete(url, json=body) as response:
+                await response.read()
+                return 200 if response.status in (404, 409) else response.status
+
+        await self._with_retries(key, send)
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def _patch_status(self, key: str, build: Callable[[Mapping, str], dict | None]) -> bool:
         """Write a status built from the latest pod, retrying API errors while the pod exists."""
+        async def send(session: aiohttp.ClientSession, pod: Mapping) -> int:
+            patch = build(pod, now_rfc3339())
+            if patch is None:
+                return 204
+            metadata = pod["metadata"]
+            url = f"{self.base_url}/api/v1/namespaces/{metadata.get('namespace', 'default')}/pods/{metadata['name']}/status"
+            async with session.patch(url, json=patch, headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
+                await response.read()
+                return response.status
+
+        return await self._with_retries(key, send) == 200
+
+    async def _with_retries(self, key: str, send: Callable[[aiohttp.ClientSession, Mapping], Any]) -> int:
+        """Send a request about the pod once its node is reachable; retry errors while the pod exists.
+        Returns the status (404 once the pod is gone)."""
         delay = 0.05
         while True:
             pod = self._pods.store.get(key) if self._pods else None
-            if pod is None:
-                return False
-            metadata = pod["metadata"]
-            url = f"{self.base_url}/api/v1/namespaces/{metadata.get('namespace', 'default')}/pods/{metadata['name']}/status"
+            if pod is None or self._session is None:
+                return 404
+            up = self._nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+            if up is not None and not up.is_set():
+                await up.wait()  # cancelled with the rest of the pod's tasks if it goes
+                continue
             try:
-                async with self._session.patch(
-                    url, json=build(pod, now_rfc3339()), headers={"Content-Type": STRATEGIC_MERGE_PATCH}
-                ) as response:
-                    await response.read()
-                    if response.status < 300:
-                        return True
-                    if response.status == 404:
-                        return False
+                status = await send(self._session, pod)
+                if status < 300 or status == 404:
+                    return status
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                log.debug("status of %s: %s", key, exc)
+                log.debug("kubelet request for %s: %s", key, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+    def _tasks(self) -> list[asyncio.Task]:
+        return [*self._running.values(), *self._timers.values(), *self._deleting.values(),
+                *(t for t, _, _ in self._terminating.values())]
 
     async def run(self) -> None:
         """Watch nodes and pods and run the bound pods until cancelled."""
@@ -251,8 +293,16 @@ class Kubelet:
                 pod_task = asyncio.ensure_future(self._pods.run())
                 await asyncio.gather(node_task, pod_task)
             finally:
-                tasks = [node_task, *([pod_task] if pod_task else []), *self._running.values()]
+                tasks = [node_task, *([pod_task] if pod_task else []), *self._tasks()]
                 for task in tasks:
                     task.cancel()
                 with contextlib.suppress(Exception):
                     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _unless_terminal(build: Callable[[Mapping, str], dict]) -> Callable[[Mapping, str], dict | None]:
+    """Pods are not allowed to transition out of terminal phases (generateAPIPodStatus)."""
+    def guarded(pod: Mapping, when: str) -> dict | None:
+        return None if _phase(pod) in TERMINAL else build(pod, when)
+
+    return guarded

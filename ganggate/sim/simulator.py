@@ -155,6 +155,7 @@ class Simulator:
             # kube-controller-manager's job and garbagecollector controllers.
             self._start_component("ganggate.sim.jobs", "JobController", self.url)
             self._start_component("ganggate.sim.gc", "GarbageCollector", self.url)
+            self._start_component("ganggate.sim.nodelifecycle", "NodeLifecycleController", self.url, clock=self.clock)
             await self._wait_ready()
 
     def _start_component(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:
@@ -219,3 +220,42 @@ class Simulator:
         manifest = node_manifest(name, cpu, memory, gpus, labels, taints, ready)
         created = await self.server.create_object(Target(info, None, None, None), manifest)
         return self.store.get("nodes", None, created["metadata"]["name"]) or created
+
+    async def _request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        import aiohttp
+        import json
+
+        async with aiohttp.ClientSession() as session:
+            async with session.request(method, self.url + path, data=None if body is None else json.dumps(body),
+                                       headers={"Content-Type": content_type}) as response:
+                text = await response.text()
+                if response.status >= 300:
+                    raise RuntimeError(f"{method} {path}: HTTP {response.status}: {text[:300]}")
+                return json.loads(text) if text else None
+
+    async def set_node_ready(self, name: str, status: str = "True") -> dict[str, Any]:
+        """Set the node's Ready condition ("True", "False" or "Unknown") through nodes/status, as its
+        kubelet (True/False) or the node lifecycle controller when heartbeats stop (Unknown) would."""
+        reasons = {"True": ("KubeletReady", "kubelet is posting ready status"),
+                   "False": ("KubeletNotReady", "kubelet is not ready"),
+                   "Unknown": ("NodeStatusUnknown", "Kubelet stopped posting node status.")}
+        if status not in reasons:
+            raise ValueError(f"status must be one of {', '.join(reasons)}")
+        from ganggate.sim.store import now_rfc3339
+
+        now = now_rfc3339()
+        condition = {"type": "Ready", "status": status, "reason": reasons[status][0], "message": reasons[status][1],
+                     "lastHeartbeatTime": now, "lastTransitionTime": now}
+        return await self._request("PATCH", f"/api/v1/nodes/{name}/status", {"status": {"conditions": [condition]}},
+                                   "application/strategic-merge-patch+json")
+
+    async def delete_node(self, name: str) -> dict[str, Any]:
+        """Delete the Node through the API; pod GC then force-deletes the pods bound to it."""
+        return await self._request("DELETE", f"/api/v1/nodes/{name}")
+
+    async def fail_pod(self, namespace: str, name: str, reason: str = "Error", exit_code: int | None = None) -> dict[str, Any]:
+        """Have the kubelet fail the pod's containers now (POST /kubesim/faults/fail-pod)."""
+        body: dict[str, Any] = {"namespace": namespace, "name": name, "reason": reason}
+        if exit_code is not None:
+            body["exitCode"] = exit_code
+        return await self._request("POST", "/kubesim/faults/fail-pod", body)
