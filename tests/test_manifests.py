@@ -199,7 +199,8 @@ def test_every_component_builds_into_an_overlay(overlay, tmp_path):
 # --- RBAC: exactly what the controller needs, nothing for the webhook --------------------------
 
 EXPECTED_CONTROLLER_RULES = {
-    ("", "pods"): {"get", "list", "watch", "patch"},
+    ("", "pods"): {"get", "list", "watch", "patch", "delete"},
+    ("policy", "poddisruptionbudgets"): {"list", "watch", "create", "delete"},
     ("", "nodes"): {"get", "list", "watch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
@@ -242,15 +243,30 @@ def test_webhook_has_no_api_access():
     assert find(objects, "ServiceAccount", "ganggate-webhook")["automountServiceAccountToken"] is False
 
 
+def deletes_pods(args: list[str]) -> bool:
+    """Whether the controller run with these args has a policy that deletes pods (the last of a
+    repeated flag wins, as with argparse): --on-member-loss=restart (default), or
+    --on-bind-timeout=recreate, or --on-bind-timeout=member-loss (default) under restart."""
+    def last(flag: str, default: str) -> str:
+        values = [a.split("=", 1)[1] for a in args if a.startswith(flag + "=")]
+        return values[-1] if values else default
+    on_loss, on_timeout = last("--on-member-loss", "restart"), last("--on-bind-timeout", "member-loss")
+    return on_loss == "restart" or on_timeout == "recreate"
+
+
 @needs_kustomize
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_pod_delete_comes_only_with_the_recreate_policy(overlay):
-    objects = kustomize(DEPLOY / "overlays" / overlay)
+@pytest.mark.parametrize("components", [(), ("member-loss-report-only",), ("recreate-on-bind-timeout",),
+                                        ("member-loss-report-only", "recreate-on-bind-timeout")])
+def test_pod_delete_is_granted_iff_a_deleting_policy_is_on(overlay, components, tmp_path):
+    if overlay == "recreate" and components:
+        pytest.skip("the recreate overlay already lists recreate-on-bind-timeout")
+    objects = with_components(tmp_path, overlay, *components)
     grants = granted(objects, "ganggate-controller")
-    recreate = "--on-bind-timeout=recreate" in controller_args(objects)
-    assert ("delete" in grants[("", "pods")]) == recreate
-    assert recreate == (overlay == "recreate")
-    assert grants[("", "pods")] - {"delete"} == EXPECTED_CONTROLLER_RULES[("", "pods")]
+    deleting = deletes_pods(controller_args(objects))
+    assert ("delete" in grants[("", "pods")]) == deleting
+    assert deleting == (components != ("member-loss-report-only",))
+    assert grants[("", "pods")] - {"delete"} == EXPECTED_CONTROLLER_RULES[("", "pods")] - {"delete"}
 
 
 # --- metrics: each replica scraped over plain HTTP, through a Service -------------------------------
