@@ -219,3 +219,17 @@ def test_a_gang_with_a_reservation_does_not_preempt_again_nor_are_its_victims_ch
 def test_annotation_names_pods_within_the_namespace() -> None:
     value = json.loads(annotation_value("id", ts(0), ts(5), {"ml/a-0": "n0"}, ["ml/x"]))
     assert value["nodes"] == {"a-0": "n0"} and value["victims"] == ["ml/x"]
+
+
+def test_status_shows_a_preemptor_waiting_for_its_room() -> None:
+    from ganggate.controller.status import format_status
+
+    top = waiting_gang("top", 1, 8)
+    reserve(top, "top", {"ml/top-0": "n0"}, ["ml/low"])
+    low = running_gang("low", ["n0"], 8)
+    low[0]["metadata"]["deletionTimestamp"] = ts(1)
+    state = state_of(nodes(1), top + low)
+    text = format_status(state, *decide(state, T0), T0)
+    line = next(row for row in text.splitlines() if row.startswith("ml/top"))
+    assert "GangWaiting: preempting ml/low (preemption p1): room reserved on 1 node (n0); " \
+           "waiting for 1 pod there to finish" in line

@@ -150,3 +150,23 @@ async def test_preemption_off_evicts_nothing(tmp_path):
 
         await wait_for(unschedulable, what="the urgent gang reported unschedulable")
         assert [p["metadata"]["uid"] for p in await c.running("low-a", 1)] == [low[0]["metadata"]["uid"]]
+
+
+async def test_a_budget_someone_else_made_is_honoured_and_nothing_is_evicted(tmp_path):
+    async with cluster(tmp_path, nodes=1) as c:
+        await c.priority_class("low", 10)
+        await c.priority_class("high", 1000)
+        await c.job(gang_job("low-a", 2, 4, "low"))
+        low = await c.running("low-a", 2)
+        await c.post("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "team-budget"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "low-a"}}}})
+        await c.job(gang_job("urgent", 1, 8, "high"))
+
+        async def blocked() -> list[dict]:
+            return [e for e in await list_events(c.env.core) if e["reason"] == "PreemptionBlocked"]
+
+        [event, *_] = await wait_for(blocked, what="the urgent gang told a budget refuses")
+        assert "team-budget" in event["message"] and "default/low-a" in event["message"]
+        assert {p["metadata"]["uid"] for p in await c.running("low-a", 2)} == {p["metadata"]["uid"] for p in low}
+        assert not any(p["spec"].get("nodeName") for p in c.pods("urgent"))

@@ -16,7 +16,8 @@ For one `PreemptionPlan` at a time, in this order:
    a uid precondition); 429 (a budget, or an API server under load) and 5xx are retried with
    backoff, honouring Retry-After; 404 and 409 (gone, or a new pod of that name) count as gone.
 4. **Say so.** Events `GangPreempted` on each victim pod (naming the preemptor) and `Preempting`
-   on each preemptor pod; `ganggate_preemptions_total` counts preemptions carried out.
+   on each preemptor pod (`PreemptionBlocked` when a foreign budget refused);
+   `ganggate_preemptions_total` counts preemptions carried out.
 """
 
 from __future__ import annotations
@@ -80,7 +81,11 @@ class Preemptor:
             if refused:
                 victim, budget = refused
                 self._protected[victim.name] = now + self.timeout_seconds
-                log.warning("not preempting for gang %s: budget %s protects %s", name, budget, victim.name)
+                message = (f"not preempting {victim.name}: its PodDisruptionBudget {budget} refuses; "
+                           f"it is left out of preemptions for {self.timeout_seconds:g}s")
+                log.warning("PreemptionBlocked %s: %s", name, message)
+                for pod in self._preemptor_pods(plan):
+                    self.events.emit(pod, "PreemptionBlocked", message, log_it=False)
                 return
             if not self.may_act():
                 return
