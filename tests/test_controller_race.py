@@ -36,8 +36,9 @@ async def test_a_gang_is_not_released_into_room_a_pending_pod_could_take(tmp_pat
         await wait_for(lambda: event_messages(env, "GangUnschedulable"), what="GangUnschedulable")
         assert all(is_gated(p) for p in await env.pods() if p["metadata"]["name"].startswith("job-"))
 
-        # The room comes back: now the whole gang is released, and both pods can be bound.
-        await call_json(env.core.delete_namespaced_pod, "web", "default")
+        # The room comes back: now the whole gang is released, and both pods can be bound. (No kubelet
+        # here to finish a graceful deletion: the pod is removed at once, as with --force --grace-period=0.)
+        await call_json(env.core.delete_namespaced_pod, "web", "default", grace_period_seconds=0)
 
         async def released():
             pods = [p for p in await env.pods() if p["metadata"]["name"].startswith("job-")]
