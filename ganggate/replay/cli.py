@@ -55,6 +55,9 @@ def register(subparsers: Any) -> None:
                         help="comma-separated admission modes: none, count, ganggate (default all three)")
     replay.add_argument("--out", type=Path, default=Path("replay-out"), help="output directory (default replay-out)")
     replay.add_argument("--title", default="", help="title of the plot")
+    replay.add_argument("--disruptions", default="", metavar="KIND=N,...",
+                        help="inject disruptions, e.g. preempt=4,drain=2,node-failure=2,pod-failure=6, at times "
+                             "drawn with --seed over the arrivals (see docs/replay.md); jobs become batch/v1 Jobs")
     replay.set_defaults(func=_replay)
 
 
@@ -132,8 +135,9 @@ def _replay(args: argparse.Namespace) -> int:
             jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                                         seed=args.seed, load=args.load))
             source = f"synthetic: {args.jobs} jobs, seed {args.seed}, load {args.load:g}"
-        scenario = engine.Scenario(jobs, engine.uniform_nodes(args.nodes, args.gpus_per_node,
-                                                              args.node_cpu, args.node_memory))
+        nodes = engine.uniform_nodes(args.nodes, args.gpus_per_node, args.node_cpu, args.node_memory)
+        planned = _disruptions(args, jobs, nodes)
+        scenario = engine.Scenario(jobs, nodes, disruptions=planned)
         engine.check_fits(scenario)
     except (TraceError, ValueError, engine.ReplayError) as exc:
         print(f"ganggate replay: {exc}", file=sys.stderr)
@@ -148,8 +152,9 @@ def _replay(args: argparse.Namespace) -> int:
         results = {}
         for mode in modes:
             result = await engine.run_scenario(scenario, mode, exact_webhook=False)
+            lost = f", {result.interruptions} runs lost to disruptions" if planned else ""
             print(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
-                  f"completed, {result.wall_seconds:.1f} s", flush=True)
+                  f"completed{lost}, {result.wall_seconds:.1f} s", flush=True)
             results[mode] = result
         return results
 
@@ -169,3 +174,15 @@ def _replay(args: argparse.Namespace) -> int:
     print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
           + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
     return 0
+
+
+def _disruptions(args: argparse.Namespace, jobs: list, nodes: list) -> list:
+    """The --disruptions schedule (empty without the flag); a bad flag raises ValueError."""
+    from ganggate.replay.disruptions import parse, schedule
+
+    counts = parse(args.disruptions)
+    if not counts:
+        return []
+    horizon = max(j.submit_time for j in jobs) if jobs else 0.0
+    return schedule(args.seed, horizon, [n.name for n in nodes], **{k.replace("-", "_"): n for k, n in counts.items()},
+                    gpus=args.gpus_per_node)

@@ -105,7 +105,7 @@ class Disruptor:
             await self._evict(now, (d.node, now + d.seconds))
             self._push(now + d.seconds, "uncordon", d.node)
         elif d.kind == "node-failure":
-            self.engine.sim.set_node_ready(d.node, "False")
+            await self.engine.sim.set_node_ready(d.node, "False")
             self._push(now + d.seconds, "recover", d.node)
         else:
             running = sorted((s.obj for _, s in self.engine.sim.store.iter("pods", self.engine.namespace)
@@ -143,7 +143,7 @@ class Disruptor:
         return [f"{node} uncordoned"]
 
     async def _recover(self, now: float, node: str) -> list[str]:
-        self.engine.sim.set_node_ready(node, "True")
+        await self.engine.sim.set_node_ready(node, "True")
         return [f"{node} Ready again"]
 
     async def _finish(self, now: float, name: str) -> list[str]:
