@@ -144,3 +144,16 @@ def test_a_gang_waiting_past_its_timeout_is_reported(pod_num: int, exist: int) -
     assert gangs_timed_out(state.gangs, T0 + 600) == []
     assert gangs_timed_out(state.gangs, T0 + 601) == [(("default", "big"), 600)]
     assert gangs_timed_out(state.gangs, T0 + 601, skip=[("default", "big")]) == []
+
+
+def test_status_says_a_gang_timed_out_or_is_broken() -> None:
+    from ganggate.controller.status import lifecycle_state
+
+    state = ClusterState()
+    pod = make_pod("w-0", gang="big", pod_num=1, gpus=16)
+    pod["metadata"]["annotations"][GROUP_TIMEOUT_SECONDS] = "600"
+    state.reset([make_node("n1", gpus=8)], [pod, released("t-0", gang="train", phase="Failed"),
+                                            released("t-1", gang="train")])
+    assert lifecycle_state(state.gangs[("default", "big")], T0 + 601) == "waiting (timed out after 600s)"
+    assert lifecycle_state(state.gangs[("default", "big")], T0 + 60) == "waiting"
+    assert lifecycle_state(state.gangs[("default", "train")], T0) == "running (broken: lost t-0: Failed)"

@@ -90,8 +90,25 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
             reason = f"{bound} of {plural(len(live), 'pod')} bound"
         if not reason and gang.state == "started" and spec is not None:
             reason = f"started with {len(gang.released_pods())} of {spec.pod_num} pods; extras wait for room"
-        rows.append(GangRow(f"{key[0]}/{key[1]}", gang.state, len(live), needed, _gpus(gpus), since, reason))
+        rows.append(GangRow(f"{key[0]}/{key[1]}", lifecycle_state(gang, now), len(live), needed, _gpus(gpus),
+                            since, reason))
     return rows
+
+
+def lifecycle_state(gang: Any, now: float) -> str:
+    """The state column: the gang's state, plus what its life after admission adds:
+    "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)"."""
+    from ganggate.core.lifecycle import losses_after_relist, timed_out
+
+    timeout = timed_out(gang, now)
+    if timeout is not None:
+        return f"{gang.state} (timed out after {timeout}s)"
+    losses = losses_after_relist({gang.key: gang})
+    if losses:
+        shown = ", ".join(f"{loss.pod_key.split('/', 1)[1]}: {loss.cause}" for loss in losses[:3])
+        more = f" and {len(losses) - 3} more" if len(losses) > 3 else ""
+        return f"{gang.state} (broken: lost {shown}{more})"
+    return gang.state
 
 
 def _bypass_row(bypass: BypassTracker, key: tuple[str, str], gang: Any) -> GangRow:
