@@ -40,8 +40,11 @@ async def test_pod_defaulting_at_create(api):
 
 
 async def test_given_priority_and_scheduler_are_kept(api):
+    # The Priority admission plugin resolves spec.priority from the class (plugin/pkg/admission/priority).
+    await client.SchedulingV1Api(api).create_priority_class(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "hundred"}, "value": 100})
     core = client.CoreV1Api(api)
-    pod = await core.create_namespaced_pod("default", pod_manifest("p", priority=100, schedulerName="volcano"))
+    pod = await core.create_namespaced_pod("default", pod_manifest("p", priorityClassName="hundred", schedulerName="volcano"))
     assert pod.spec.priority == 100 and pod.spec.scheduler_name == "volcano"
 
 

@@ -124,8 +124,13 @@ async def test_init_containers_and_sidecars_count_in_the_request():
 async def test_higher_priority_pods_are_scheduled_first():
     async with simulator(nodes=0, scheduler=False) as (sim, api):
         await sim.add_node("only", gpus=1)
-        await api.create_pod(pod_manifest("early-low", gpus=1, priority=0))
-        await api.create_pod(pod_manifest("late-high", gpus=1, priority=1000))
+        # spec.priority comes from a PriorityClass (the Priority admission plugin refuses a bare one).
+        async with api.session.post(f"{sim.url}/apis/scheduling.k8s.io/v1/priorityclasses",
+                                    json={"metadata": {"name": "high"}, "value": 1000}) as response:
+            assert response.status == 201
+        await api.create_pod(pod_manifest("early-low", gpus=1))
+        await api.create_pod(dict(pod_manifest("late-high", gpus=1), spec=dict(pod_manifest("late-high", gpus=1)["spec"],
+                                                                             priorityClassName="high")))
         async with own_scheduler(sim.url):
             assert await bound_node(api, "late-high") == "only"
             assert await unschedulable_message(api, "early-low") == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."

@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim import deletion, discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
-from ganggate.sim import strategies, validation
+from ganggate.sim import eviction, priority, strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module
 from ganggate.sim.faults import FaultInjector
@@ -211,6 +211,10 @@ class ApiServer:
                 self.store.create("namespaces", ns)
         if self.store.lookup("services", "default", "kubernetes") is None:
             self.store.create("services", services.kubernetes_service())
+        for pc in priority.system_classes():  # storage_scheduling.go AddSystemPriorityClasses
+            if self.store.lookup(priority.KEY, "", pc["metadata"]["name"]) is None:
+                priority.prepare_create(pc)
+                self.store.create(priority.KEY, pc)
 
     def admission(self) -> Any:
         """The mutating admission chain, if kubesim/admission.py is installed (imported lazily)."""
@@ -700,6 +704,7 @@ class ApiServer:
         self._default(info, obj)
         if info.key == "pods":
             validation.default_toleration_seconds(obj)
+        priority.admit(self.store, "CREATE", info.key, obj)  # the Priority admission plugin
         obj = await self._admit("CREATE", target, obj, None, dry_run)
         meta = obj.setdefault("metadata", {})
         # rest.BeforeCreate: system fields are the server's.
@@ -797,6 +802,7 @@ class ApiServer:
             validation.prepare_status_update(new, old)
         else:
             new = await self._admit("UPDATE", target, new, old, dry_run)
+            priority.admit(self.store, "UPDATE", info.key, new)
             meta = new.setdefault("metadata", {})
             for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 if field in old_meta:
@@ -914,7 +920,7 @@ class ApiServer:
         return _json_response(_status_success(201), status=201)
 
     def _evict(self, target: Target, body: Any, dry_run: bool) -> web.Response:
-        """pods/eviction: deletes the pod. PodDisruptionBudgets are not evaluated (kubesim has none)."""
+        """pods/eviction (ganggate/sim/eviction.py): PodDisruptionBudgets, then the pod delete path."""
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         if body.get("kind") and body["kind"] != "Eviction":
@@ -922,12 +928,8 @@ class ApiServer:
         name = (body.get("metadata") or {}).get("name") or target.name
         if name != target.name:
             raise errors.bad_request("name in URL does not match name in Eviction object")
-        self._current(target)
-        options = body.get("deleteOptions") or {}
-        preconditions = options.get("preconditions") or {}
-        if not dry_run:
-            self.store.delete(target.info.key, target.namespace, target.name or "",
-                              expect_uid=preconditions.get("uid"), expect_rv=preconditions.get("resourceVersion"))
+        eviction.evict(self.store, target.namespace or "", target.name or "", body,
+                       lambda options: self._delete(target, options, {}), dry_run)
         return _json_response(_status_success(201), status=201)
 
     # ---- delete ------------------------------------------------------------------------------------------

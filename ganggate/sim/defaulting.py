@@ -28,9 +28,8 @@ def default_pod(pod: dict[str, Any]) -> None:
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
-    spec.setdefault("priority", spec.get("priority", 0))
     spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    # spec.priority and spec.preemptionPolicy are the Priority admission plugin's (ganggate/sim/priority.py).
     for kind in ("containers", "initContainers"):
         for container in spec.get(kind) or []:
             if not isinstance(container, dict):

@@ -4,6 +4,7 @@ The shapes follow the real server's discovery handlers (k8s.io/apiserver/pkg/end
 APIVersions at /api, APIGroupList at /apis, APIGroup at /apis/<group>, APIResourceList at
 /api/v1 and /apis/<group>/<version>); names, kinds, verbs and short names are those of
 kube-apiserver (pkg/registry/*/rest/storage_*.go, `kubectl api-resources`).
+Why this module is long: the resource registry and the Table printers of its kinds are read together.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                  "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", False),
     ResourceInfo("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",)),
+    ResourceInfo("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",)),
+    ResourceInfo("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True, ("pdb",),
+                 {"status": ("PodDisruptionBudget", ("get", "patch", "update"))}),
 )
 
 _BY_PATH: dict[tuple[str, str, str], ResourceInfo] = {(r.group, r.version, r.plural): r for r in RESOURCES}
@@ -313,6 +317,19 @@ def _service_cells(service: dict[str, Any]) -> list[Any]:
     return [_name(service), kind, spec.get("clusterIP") or "<none>", external, ports, age(service), selector]
 
 
+def _priority_class_cells(pc: dict[str, Any]) -> list[Any]:
+    """printPriorityClass: VALUE, GLOBAL-DEFAULT, PREEMPTIONPOLICY."""
+    return [_name(pc), pc.get("value", 0), bool(pc.get("globalDefault")), age(pc), pc.get("preemptionPolicy") or ""]
+
+
+def _pdb_cells(pdb: dict[str, Any]) -> list[Any]:
+    """printPodDisruptionBudget: MIN AVAILABLE, MAX UNAVAILABLE, ALLOWED DISRUPTIONS."""
+    spec = pdb.get("spec") or {}
+    shown = lambda value: "N/A" if value is None else str(value)  # noqa: E731
+    return [_name(pdb), shown(spec.get("minAvailable")), shown(spec.get("maxUnavailable")),
+            int((pdb.get("status") or {}).get("disruptionsAllowed") or 0), age(pdb)]
+
+
 _NAME = _column("Name", fmt="name", description="Name must be unique within a namespace.")
 _AGE = _column("Age", description="CreationTimestamp is a timestamp representing the server time when this object was created.")
 
@@ -355,6 +372,20 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
         _AGE,
         _column("Selector", description="The selector of the service.", priority=1),
     ], _service_cells),
+    "PriorityClass": ([
+        _NAME,
+        _column("Value", "integer", "Value is the integer value of this priority class."),
+        _column("Global-Default", "boolean", "GlobalDefault specifies whether this PriorityClass should be considered as the default priority."),
+        _AGE,
+        _column("PreemptionPolicy", description="PreemptionPolicy is the Policy for preempting pods with lower priority."),
+    ], _priority_class_cells),
+    "PodDisruptionBudget": ([
+        _NAME,
+        _column("Min Available", description="The minimum number of pods that must be available simultaneously."),
+        _column("Max Unavailable", description="The maximum number of pods that may be unavailable simultaneously."),
+        _column("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time."),
+        _AGE,
+    ], _pdb_cells),
 }
 
 

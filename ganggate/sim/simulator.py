@@ -152,10 +152,11 @@ class Simulator:
             self._start_component("ganggate.sim.kubelet", "Kubelet", self.url,
                                   start_seconds=self.kubelet_start_seconds, clock=self.clock)
         if self.controllers_enabled:
-            # kube-controller-manager's job and garbagecollector controllers.
+            # kube-controller-manager's job, garbagecollector and disruption controllers.
             self._start_component("ganggate.sim.jobs", "JobController", self.url)
             self._start_component("ganggate.sim.gc", "GarbageCollector", self.url)
             self._start_component("ganggate.sim.nodelifecycle", "NodeLifecycleController", self.url, clock=self.clock)
+            self._start_component("ganggate.sim.disruption_controller", "DisruptionController", self.url)
             await self._wait_ready()
 
     def _start_component(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:

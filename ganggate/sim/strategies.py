@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ganggate.sim import job_strategy, services
+from ganggate.sim import disruption, job_strategy, priority, services
 from ganggate.sim.errors import Cause
 
 Obj = dict[str, Any]
@@ -36,6 +36,10 @@ _STRATEGIES: dict[str, Strategy] = {
     "jobs.batch": Strategy(job_strategy.default_job, job_strategy.prepare_create, job_strategy.prepare_update,
                            job_strategy.prepare_status_update, job_strategy.validate, job_strategy.validate_update,
                            job_strategy.DEFAULT_DELETE_POLICY),
+    priority.KEY: Strategy(priority.default_priority_class, priority.prepare_create, priority.prepare_update,
+                           priority.prepare_update, priority.validate, priority.validate_update),
+    disruption.KEY: Strategy(disruption.default_pdb, disruption.prepare_create, disruption.prepare_update,
+                             disruption.prepare_status_update, disruption.validate, disruption.validate_update),
 }
 
 

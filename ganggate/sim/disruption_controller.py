@@ -1,0 +1,104 @@
+"""kube-controller-manager's disruption controller stand-in: an HTTP client of the API server.
+
+Like pkg/controller/disruption/disruption.go, it watches PodDisruptionBudgets and pods, and for
+each budget touched by a change recomputes the status (ganggate.sim.disruption.compute_status)
+and writes it through `poddisruptionbudgets/status` when it differs. A write that conflicts (an
+eviction decremented the budget meanwhile) is retried from the watch's newer state. Budgets with
+recent evictions (`disruptedPods`) are looked at again after DeletionTimeout, as the real
+controller's recheck queue does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+import aiohttp
+
+from ganggate.sim import disruption
+from ganggate.sim.sched_informer import Reflector, object_key
+
+log = logging.getLogger(__name__)
+
+
+class DisruptionController:
+    """Keeps every PodDisruptionBudget's status up to date."""
+
+    def __init__(self, base_url: str, *, retry_seconds: float = 0.5) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.retry_seconds = retry_seconds
+        self._session: aiohttp.ClientSession | None = None
+        self._pdbs: Reflector | None = None
+        self._pods: Reflector | None = None
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self.ready = asyncio.Event()
+        """Set once the pods and the budgets have been listed."""
+
+    def enqueue(self, key: str) -> None:
+        if key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def on_pdb(self, kind: str, pdb: dict, old: dict | None) -> None:
+        if kind != "DELETED":
+            self.enqueue(object_key(pdb))
+
+    def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
+        """Requeue the budgets covering the pod now or before (getPdbForPod)."""
+        if self._pdbs is None:
+            return
+        for key, pdb in self._pdbs.store.items():
+            if disruption.covers(pdb, pod) or (old is not None and disruption.covers(pdb, old)):
+                self.enqueue(key)
+
+    async def sync(self, key: str) -> None:
+        pdb = self._pdbs.store.get(key) if self._pdbs else None
+        if pdb is None:
+            return
+        status = disruption.compute_status(pdb, self._pods.store.values())
+        if status.get("disruptedPods"):
+            asyncio.get_running_loop().call_later(disruption.DELETION_TIMEOUT.total_seconds() + 1, self.enqueue, key)
+        if status == (pdb.get("status") or {}):
+            return
+        body = dict(pdb, status=status)
+        meta = pdb["metadata"]
+        url = f"{self.base_url}/apis/policy/v1/namespaces/{meta['namespace']}/poddisruptionbudgets/{meta['name']}/status"
+        async with self._session.put(url, data=json.dumps(body), headers={"Content-Type": "application/json"}) as response:
+            await response.read()
+            if response.status == 409:
+                return  # the watch brings the newer budget, which requeues it
+            if response.status >= 300 and response.status != 404:
+                raise RuntimeError(f"status of {key}: HTTP {response.status}")
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            try:
+                await self.sync(key)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
+                log.info("pdb %s: %s; retrying", key, exc)
+                asyncio.get_running_loop().call_later(self.retry_seconds, self.enqueue, key)
+
+    async def run(self) -> None:
+        """Watch budgets and pods and sync budgets until cancelled."""
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            self._session = session
+            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
+            self._pdbs = Reflector(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", self.on_pdb)
+            tasks = [asyncio.ensure_future(self._pods.run())]
+            try:
+                await self._pods.synced.wait()
+                tasks += [asyncio.ensure_future(self._pdbs.run()), asyncio.ensure_future(self._work())]
+                await self._pdbs.synced.wait()
+                self.ready.set()
+                await asyncio.gather(*tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                with contextlib.suppress(Exception):
+                    await asyncio.gather(*tasks, return_exceptions=True)
