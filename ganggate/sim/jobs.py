@@ -152,7 +152,10 @@ class JobController:
             body = await response.json(content_type=None)
             if response.status != 201:
                 raise RuntimeError(f"FailedCreate {key}: {response.status} {body.get('message')}")
-        self._expect.setdefault(key, set()).add(body["metadata"]["name"])
+        name = body["metadata"]["name"]
+        # The watch may deliver the pod before this response: an expectation it already met would wait for ever.
+        if self._pods is None or f"{body['metadata'].get('namespace')}/{name}" not in self._pods.store:
+            self._expect.setdefault(key, set()).add(name)
 
     async def _delete(self, key: str, pod: dict) -> None:
         meta = pod["metadata"]
@@ -160,8 +163,9 @@ class JobController:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta.get("uid")}}
         async with self._session.delete(url, json=body) as response:  # type: ignore[union-attr]
             await response.read()
-            if response.status == 200:
-                self._expect.setdefault(key, set()).add(meta["uid"])
+            seen = self._pods.store.get(object_key(pod)) if self._pods else None
+            if response.status == 200 and seen is not None and seen["metadata"].get("uid") == meta.get("uid"):
+                self._expect.setdefault(key, set()).add(meta["uid"])  # not yet seen gone (the watch may be first)
             elif response.status not in (404, 409):
                 raise RuntimeError(f"FailedDelete {key}: {response.status}")
 
