@@ -157,3 +157,18 @@ def test_status_says_a_gang_timed_out_or_is_broken() -> None:
     assert lifecycle_state(state.gangs[("default", "big")], T0 + 601) == "waiting (timed out after 600s)"
     assert lifecycle_state(state.gangs[("default", "big")], T0 + 60) == "waiting"
     assert lifecycle_state(state.gangs[("default", "train")], T0) == "running (broken: lost t-0: Failed)"
+
+
+def test_the_lifecycle_flags_reach_the_controller_config() -> None:
+    from ganggate.cli import build_parser
+    from ganggate.controller.cli import config_from_args
+
+    parser = build_parser()
+    default = config_from_args(parser.parse_args(["controller", "--lease-namespace", "x"]))
+    assert (default.on_member_loss, default.protect_running_gangs, default.on_bind_timeout) == (
+        "restart", True, "member-loss")
+    quiet = config_from_args(parser.parse_args(["controller", "--lease-namespace", "x", "--on-member-loss=none",
+                                                "--no-protect-running-gangs", "--on-bind-timeout=wait"]))
+    assert (quiet.on_member_loss, quiet.protect_running_gangs, quiet.on_bind_timeout) == ("none", False, "wait")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["controller", "--on-member-loss=kill"])

@@ -95,6 +95,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         metrics_port=args.metrics_port, shutdown_grace_seconds=args.shutdown_grace,
         preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
+        on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
     )
     cfg.validate()
     return cfg
