@@ -172,3 +172,20 @@ def test_the_lifecycle_flags_reach_the_controller_config() -> None:
     assert (quiet.on_member_loss, quiet.protect_running_gangs, quiet.on_bind_timeout) == ("none", False, "wait")
     with pytest.raises(SystemExit):
         parser.parse_args(["controller", "--on-member-loss=kill"])
+
+
+def test_budgets_for_released_gangs_only_and_ours_deleted_when_the_gang_is_gone() -> None:
+    from ganggate.controller.protection import plan_budgets
+
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=16)], [released("t-0", gang="train", min_available=1),
+                                             released("t-1", gang="train", min_available=1),
+                                             make_pod("w-0", gang="wait", pod_num=1, gpus=4)])
+    create, delete = plan_budgets(state.gangs, {("default", "ganggate-gone"): "gone"})
+    [body] = create
+    assert body["metadata"]["name"] == "ganggate-train" and body["spec"]["minAvailable"] == 1
+    assert body["spec"]["selector"] == {"matchLabels": {"ganggate.io/gang": "train"}}
+    assert [o["kind"] for o in body["metadata"]["ownerReferences"]] == ["Job"]
+    assert all(not o.get("controller") for o in body["metadata"]["ownerReferences"])
+    assert delete == [("default", "ganggate-gone")]
+    assert plan_budgets(state.gangs, {("default", "ganggate-train"): "train"}) == ([], [])
