@@ -39,13 +39,16 @@ async def test_watch_resumes_after_a_resource_version(api, raw):
     await core.patch_namespaced_pod("a", "default", {"metadata": {"labels": {"x": "1"}}})
     await core.create_namespaced_pod("default", pod_manifest("b"))
     await core.delete_namespaced_pod("a", "default")
-    events = await read_watch(raw, f"{PODS}?watch=true&resourceVersion={first.metadata.resource_version}", 3)
+    events = await read_watch(raw, f"{PODS}?watch=true&resourceVersion={first.metadata.resource_version}", 4)
+    # An unbound pod is deleted with grace 0, but through the graceful path: the deletionTimestamp
+    # is written first (MODIFIED), then the pod goes (registry/generic/registry/store.go Delete).
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "a")]
+        ("MODIFIED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "a")]
+    assert events[2]["object"]["metadata"]["deletionGracePeriodSeconds"] == 0
     versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
     assert versions == sorted(versions) and versions[0] > int(first.metadata.resource_version)
     # DELETED carries the last state of the object.
-    assert events[2]["object"]["metadata"]["labels"] == {"x": "1"}
+    assert events[3]["object"]["metadata"]["labels"] == {"x": "1"}
 
 
 async def test_watch_of_other_resources_and_namespaces_is_separate(api, raw):
@@ -147,7 +150,7 @@ async def test_kubernetes_asyncio_watch_tracks_resource_versions_across_cut_stre
     async def consume() -> None:
         async for event in watcher.stream(core.list_namespaced_pod, "default"):
             seen.append((event["type"], event["object"].metadata.name))
-            if len(seen) == 4:
+            if len(seen) == 5:
                 watcher.stop()
                 return
 
@@ -159,8 +162,9 @@ async def test_kubernetes_asyncio_watch_tracks_resource_versions_across_cut_stre
     await core.patch_namespaced_pod("w1", "default", {"metadata": {"labels": {"a": "b"}}})
     await core.delete_namespaced_pod("w2", "default")
     await asyncio.wait_for(task, 10)
-    # Reconnected from the last resourceVersion it saw: nothing lost, nothing repeated.
-    assert seen == [("ADDED", "w1"), ("ADDED", "w2"), ("MODIFIED", "w1"), ("DELETED", "w2")]
+    # Reconnected from the last resourceVersion it saw: nothing lost, nothing repeated. (The delete
+    # writes the deletionTimestamp first: MODIFIED, then DELETED.)
+    assert seen == [("ADDED", "w1"), ("ADDED", "w2"), ("MODIFIED", "w1"), ("MODIFIED", "w2"), ("DELETED", "w2")]
     await watcher.close()
 
 

@@ -88,6 +88,8 @@ async def test_unreachable_node_pods_stay_terminating_until_the_node_is_deleted(
         await asyncio.sleep(0.2)
         assert await api.pod("p") is not None
         await sim.delete_node("node-0")
+        await sleeper_at(clock, 1040)  # pod GC's 40 s quarantine
+        clock.advance_to(1040)
         await gone(api, "p")
 
 
@@ -113,6 +115,11 @@ async def test_deleting_a_node_removes_its_pods():
         await api.create_pod(pod_manifest("there", node_name="node-1"))
         await pod_where(api, "here", _running, "here to run")
         await sim.delete_node("node-0")
+        await sleeper_at(clock, 40)  # pod GC's quarantine: the node might only be late in its informer
+        clock.advance_to(39)
+        await asyncio.sleep(0.1)
+        assert await api.pod("here") is not None
+        clock.advance_to(40)
         await gone(api, "here")
         assert _running(await api.pod("there"))
 

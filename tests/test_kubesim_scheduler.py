@@ -153,7 +153,10 @@ async def test_a_deleted_pod_frees_its_node_for_a_waiting_pod():
         await bound_node(api, "first")
         await api.create_pod(pod_manifest("second", gpus=8))
         await unschedulable_message(api, "second")
-        await api.delete_pod("first")
+        # No kubelet here to finish a graceful deletion: remove the pod at once (grace 0).
+        async with api.session.delete(f"{api.url}/api/v1/namespaces/default/pods/first",
+                                      json={"gracePeriodSeconds": 0}) as response:
+            assert response.status == 200
         assert await bound_node(api, "second") == "node-0"
 
 
@@ -167,7 +170,9 @@ async def test_relists_after_410_and_sees_what_happened_meanwhile():
         # compacted resourceVersion: only a relist tells it the GPUs are free.
         sim.faults.fail(verb="watch", resource="pods", status=500, count=10_000)
         sim.faults.cut_watches()
-        await api.delete_pod("first")
+        async with api.session.delete(f"{api.url}/api/v1/namespaces/default/pods/first",
+                                      json={"gracePeriodSeconds": 0}) as response:  # no kubelet: at once
+            assert response.status == 200
         await api.create_pod(pod_manifest("filler", cpu="1", gpus=0, node_name="node-0"))
         sim.faults.compact()
         sim.faults.clear()

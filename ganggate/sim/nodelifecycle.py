@@ -15,7 +15,7 @@ Three controllers of kube-controller-manager, in one API client:
   (addConditionAndDeletePod).
 - pod GC of orphans (pkg/controller/podgc/gc_controller.go gcOrphaned): a pod bound to a node
   that no longer exists (checked with a live GET) is marked Failed with DisruptionTarget reason
-  DeletionByPodGC and deleted with grace 0. The real controller waits a 40 s quarantine first.
+  DeletionByPodGC and deleted with grace 0, after the 40 s quarantine (quarantineTime) on the clock.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ CONDITION_TAINTS = {"False": NOT_READY, "Unknown": UNREACHABLE}
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 TAINT_MANAGER_MESSAGE = "Taint manager: deleting due to NoExecute taint"
 POD_GC_MESSAGE = "PodGC: node no longer exists"
+QUARANTINE_SECONDS = 40.0  # podgc gc_controller.go quarantineTime: a node missing from the informer may be late
 
 
 def ready_status(node: Mapping) -> str:
@@ -185,7 +186,8 @@ class NodeLifecycleController:
         self._evictions.pop(key, None)
 
     async def _collect(self, key: str, node_name: str) -> None:
-        """gcOrphaned: confirm the node is gone, then mark the pod Failed and force-delete it."""
+        """gcOrphaned: after the quarantine, confirm the node is gone, then mark the pod Failed and force-delete it."""
+        await self.clock.sleep_until(self.clock.now() + QUARANTINE_SECONDS)
         while True:
             try:
                 async with self._session.get(f"{self.base_url}/api/v1/nodes/{node_name}") as response:  # type: ignore[union-attr]
