@@ -30,7 +30,7 @@ MODES = ("none", "count", "ganggate")
 
 def table(results: dict[str, engine.RunResult], walls: dict[str, float]) -> str:
     lines = ["| mode | jobs completed | GPU-seconds held by incomplete gangs | GPU-hours | runs lost (restarts) "
-             "| evictions refused | p95 wait | wall |",
+             "| eviction attempts refused | p95 wait | wall |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for mode, r in results.items():
         s = r.summary

@@ -122,7 +122,6 @@ def node_of(pod: dict) -> str:
 # ---- (1) a high-priority ordinary pod on a full cluster --------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="needs kubesim scheduler preemption (#8 part B)")
 async def test_a_high_priority_pod_on_a_full_cluster_preempts_without_leaving_a_gang_partly_bound(tmp_path):
     """The scheduler preempts for it: the gang's budget steers it to other victims, or the gang restarts whole."""
     async with cluster(tmp_path, nodes=2) as c:
@@ -217,7 +216,6 @@ async def _maybe_await(value: Any) -> Any:
 # ---- (5) a high-priority gang preempting two low-priority gangs -----------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="needs gang-aware preemption (#8 part D)")
 async def test_a_high_priority_gang_preempts_two_low_priority_gangs_whole(tmp_path):
     async with cluster(tmp_path, nodes=2, preemption="gang") as c:
         await c.priority_class("low", 10)
