@@ -23,7 +23,7 @@ from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.ordering import release_candidates, round_order
 from ganggate.core.outcome import Unfit, Waiting
 from ganggate.core.pods import PodInfo
-from ganggate.core.reservation import Reservation, active_reservations, hold, terminating
+from ganggate.core.reservation import Reservation, active_reservations, hold
 from ganggate.core.resources import GPU, Resources, format_amount, gpus
 
 #: Owners whose pods come straight back where they were: evicting them frees nothing.
@@ -104,6 +104,9 @@ def plan_preemption(
         name = f"{gang.key[0]}/{gang.key[1]}"
         if gang.key in reservations or name in busy_names:
             continue  # one preemption in flight per preemptor
+        if not options.ordinary_pods and not any(
+                g.priority < gang.priority and g.state in ("running", "released") for g in state.gangs.values()):
+            continue  # nothing it could preempt: say nothing
         if never_preempts(gang):
             reasons.append(NoPreemption(gang.key, "its preemptionPolicy is Never"))
             continue
@@ -130,7 +133,7 @@ def _plan_for(gang: Gang, state: ClusterState, capacity: Capacity, rivals: Rival
     need = min(gang.spec.min_available, len(pods))
     if _fits(pods, capacity, need, rivals):
         return "it fits without preempting once room held back for other gangs is free"
-    leaving = [p for p in state.pods.values() if p.node_name and not p.terminated and terminating(p)]
+    leaving = list(state.terminating.values())
     if leaving:
         _free(capacity, [(p.node_name or "", p.request) for p in leaving], 1)
         fits_then = _fits(pods, capacity, need, rivals)
@@ -172,7 +175,7 @@ def victims_for(state: ClusterState, priority: int, nodes: Collection[str], opti
         name = f"{gang.key[0]}/{gang.key[1]}"
         if gang.state not in ("running", "released") or gang.priority >= priority or name in busy:
             continue
-        if any(terminating(p) and not p.terminated for p in gang.pods.values()):
+        if any(p.terminating and not p.terminated for p in gang.pods.values()):
             continue  # already being torn down
         live = gang.live_pods()
         if not options.bare_pods and not all(p.owned for p in live):
@@ -183,7 +186,7 @@ def victims_for(state: ClusterState, priority: int, nodes: Collection[str], opti
     if options.ordinary_pods:
         for pod in state.pods.values():
             name = f"pod {pod.key}"
-            if (pod.gang is not None or not pod.node_name or pod.terminated or terminating(pod)
+            if (pod.gang is not None or not pod.node_name or pod.terminated or pod.terminating
                     or pod.priority >= priority or pod.node_name not in nodes or name in busy
                     or _returns(pod) or not (pod.owned or options.bare_pods)):
                 continue

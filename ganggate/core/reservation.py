@@ -61,21 +61,18 @@ def _read(pod: PodInfo) -> dict | None:
 
 
 def read_reservation(gang: Gang) -> Reservation | None:
-    """The newest reservation recorded on the gang's live pods, if any."""
-    best: dict | None = None
-    for pod in gang.pods.values():
-        if pod.terminated:
-            continue
-        value = _read(pod)
-        if value is not None and (best is None or parse_time(value.get("time")) > parse_time(best.get("time"))):
-            best = value
-    if best is None:
+    """The reservation every live pod of the gang carries (one written in part, by a reserve
+    that failed half-way, holds nothing): cheap for a gang without one (its first pod says)."""
+    live = (p for p in gang.pods.values() if not p.terminated)
+    first = next(live, None)
+    value = _read(first) if first is not None else None
+    if value is None or any((_read(p) or {}).get("id") != value["id"] for p in live):
         return None
     ns = gang.namespace
-    placement = {f"{ns}/{name}": node for name, node in best["nodes"].items()
+    placement = {f"{ns}/{name}": node for name, node in value["nodes"].items()
                  if isinstance(name, str) and isinstance(node, str) and f"{ns}/{name}" in gang.pods}
-    victims = tuple(v for v in best.get("victims") or [] if isinstance(v, str))
-    return Reservation(gang.key, str(best["id"]), parse_time(best.get("time")), parse_time(best.get("until")),
+    victims = tuple(v for v in value.get("victims") or [] if isinstance(v, str))
+    return Reservation(gang.key, str(value["id"]), parse_time(value.get("time")), parse_time(value.get("until")),
                        placement, victims)
 
 
@@ -129,13 +126,8 @@ def waiting_message(reservation: Reservation, state: ClusterState) -> str:
     """What a preemptor waiting for its room says (its Event, and `ganggate status`)."""
     nodes = sorted(set(reservation.placement.values()))
     on = set(nodes)
-    leaving = sum(1 for p in state.pods.values() if p.node_name in on and not p.terminated and terminating(p))
+    leaving = sum(1 for p in state.terminating.values() if p.node_name in on)
     victims = ", ".join(reservation.victims) or "lower-priority pods"
     return (f"preempting {victims} (preemption {reservation.id}): room reserved on "
             f"{plural(len(nodes), 'node')} ({', '.join(nodes)}); waiting for {plural(leaving, 'pod')} "
             f"there to finish")
-
-
-def terminating(pod: PodInfo) -> bool:
-    """Deleted, still running out its grace period (deletionTimestamp set)."""
-    return bool((pod.raw.get("metadata") or {}).get("deletionTimestamp"))
