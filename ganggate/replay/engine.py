@@ -26,7 +26,7 @@ import aiohttp
 from ganggate.replay.disruptions import Disruptor
 from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
 from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, pod_manifest, progress, view
-from ganggate.replay.owners import create_job, job_controller_busy
+from ganggate.replay.owners import as_rv, create_job, job_controller_busy
 from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
     Background,
     NodeEvent,
@@ -58,7 +58,7 @@ class _Engine:
         self.samples: list[Sample] = []
         self.finishes: list[tuple[float, str, int]] = []  # (when, job, run number)
         self.runs: dict[str, int] = {}  # job -> how many times it started
-        self.active: set[str] = set()  # jobs computing now (all pods running since their last start)
+        self.active: dict[str, frozenset[str]] = {}  # jobs computing now -> the pods they started with
         self.interruptions = 0
         self.namespace = NAMESPACE
         self.owners = bool(scenario.owners or scenario.disruptions)
@@ -237,7 +237,7 @@ class _Engine:
         if controller is not None:
             if not controller.synced:
                 return False
-            if _rv(controller.pods.resource_version) < max_rv or _rv(controller.nodes.resource_version) < node_rv:
+            if as_rv(controller.pods.resource_version) < max_rv or as_rv(controller.nodes.resource_version) < node_rv:
                 return False
         return True
 
@@ -301,7 +301,7 @@ class _Engine:
                 raise ReplayError(f"the gate controller stopped: {failed!r}")
             if not controller.synced:
                 return "controller (syncing)"
-            if _rv(controller.pods.resource_version) < max_rv or _rv(controller.nodes.resource_version) < node_rv:
+            if as_rv(controller.pods.resource_version) < max_rv or as_rv(controller.nodes.resource_version) < node_rv:
                 return "controller (watch)"
             if not controller.idle:
                 return "controller"
@@ -327,7 +327,10 @@ class _Engine:
         submitted = {k: v for k, v in self.jobs.items() if k in self.records}
         current = progress(submitted, views)
         finished_counts: dict[str, int] = {}
+        running_pods: dict[str, set[str]] = {}
         for p in views:
+            if p.running:
+                running_pods.setdefault(p.job_id, set()).add(p.name)
             if p.phase == "Succeeded":
                 finished_counts[p.job_id] = finished_counts.get(p.job_id, 0) + 1
         running = waiting = finished = 0
@@ -338,16 +341,21 @@ class _Engine:
                     and state.all_running):
                 if record.started_at is None:  # the queueing delay runs to the first start
                     record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus, started_at=now)
-                self.active.add(job_id)
+                self.active[job_id] = frozenset(running_pods.get(job_id, ()))
                 self.runs[job_id] = run = self.runs.get(job_id, 0) + 1
                 heapq.heappush(self.finishes, (now + job.run_time, job_id, run))
             if record.finished_at is None and finished_counts.get(job_id, 0) >= job.pods:
                 record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus,
                                                           record.started_at, finished_at=now)
-                self.active.discard(job_id)
-            if job_id in self.active and not (state is not None and state.all_running):
-                self.active.discard(job_id)  # a pod lost mid-run: the run is lost, it restarts when whole
+                self.active.pop(job_id, None)
+            if job_id in self.active and self.active[job_id] != running_pods.get(job_id, set()):
+                # A pod lost mid-run (even if replaced within the instant): the run is lost; it restarts when whole.
+                del self.active[job_id]
                 self.interruptions += 1
+                if state is not None and state.all_running:
+                    self.active[job_id] = frozenset(running_pods[job_id])
+                    self.runs[job_id] += 1
+                    heapq.heappush(self.finishes, (now + job.run_time, job_id, self.runs[job_id]))
             if record.finished_at is not None:
                 finished += 1
             elif job_id in self.active:
@@ -361,13 +369,6 @@ class _Engine:
         if self.on_step is not None:
             self.on_step(StepView(self.mode, now, sample, current, dict(self.records), self.scenario.capacity,
                                   events))
-
-
-def _rv(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 async def _gather_bounded(coros: list[Awaitable[Any]], limit: int = 32) -> None:

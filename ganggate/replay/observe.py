@@ -85,6 +85,7 @@ class PodView:
     gated: bool
     node: str | None
     phase: str
+    name: str = ""
 
     @property
     def finished(self) -> bool:
@@ -112,6 +113,7 @@ def view(pod: Mapping) -> PodView | None:
         gated=any(g.get("name") == GATE_NAME for g in gates if isinstance(g, Mapping)),
         node=spec.get("nodeName") or None,
         phase=(pod.get("status") or {}).get("phase") or "Pending",
+        name=metadata.get("name") or "",
     )
 
 

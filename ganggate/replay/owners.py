@@ -51,14 +51,15 @@ def job_controller_busy(sim: Any, max_pod_rv: int) -> str | None:
     if pods is None or jobs is None or not jc.ready.is_set():
         return "job controller (syncing)"
     max_job_rv = max((int(s.obj["metadata"]["resourceVersion"]) for _, s in sim.store.iter("jobs.batch")), default=0)
-    if _rv(pods.resource_version) < max_pod_rv or _rv(jobs.resource_version) < max_job_rv:
+    if as_rv(pods.resource_version) < max_pod_rv or as_rv(jobs.resource_version) < max_job_rv:
         return "job controller (watch)"
     if jc._queue.qsize() or jc._queued or any(jc._expect.values()):
         return "job controller"
     return None
 
 
-def _rv(value: Any) -> int:
+def as_rv(value: Any) -> int:
+    """A resourceVersion as a number (0 when unset or not a number)."""
     try:
         return int(value or 0)
     except (TypeError, ValueError):
