@@ -1,0 +1,34 @@
+"""Disruptions in the replay (ganggate/replay/disruptions.py): the schedule and what a lost pod costs."""
+
+from __future__ import annotations
+
+import pytest
+
+from ganggate.replay import disruptions, engine
+from ganggate.replay.trace import Job
+
+
+def test_a_seed_gives_one_schedule_and_bad_counts_are_refused():
+    nodes = [f"node-{i}" for i in range(4)]
+    one = disruptions.schedule(3, 1000.0, nodes, preempt=2, drain=1, node_failure=1, pod_failure=3)
+    assert one == disruptions.schedule(3, 1000.0, nodes, preempt=2, drain=1, node_failure=1, pod_failure=3)
+    assert sorted(d.kind for d in one) == ["drain", "node-failure", "pod-failure", "pod-failure", "pod-failure",
+                                          "preempt", "preempt"]
+    assert all(0 <= d.time < 1000 and d.node in nodes for d in one)
+    assert disruptions.parse("preempt=2, drain=1") == {"preempt": 2, "drain": 1}
+    for bad in ("reboot=1", "drain", "drain=x"):
+        with pytest.raises(ValueError, match="--disruptions"):
+            disruptions.parse(bad)
+
+
+@pytest.mark.parametrize("mode", ["none", "ganggate"])
+async def test_a_pod_failing_mid_run_costs_the_job_its_run_and_the_job_restarts_whole(mode):
+    """The Job replaces the failed pod; the run starts over once all pods run again; nothing is left behind."""
+    jobs = [Job("train", 0.0, 2, 2, "1", "1Gi", 600.0)]
+    failure = disruptions.Disruption(100.0, "pod-failure")
+    result = await engine.run_scenario(engine.Scenario(jobs, engine.uniform_nodes(2, 4), disruptions=[failure]),
+                                       mode, exact_webhook=False)
+    [record] = result.records
+    assert result.interruptions == 1 and result.disruptions["pod-failure"] == 1
+    assert record.started_at == 0.0 and record.finished_at == 700.0  # 100 s lost, then 600 s whole again
+    assert result.samples[-1].held_idle_gpus == 0
