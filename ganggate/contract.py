@@ -89,8 +89,8 @@ def parse_gang(
     num = annotations.get(GROUP_POD_NUM)
     min_av = annotations.get(GROUP_MIN_AVAILABLE)
     if name is None:
-        present = next(key for key in (GROUP_POD_NUM, GROUP_MIN_AVAILABLE, GROUP_TIMEOUT_SECONDS)
-                       if key in annotations)
+        present = next((key for key in (GROUP_POD_NUM, GROUP_MIN_AVAILABLE, GROUP_TIMEOUT_SECONDS)
+                        if annotations.get(key) is not None), GROUP_POD_NUM)
         return ContractError(GROUP_NAME, None, f"is required when {present} is set")
     if num is None:
         return ContractError(GROUP_POD_NUM, None, f"is required when {GROUP_NAME} is set")

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS
 from tests.webhook_support import apply_response, decode_patch, gang_pod, gate_count, review
 from ganggate.admission.server import Health, Metrics, WebhookConfig, make_app, make_metrics_app
 
@@ -327,10 +327,14 @@ async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
     text = (Path(__file__).resolve().parent.parent / "docs" / "webhook.md").read_text()
     section = text.split("## Denial messages", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| [^|]+ \| `(.+)` \|$", section, flags=re.M)
-    assert len(documented) == 10
+    assert len(documented) == 12
     created = [gang_pod(pod_num=None), gang_pod(group=None, pod_num="4"),
                gang_pod(group=None, pod_num=None, min_available="2"), gang_pod(group="Train"),
                gang_pod(pod_num="0"), gang_pod(pod_num="4", min_available="5"), gang_pod(node_name="gpu-1")]
+    timeout_bad, timeout_alone = gang_pod(), gang_pod(group=None, pod_num=None)
+    timeout_bad["metadata"]["annotations"][GROUP_TIMEOUT_SECONDS] = "soon"
+    timeout_alone["metadata"].setdefault("annotations", {})[GROUP_TIMEOUT_SECONDS] = "60"
+    created += [timeout_bad, timeout_alone]
     bodies = [review(pod) for pod in created]
     old = gang_pod(name="u")
     changed, removed = copy.deepcopy(old), copy.deepcopy(old)
