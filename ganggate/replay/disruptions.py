@@ -10,7 +10,7 @@ Kinds, each what a cluster does to running gangs:
 - `node-failure`: `node` goes NotReady (its NoExecute taints evict its pods after their
   tolerationSeconds) and comes back Ready `seconds` later;
 - `pod-failure`: one running pod of a trace job exits 1 (status Failed, written as the kubelet
-  writes it), chosen by `pick` among the running pods in name order.
+  writes it), chosen by `pick` among the running pods in job and completion-index order.
 
 `schedule` draws a disruption schedule from one `random.Random(seed)`, so a seed gives the same
 schedule every time.
@@ -112,7 +112,7 @@ class Disruptor:
                               if (s.obj["metadata"].get("labels") or {}).get(JOB_LABEL)
                               and (s.obj.get("status") or {}).get("phase") == "Running"
                               and not s.obj["metadata"].get("deletionTimestamp")),
-                             key=lambda p: p["metadata"]["name"])
+                             key=_job_order)
             if not running:
                 return ["pod failure: no pod running"]
             pod = running[d.pick % len(running)]
@@ -173,6 +173,13 @@ class Disruptor:
             if response.status not in ok:
                 raise ReplayError(f"{method} {path}: HTTP {response.status}: {text[:300].decode(errors='replace')}")
             return response.status
+
+
+def _job_order(pod: dict) -> tuple[str, int, str]:
+    """Job, then completion index: the same order every run (a Job's pod names end in random letters)."""
+    meta = pod["metadata"]
+    index = (meta.get("annotations") or {}).get("batch.kubernetes.io/job-completion-index", "0")
+    return (meta["labels"][JOB_LABEL], int(index) if index.isdigit() else 0, meta["name"])
 
 
 def urgent_pod(name: str, gpus: int) -> dict:
