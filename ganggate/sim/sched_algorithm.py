@@ -124,6 +124,6 @@ class Algorithm:
         pick = int(best[0]) if len(best) == 1 else int(best[self.rng.randrange(len(best))])
         return Decision(cache.names[int(candidates[pick])], feasible=len(candidates))
 
-    def assume(self, key: str, node: str, request: Resources, nonzero: tuple[int, int]) -> None:
+    def assume(self, key: str, node: str, request: Resources, nonzero: tuple[int, int], priority: int = 0) -> None:
         """Count the pod on the node now, before the bind is confirmed (cache.AssumePod)."""
-        self.cache.add_pod(key, PodEntry(node, dict(request), nonzero[0], nonzero[1], assumed=True))
+        self.cache.add_pod(key, PodEntry(node, dict(request), nonzero[0], nonzero[1], assumed=True, priority=priority))

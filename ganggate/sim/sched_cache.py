@@ -45,6 +45,7 @@ class PodEntry:
     nonzero_cpu: int
     nonzero_memory: int
     assumed: bool = False
+    priority: int = 0  # spec.priority: preemption looks for lower-priority pods
 
 
 @dataclass
@@ -78,6 +79,7 @@ class ClusterCache:
         self.nonzero_memory = np.zeros(capacity, dtype=np.int64)
         self.pods: dict[str, PodEntry] = {}
         self.pods_by_node: dict[str, set[str]] = {}
+        self.priority_counts: dict[int, int] = {}  # priority -> pods counted with it (preemption's quick no)
         self.generation = 0  # bumped when a node-level filter input changes
         self._verdicts: dict[str, tuple[int, StaticVerdict]] = {}
         self._label_masks: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
@@ -205,6 +207,7 @@ class ClusterCache:
         self.remove_pod(key)
         self.pods[key] = entry
         self.pods_by_node.setdefault(entry.node, set()).add(key)
+        self.priority_counts[entry.priority] = self.priority_counts.get(entry.priority, 0) + 1
         slot = self.index.get(entry.node)
         if slot is not None:
             self._apply(entry, slot, 1)
@@ -214,6 +217,9 @@ class ClusterCache:
         entry = self.pods.pop(key, None)
         if entry is None:
             return None
+        left = self.priority_counts.pop(entry.priority, 1) - 1
+        if left:
+            self.priority_counts[entry.priority] = left
         keys = self.pods_by_node.get(entry.node)
         if keys is not None:
             keys.discard(key)

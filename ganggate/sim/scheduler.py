@@ -6,7 +6,9 @@ scheduling cycle at a time (ganggate.sim.sched_algorithm) and binds in the backg
 binding subresource, as pkg/scheduler/schedule_one.go does (the scheduling cycle assumes the
 pod, the binding cycle runs concurrently). A pod that fits nowhere gets PodScheduled=False,
 reason Unschedulable and the FitError message, written only when it changed
-(pkg/scheduler/schedule_one.go handleSchedulingFailure / updatePod).
+(pkg/scheduler/schedule_one.go handleSchedulingFailure / updatePod); then PostFilter preemption
+(ganggate.sim.preemption) may nominate a node and delete victims.
+Why this module is long: the cycle, nomination and the three writes (bind, status, preemption) share its state.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping
 
 import aiohttp
 
+from ganggate.sim import preemption
 from ganggate.sim.podrequests import scheduling_requests
 from ganggate.sim.quantity import QuantityError
-from ganggate.sim.sched_algorithm import Algorithm
+from ganggate.sim.sched_algorithm import Algorithm, Decision
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
+from ganggate.sim.sched_filters import pod_priority
 from ganggate.sim.sched_informer import Reflector, object_key
 from ganggate.sim.sched_queue import QueuedPod, SchedulingQueue
 
@@ -42,6 +47,17 @@ def pod_scheduled_condition(pod: Mapping) -> Mapping | None:
         if condition.get("type") == "PodScheduled":
             return condition
     return None
+
+
+def node_name_of(pod: Mapping) -> str:
+    return (pod.get("spec") or {}).get("nodeName") or ""
+
+
+@dataclass(frozen=True)
+class _Nominated(Decision):
+    """No node now, but preemption nominated one (the pod waits for its victims to go)."""
+
+    nominated: str | None = None
 
 
 def needs_unschedulable_update(pod: Mapping, message: str) -> bool:
@@ -86,6 +102,9 @@ class Scheduler:
         self._tasks: set[asyncio.Task] = set()
         self._session: aiohttp.ClientSession | None = None
         self._pods: Reflector | None = None
+        self._pdbs: Reflector | None = None
+        self.nominated: dict[str, PodEntry] = {}  # pending pod key -> its room on status.nominatedNodeName
+        self.preemptions = 0
         self._held = False
         self.scheduled = 0
         self.failed_attempts = 0
@@ -145,6 +164,8 @@ class Scheduler:
         key = object_key(pod)
         spec = pod.get("spec") or {}
         phase = (pod.get("status") or {}).get("phase")
+        if kind == "DELETED" or phase in TERMINAL_PHASES or node_name_of(pod):
+            self.nominated.pop(key, None)  # the nominator forgets bound and deleted pods
         if kind == "DELETED" or phase in TERMINAL_PHASES:
             self.queue.delete(key)
             self._written.pop(key, None)
@@ -163,7 +184,7 @@ class Scheduler:
             info = self._requests_of(pod, None, None)
             if info is not None:
                 request, nonzero = info["request"], info["nonzero"]
-                self.cache.add_pod(key, PodEntry(node, request, nonzero[0], nonzero[1]))
+                self.cache.add_pod(key, PodEntry(node, request, nonzero[0], nonzero[1], priority=pod_priority(pod)))
                 if entry is not None and entry.request != request:
                     self._cluster_changed()  # AssignedPodUpdate: a resize may have made room
             return
@@ -180,27 +201,106 @@ class Scheduler:
             self.queue.delete(key)
             return
         self.queue.update(key, pod, **info)
+        self._nominate(key, pod, info)
         self._wake.set()
 
     # -- the scheduling loop -------------------------------------------------------------
 
+    def _nominate(self, key: str, pod: Mapping, info: Mapping) -> None:
+        """Follow status.nominatedNodeName of a pending pod (the scheduler's nominator)."""
+        node = (pod.get("status") or {}).get("nominatedNodeName")
+        if not node:
+            self.nominated.pop(key, None)
+            return
+        request, nonzero = info["request"], info["nonzero"]
+        self.nominated[key] = PodEntry(node, request, nonzero[0], nonzero[1], priority=pod_priority(pod))
+
+    def _with_nominated(self, key: str, priority: int, sign: int) -> list[PodEntry]:
+        """Count (sign 1) or stop counting (-1) the other nominated pods of at least this priority
+        on their nominated nodes (addNominatedPods), so lower-priority pods leave their room alone."""
+        applied = []
+        for other, entry in self.nominated.items():
+            slot = self.cache.index.get(entry.node)
+            if other != key and entry.priority >= priority and slot is not None:
+                self.cache._apply(entry, slot, sign)
+                applied.append(entry)
+        return applied
+
     def schedule_one(self, queued: QueuedPod) -> str | None:
         """One scheduling cycle (no I/O): the node the pod is assumed onto, or None."""
         request, nonzero = queued.extra["request"], queued.extra["nonzero"]
-        decision = self.algorithm.schedule(queued.pod, request, nonzero)
+        applied = self._with_nominated(queued.key, queued.priority, 1) if self.nominated else []
+        try:
+            decision = self._decide(queued, request, nonzero)
+        finally:
+            for entry in applied:
+                self.cache._apply(entry, self.cache.index[entry.node], -1)
         if decision.node is None:
             self.failed_attempts += 1
             self.queue.unschedulable_failed(queued)
+            nominated_node = getattr(decision, "nominated", None)
             # What we wrote last is newer than what the watch may have shown us yet.
             last = self._written.get(queued.key)
-            if (last != decision.message) if last is not None else needs_unschedulable_update(queued.pod, decision.message):
+            if nominated_node or ((last != decision.message) if last is not None
+                                  else needs_unschedulable_update(queued.pod, decision.message)):
                 self._written[queued.key] = decision.message
-                self._spawn(self._mark_unschedulable(queued.pod, decision.message))
+                self._spawn(self._mark_unschedulable(queued.pod, decision.message, nominated_node))
             return None
-        self.algorithm.assume(queued.key, decision.node, request, nonzero)
+        self.algorithm.assume(queued.key, decision.node, request, nonzero, queued.priority)
         self.queue.delete(queued.key)
         self._in_flight[queued.key] = queued
         return decision.node
+
+    def _decide(self, queued: QueuedPod, request: Mapping, nonzero: tuple[int, int]):
+        """Filter and score; the nominated node first (evaluateNominatedNode); PostFilter preemption."""
+        nominated = self.nominated.get(queued.key)
+        if nominated is not None and nominated.node in self.cache.index:
+            fits, _ = self.algorithm.feasible_mask(queued.pod, request)
+            if fits[self.cache.index[nominated.node]]:
+                return Decision(nominated.node, feasible=1)
+        decision = self.algorithm.schedule(queued.pod, request, nonzero)
+        if decision.node is not None or self.cache.num_nodes == 0:
+            return decision
+        pods = self._pods.store if self._pods else {}
+        pdbs = list(self._pdbs.store.values()) if self._pdbs else []
+        ok = self.cache.static_verdict(queued.pod).ok
+        outcome = preemption.preempt(self.cache, queued.pod, request, ok.nonzero()[0], pods, pdbs)
+        if outcome.node is None:
+            return decision
+        self.preemptions += 1
+        self.nominated[queued.key] = PodEntry(outcome.node, dict(request), nonzero[0], nonzero[1], priority=queued.priority)
+        cleared = [k for k, e in self.nominated.items() if e.node == outcome.node and e.priority < queued.priority]
+        for key in cleared:
+            self.nominated.pop(key, None)
+        self._spawn(self._preempt(queued.pod, outcome.victims, cleared))
+        return _Nominated(None, decision.message, nominated=outcome.node)
+
+    async def _preempt(self, preemptor: Mapping, victims: tuple[str, ...], cleared: list[str]) -> None:
+        """prepareCandidate: DisruptionTarget on each victim, delete it (gracefully); clear the
+        nomination of lower-priority pods nominated to the node."""
+        scheduler_name = (preemptor.get("spec") or {}).get("schedulerName", self.scheduler_name)
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": preemption.PREEMPTION_BY_SCHEDULER,
+                     "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+                     "lastTransitionTime": now_rfc3339()}
+        for key in victims:
+            namespace, name = key.split("/", 1)
+            url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}"
+            try:
+                async with self._session.patch(f"{url}/status", json={"status": {"conditions": [condition]}},
+                                               headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
+                    await response.read()
+                async with self._session.delete(url) as response:
+                    await response.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                log.debug("preempting %s: %s", key, exc)
+        for key in cleared:
+            namespace, name = key.split("/", 1)
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                async with self._session.patch(
+                    f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}/status",
+                    json={"status": {"nominatedNodeName": None}}, headers={"Content-Type": STRATEGIC_MERGE_PATCH},
+                ) as response:
+                    await response.read()
 
     async def _loop(self, bind_slots: asyncio.Semaphore) -> None:
         cycles = 0
@@ -278,8 +378,9 @@ class Scheduler:
             self.queue.error_failed(queued)
             self._wake.set()
 
-    async def _mark_unschedulable(self, pod: Mapping, message: str) -> None:
-        """PodScheduled=False/Unschedulable with the FitError message (strategic merge on type)."""
+    async def _mark_unschedulable(self, pod: Mapping, message: str, nominated: str | None = None) -> None:
+        """PodScheduled=False/Unschedulable with the FitError message (strategic merge on type), and
+        status.nominatedNodeName when preemption chose a node (updatePod with the nominating info)."""
         metadata = pod.get("metadata") or {}
         namespace, name = metadata.get("namespace", "default"), metadata["name"]
         patch = {
@@ -296,6 +397,8 @@ class Scheduler:
                 ]
             }
         }
+        if nominated:
+            patch["status"]["nominatedNodeName"] = nominated
         try:
             async with self._session.patch(
                 f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}/status",
@@ -318,7 +421,10 @@ class Scheduler:
             self._session = session
             nodes = Reflector(session, self.base_url, "/api/v1/nodes", self.on_node)
             self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
-            watchers = [asyncio.ensure_future(nodes.run()), asyncio.ensure_future(self._pods.run())]
+            # The PDB lister DefaultPreemption reads (no handler: budgets only steer the choice of victims).
+            self._pdbs = Reflector(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", lambda *_: None)
+            watchers = [asyncio.ensure_future(nodes.run()), asyncio.ensure_future(self._pods.run()),
+                        asyncio.ensure_future(self._pdbs.run())]
             loop_task: asyncio.Future | None = None
             try:
                 await nodes.synced.wait()
