@@ -11,8 +11,8 @@ Emulated plugins (pkg/scheduler/apis/config/v1/default_plugins.go order):
 Left out, because kubesim's pods and nodes never exercise them or they add a constant to
 every node's score: NodeName, NodePorts, VolumeRestrictions/VolumeBinding/VolumeZone,
 NodeVolumeLimits, PodTopologySpread, InterPodAffinity, ImageLocality, the TaintToleration
-and NodeAffinity scores (PreferNoSchedule taints, preferred terms), DRA, and preemption
-(DefaultPreemption: no `preemption: ...` suffix in the fit error).
+and NodeAffinity scores (PreferNoSchedule taints, preferred terms), DRA. PostFilter preemption
+is ganggate.sim.preemption (without the `preemption: ...` suffix to the fit error).
 """
 
 from __future__ import annotations
