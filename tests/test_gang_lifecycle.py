@@ -181,11 +181,12 @@ def test_budgets_for_released_gangs_only_and_ours_deleted_when_the_gang_is_gone(
     state.reset([make_node("n1", gpus=16)], [released("t-0", gang="train", min_available=1),
                                              released("t-1", gang="train", min_available=1),
                                              make_pod("w-0", gang="wait", pod_num=1, gpus=4)])
-    create, delete = plan_budgets(state.gangs, {("default", "ganggate-gone"): "gone"})
-    [body] = create
+    plan = plan_budgets(state.gangs, {("default", "ganggate-gone"): "gone"})
+    [body] = plan.create
     assert body["metadata"]["name"] == "ganggate-train" and body["spec"]["minAvailable"] == 1
     assert body["spec"]["selector"] == {"matchLabels": {"ganggate.io/gang": "train"}}
     assert [o["kind"] for o in body["metadata"]["ownerReferences"]] == ["Job"]
     assert all(not o.get("controller") for o in body["metadata"]["ownerReferences"])
-    assert delete == [("default", "ganggate-gone")]
-    assert plan_budgets(state.gangs, {("default", "ganggate-train"): "train"}) == ([], [])
+    assert plan.delete == [("default", "ganggate-gone")]
+    again = plan_budgets(state.gangs, {("default", "ganggate-train"): "train"})
+    assert (again.create, again.delete, again.covered) == ([], [], {})

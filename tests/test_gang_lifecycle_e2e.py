@@ -181,3 +181,64 @@ async def test_gpus_of_terminating_pods_are_not_promised_until_free(tmp_path):
             assert all(is_gated(p) for p in c.pods("next"))
         await c.running("next", 1, "next running once the old pod is gone")
         assert c.sim.store.get("pods", "default", old["metadata"]["name"]) is None
+
+
+def user_budget(name: str, app: str, **spec: Any) -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
+            "spec": {**spec, "selector": {"matchLabels": {"app": app}}}}
+
+
+async def evict(c: Env, pod: dict) -> tuple[int, dict]:
+    name = pod["metadata"]["name"]
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}}
+    async with c.session.post(f"{c.sim.url}/api/v1/namespaces/default/pods/{name}/eviction", json=body) as response:
+        return response.status, await response.json(content_type=None)
+
+
+async def budget_settled(c: Env, name: str, allowed: int) -> None:
+    async def check() -> bool:
+        pdb = c.sim.store.get("poddisruptionbudgets", "default", name) or {}
+        status = pdb.get("status") or {}
+        return (status.get("observedGeneration") == pdb["metadata"].get("generation")
+                and status.get("disruptionsAllowed") == allowed)
+    await wait_for(check, what=f"budget {name} allowing {allowed}")
+
+
+async def test_a_user_budget_over_the_gang_means_ganggate_makes_none_and_evictions_follow_it(tmp_path):
+    async with cluster(tmp_path) as c:
+        await c.request("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+                        user_budget("team", "train", minAvailable=2))
+        await c.request("POST", "/apis/batch/v1/namespaces/default/jobs", gang_job("train", 2, 2))
+        pods = await c.running("train", 2)
+
+        async def told() -> list[dict] | None:
+            return await c.events("GangProtectedByUserBudget") or None
+        [event] = await wait_for(told, what="the gang told it is covered by the user's budget")
+        assert event["type"] == "Normal" and "PodDisruptionBudget team" in event["message"]
+        assert [b["metadata"]["name"] for b in c.budgets()] == ["team"]
+        await budget_settled(c, "team", 0)
+        # The user's budget alone decides: 429, not the 500 of two budgets over one pod.
+        status, body = await evict(c, pods[0])
+        assert status == 429, body
+        assert "disruption budget" in body["message"]
+
+
+async def test_a_user_budget_made_later_replaces_ganggates_and_an_eviction_it_allows_succeeds(tmp_path):
+    async with cluster(tmp_path) as c:
+        await c.request("POST", "/apis/batch/v1/namespaces/default/jobs", gang_job("train", 2, 2))
+        pods = await c.running("train", 2)
+
+        async def ours() -> bool:
+            return [b["metadata"]["name"] for b in c.budgets()] == ["ganggate-train"]
+        await wait_for(ours, what="ganggate's budget of the gang")
+        await c.request("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+                        user_budget("team", "train", minAvailable=1))
+
+        async def only_theirs() -> bool:
+            return [b["metadata"]["name"] for b in c.budgets()] == ["team"]
+        await wait_for(only_theirs, what="ganggate's budget deleted for the user's")
+        [event] = await c.events("GangProtectedByUserBudget")
+        assert "PodDisruptionBudget team" in event["message"]
+        await budget_settled(c, "team", 1)
+        status, body = await evict(c, pods[0])
+        assert status in (200, 201), body

@@ -114,3 +114,19 @@ def _rfc3339(epoch):
     from ganggate.kube.leader import micro_time
 
     return micro_time(epoch)
+
+
+def test_status_says_a_running_gang_is_protected_by_a_users_budget_not_ganggates():
+    pods = [pod(f"run-{i}", "run", 2, 2, gated=False, node_name="gpu-0") for i in range(2)]
+    for p in pods:
+        p["metadata"]["labels"] = {"app": "run"}
+    team = {"metadata": {"name": "team", "namespace": "ml"}, "spec": {"selector": {"matchLabels": {"app": "run"}}}}
+    ours = {"metadata": {"name": "ganggate-run", "namespace": "ml",
+                         "labels": {"ganggate.io/gang": "run", "app.kubernetes.io/managed-by": "ganggate"}},
+            "spec": {"selector": {"matchLabels": {"app": "run"}}}}
+    state = ClusterState()
+    state.reset([node("gpu-0")], pods)
+    text = format_status(state, *decide(state, NOW), NOW, budgets=[team, ours])
+    [line] = [line for line in text.splitlines() if line.startswith("ml/run")]
+    assert line.endswith("protected by PodDisruptionBudget team (not ganggate's)")
+    assert "protected" not in format_status(state, *decide(state, NOW), NOW, budgets=[ours])

@@ -197,6 +197,8 @@ class Controller:
                                                    self._loop())]
         if self.leader is not None:
             tasks.append(asyncio.create_task(self.leader.run()))
+        if self.lifecycle.protection is not None:  # every PodDisruptionBudget: controller.protection
+            tasks.append(asyncio.create_task(self.lifecycle.protection.informer.run()))
         log.info("controller %s started (policy=%s placement=%s leader_election=%s%s)", self.identity,
                  self.config.policy, self.config.placement, self.config.leader_election,
                  f" lease={self.config.lease_namespace}/{self.config.lease_name}" if self.leader else "")

@@ -37,7 +37,14 @@ def attach_lifecycle(controller: Any) -> "GangLifecycle":
     """The GangLifecycle of a Controller (its budgets too, unless protect_running_gangs is
     off), wired to receive its bind timeouts as losses."""
     config = controller.config
-    protection = (Protection(controller.api_client, controller.state, controller.metrics, controller._spawn)
+    preemptor = getattr(controller, "preemptor", None)
+
+    def in_flight() -> list[str]:
+        plan = preemptor.in_flight if preemptor is not None else None
+        return [v.name for v in plan.victims] if plan is not None else []
+
+    protection = (Protection(controller.api_client, controller.state, controller.metrics, controller._spawn,
+                             events=controller.events, poke=controller._poke, in_flight=in_flight)
                   if config.protect_running_gangs else None)
     lifecycle = GangLifecycle(controller.core, controller.state, controller.events, controller.metrics,
                               policy=config.on_member_loss, spawn=controller._spawn, protection=protection)
@@ -95,7 +102,7 @@ class GangLifecycle:
         self.handle_losses(self.state.take_losses())
         self._timeouts(now)
         if self.protection is not None:
-            self.protection.reconcile()
+            self.protection.reconcile(now)
 
     def _on_loss(self, loss: MemberLoss) -> None:
         if loss.uid in self._deleting or not self._reported.add((loss.uid, loss.cause)):

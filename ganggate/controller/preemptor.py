@@ -28,6 +28,7 @@ import uuid
 from typing import Any, Callable, Iterable, Mapping
 
 from ganggate.contract import GANG_LABEL, gang_label_value
+from ganggate.core.budgets import covers
 from ganggate.core.cluster import ClusterState
 from ganggate.core.explain import plural
 from ganggate.core.outcome import Waiting
@@ -215,23 +216,6 @@ def _labels_own(meta: Mapping, gang_name: str) -> bool:
 
 
 def selects(budget: Mapping, pod: Mapping) -> bool:
-    """The budget's label selector matches the pod (an empty selector matches every pod in
-    policy/v1; matchExpressions In, NotIn, Exists, DoesNotExist)."""
-    selector = (budget.get("spec") or {}).get("selector")
-    if selector is None:
-        return False
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
+    """The eviction subresource counts the budget for the pod (`ganggate.core.budgets.covers`:
+    same namespace, a valid non-empty selector matching its labels)."""
+    return covers(budget, pod)

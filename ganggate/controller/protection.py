@@ -17,30 +17,40 @@ what a gang wants: the budget lives while any part of the gang's workload does. 
 the controllers rather than by pods keeps it across a restart of the gang, whose pods are
 recreated with new uids. The controller's own clean-up deletes it anyway when the gang is gone,
 for clusters (and simulators) whose collector does not reach budgets.
+
+Which gangs get none (`plan_budgets`, pure):
+- a gang some live pod of which a budget not made by ganggate already covers (selector match,
+  same namespace, as the eviction subresource judges it, `ganggate.core.budgets`): two budgets
+  over one pod make every eviction of that pod fail with 500, so ganggate leaves it to the
+  user's budget and deletes its own if it had one; it says so once per gang (Event
+  `GangProtectedByUserBudget` on the gang's oldest released pod, naming the budget, and a log
+  line);
+- a victim of a preemption in flight or reserved (`ganggate.io/preemption` on the preemptor's
+  pods names its victims): the preemptor deleted the budget to evict the gang whole;
+- a gang with pods being deleted (it is being torn down or restarted).
+Existing budgets of the last two are left alone; they are only not (re)created.
+
+The controller watches every PodDisruptionBudget (list + watch, `informer.Informer`), so a
+user's budget made after ganggate's is seen at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Any, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Callable, Collection, Coroutine, Iterable, Mapping
 
 from ganggate.contract import GANG_LABEL, gang_label_value
+from ganggate.core.budgets import MANAGED_BY, budget_name, foreign_budgets_over, is_ours
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import Gang, GangKey
+from ganggate.core.reservation import active_reservations
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)
 
-MANAGED_BY = ("app.kubernetes.io/managed-by", "ganggate")
-RESYNC_SECONDS = 60.0
-
-
-def budget_name(gang_name: str) -> str:
-    """The budget of a gang: `ganggate-<group-name>` (a group-name is a DNS-1123 label, so
-    this is a valid object name)."""
-    return f"ganggate-{gang_name}"
+__all__ = ["MANAGED_BY", "budget_name", "desired_budget", "plan_budgets", "preemption_victims", "Protection"]
 
 
 def _owners(gang: Gang) -> list[dict]:
@@ -74,67 +84,145 @@ def desired_budget(gang: Gang) -> dict | None:
     }
 
 
-def plan_budgets(gangs: dict[GangKey, Gang], known: dict[tuple[str, str], str]) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Budgets to create (gangs with released pods and no budget known) and budgets to delete
-    (ours, known, whose gang has no pods any more). known maps (namespace, budget name) -> the
-    gang label value it carries. Pure."""
-    create = []
-    for gang in gangs.values():
-        key = (gang.namespace, budget_name(gang.name))
-        if key not in known and (body := desired_budget(gang)) is not None:
-            create.append(body)
-    delete = [key for key, gang_name in sorted(known.items()) if (key[0], gang_name) not in gangs]
-    return create, delete
+def preemption_victims(state: ClusterState, now: float, in_flight: Iterable[str] = ()) -> set[GangKey]:
+    """Gangs a preemption is evicting: named by an active reservation (`ganggate.io/preemption`
+    on a waiting preemptor's pods) or by the preemption in flight (`in_flight`, "ns/gang")."""
+    names = set(in_flight) | {v for r in active_reservations(state, now).values() for v in r.victims}
+    return {key for key in state.gangs if f"{key[0]}/{key[1]}" in names}
+
+
+def _tearing_down(gang: Gang) -> bool:
+    """Some pod of the gang is being deleted (and has not ended): it is going, or restarting."""
+    return any(p.terminating and not p.terminated for p in gang.pods.values())
+
+
+@dataclass
+class BudgetPlan:
+    """What a pass does: budgets to create, ours to delete, and the gangs a user's budget covers
+    (gang -> the names of those budgets)."""
+
+    create: list[dict] = field(default_factory=list)
+    delete: list[tuple[str, str]] = field(default_factory=list)
+    covered: dict[GangKey, list[str]] = field(default_factory=dict)
+
+
+def plan_budgets(gangs: Mapping[GangKey, Gang], known: Mapping[tuple[str, str], str], *,
+                 foreign: Iterable[Mapping] = (), skip: Collection[GangKey] = ()) -> BudgetPlan:
+    """Which gangs get a budget. Pure.
+
+    known maps ganggate's own budgets (namespace, budget name) -> the gang label value each
+    carries; foreign are the budgets not made by ganggate; skip are gangs not to protect now
+    (preemption victims). A gang with released pods gets a budget unless it has one, a foreign
+    budget covers one of its live pods (then ours, if any, is deleted), it is skipped, or some
+    of its pods are being deleted. Ours whose gang has no pods any more are deleted."""
+    by_namespace: dict[str, list[Mapping]] = {}
+    for budget in foreign:
+        if not is_ours(budget):
+            by_namespace.setdefault((budget.get("metadata") or {}).get("namespace") or "default", []).append(budget)
+    plan = BudgetPlan()
+    doomed: set[tuple[str, str]] = set()
+    for key in sorted(gangs):
+        gang = gangs[key]
+        if gang.spec is None or not gang.released_count:
+            continue
+        ours = (gang.namespace, budget_name(gang.name))
+        names = foreign_budgets_over(gang, by_namespace.get(gang.namespace, ()))
+        if names:
+            plan.covered[key] = names
+            if ours in known:
+                doomed.add(ours)
+            continue
+        if ours in known or key in skip or _tearing_down(gang):
+            continue
+        if (body := desired_budget(gang)) is not None:
+            plan.create.append(body)
+    doomed |= {k for k, gang_name in known.items() if (k[0], gang_name) not in gangs}
+    plan.delete = sorted(doomed)
+    return plan
 
 
 class Protection:
-    """Keeps one budget per released gang; see the module docstring."""
+    """Keeps one budget per released gang; see the module docstring.
+
+    `informer` (list + watch of every PodDisruptionBudget) must be run by the controller;
+    nothing is created or deleted before its first list. `in_flight` names the victims of the
+    preemption being carried out ("ns/gang")."""
 
     def __init__(self, api_client: Any, state: ClusterState, metrics: Any,
-                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
+                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task], *, events: Any = None,
+                 poke: Callable[[], None] = lambda: None,
+                 in_flight: Callable[[], Iterable[str]] = lambda: ()) -> None:
         from kubernetes_asyncio import client
+
+        from ganggate.controller.informer import Informer
 
         self.policy = client.PolicyV1Api(api_client)
         self.state = state
         self.metrics = metrics
         self.spawn = spawn
-        self.known: dict[tuple[str, str], str] = {}
-        self._listed_at: float | None = None
+        self.events = events
+        self.in_flight = in_flight
+        self.informer = Informer(self.policy.list_pod_disruption_budget_for_all_namespaces, "poddisruptionbudgets",
+                                 on_list=lambda _items: poke(), on_event=self._on_event, metrics=metrics)
+        self._poke = poke
+        self._created: dict[tuple[str, str], str] = {}  # created by us, not yet seen by the watch
+        self._told: dict[GangKey, tuple[str, ...]] = {}  # gangs said to be covered, by what
         self._busy = False
 
-    def reconcile(self) -> None:
-        """Start one pass (at most one at a time)."""
-        if not self._busy:
-            self._busy = True
-            self.spawn(self._pass())
+    @property
+    def known(self) -> dict[tuple[str, str], str]:
+        """ganggate's own budgets: (namespace, name) -> the gang label value."""
+        out = dict(self._created)
+        for budget in self.informer.store.values():
+            if is_ours(budget):
+                meta = budget["metadata"]
+                out[(meta.get("namespace") or "default", meta["name"])] = meta["labels"][GANG_LABEL]
+        return out
 
-    async def _pass(self) -> None:
+    def _on_event(self, _kind: str, budget: dict) -> None:
+        meta = budget.get("metadata") or {}
+        self._created.pop((meta.get("namespace") or "default", meta.get("name") or ""), None)
+        self._poke()
+
+    def reconcile(self, now: float) -> None:
+        """Start one pass (at most one at a time), once the budgets have been listed."""
+        if not self._busy and self.informer.synced:
+            self._busy = True
+            self.spawn(self._pass(now))
+
+    async def _pass(self, now: float) -> None:
         try:
-            now = time.monotonic()
-            if self._listed_at is None or now - self._listed_at > RESYNC_SECONDS:
-                await self._list()
-                self._listed_at = now
-            create, delete = plan_budgets(self.state.gangs, self.known)
-            for body in create:
+            skip = preemption_victims(self.state, now, self.in_flight())
+            plan = plan_budgets(self.state.gangs, self.known,
+                                foreign=list(self.informer.store.values()), skip=skip)
+            self._tell(plan.covered)
+            for body in plan.create:
                 await self._create(body)
-            for namespace, name in delete:
+            for namespace, name in plan.delete:
                 await self._delete(namespace, name)
         except ApiCallError as exc:
             log.warning("PodDisruptionBudgets: %s; retried next round", exc)
-            self._listed_at = None
         finally:
             self._busy = False
 
-    async def _list(self) -> None:
-        body = await call_json(self.policy.list_pod_disruption_budget_for_all_namespaces,
-                               label_selector=f"{GANG_LABEL},{MANAGED_BY[0]}={MANAGED_BY[1]}",
-                               verb="list", metrics=self.metrics)
-        self.known = {}
-        for item in body.get("items") or []:
-            meta = item.get("metadata") or {}
-            value = (meta.get("labels") or {}).get(GANG_LABEL)
-            if value and meta.get("name") == budget_name(value):
-                self.known[(meta.get("namespace") or "default", meta["name"])] = value
+    def _tell(self, covered: Mapping[GangKey, list[str]]) -> None:
+        """Say once per gang (again when the budgets change) that a user's budget covers it."""
+        for key in [k for k in self._told if k not in covered]:
+            del self._told[key]
+        for key, names in covered.items():
+            if self._told.get(key) == tuple(names):
+                continue
+            self._told[key] = tuple(names)
+            gang = self.state.gangs.get(key)
+            shown = ", ".join(names)
+            message = (f"gang {key[0]}/{key[1]} is covered by PodDisruptionBudget {shown}, not made by ganggate: "
+                       f"ganggate makes no budget of its own for it (with two budgets over one pod every "
+                       f"eviction of it fails); evictions of its pods follow {shown}")
+            log.info("GangProtectedByUserBudget %s/%s: %s", *key, message)
+            if self.events is not None and gang is not None:
+                pods = sorted(gang.released_pods(), key=lambda p: (p.created, p.key))
+                if pods:
+                    self.events.emit(pods[0].raw, "GangProtectedByUserBudget", message, log_it=False)
 
     async def _create(self, body: dict) -> None:
         meta = body["metadata"]
@@ -147,14 +235,16 @@ class Protection:
         except ApiCallError as exc:
             if exc.status != 409:
                 raise
-        self.known[key] = meta["labels"][GANG_LABEL]
+        if key not in self.known:
+            self._created[key] = meta["labels"][GANG_LABEL]
 
     async def _delete(self, namespace: str, name: str) -> None:
         try:
             await call_json(self.policy.delete_namespaced_pod_disruption_budget, name, namespace,
                             verb="delete", metrics=self.metrics)
-            log.info("PodDisruptionBudget %s/%s deleted: its gang is gone", namespace, name)
+            log.info("PodDisruptionBudget %s/%s deleted: its gang is gone or covered by another budget",
+                     namespace, name)
         except ApiCallError as exc:
             if exc.status != 404:
                 raise
-        self.known.pop((namespace, name), None)
+        self._created.pop((namespace, name), None)

@@ -59,8 +59,12 @@ def _gpus(milli: int) -> int:
 
 
 def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[Any], now: float,
-              namespace: str | None = None) -> list[GangRow]:
-    """One row per gang (of the namespace, if given), ordered by namespace and name."""
+              namespace: str | None = None, budgets: Iterable[dict] = ()) -> list[GangRow]:
+    """One row per gang (of the namespace, if given), ordered by namespace and name; budgets
+    (PodDisruptionBudgets) say which released gangs a user's budget protects instead of ganggate's."""
+    from ganggate.core.budgets import foreign_budgets_over
+
+    budgets = list(budgets)
     why: dict[tuple[str, str], str] = {}
     for waiting in waitings:
         why[waiting.gang_key] = f"{waiting.event_reason}: {waiting.message}"
@@ -90,6 +94,9 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
             reason = f"{bound} of {plural(len(live), 'pod')} bound"
         if not reason and gang.state == "started" and spec is not None:
             reason = f"started with {len(gang.released_pods())} of {spec.pod_num} pods; extras wait for room"
+        if budgets and gang.released_count and (names := foreign_budgets_over(gang, budgets)):
+            note = f"protected by PodDisruptionBudget {', '.join(names)} (not ganggate's)"
+            reason = f"{reason}; {note}" if reason else note
         rows.append(GangRow(f"{key[0]}/{key[1]}", lifecycle_state(gang, now), len(live), needed, _gpus(gpus),
                             since, reason))
     return rows
@@ -162,9 +169,9 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def format_status(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[Any], now: float,
-                  namespace: str | None = None) -> str:
+                  namespace: str | None = None, budgets: Iterable[dict] = ()) -> str:
     """The two tables as text (pure)."""
-    gangs = gang_rows(state, decisions, waitings, now, namespace)
+    gangs = gang_rows(state, decisions, waitings, now, namespace, budgets)
     gang_table = _table(
         ["GANG", "STATE", "PODS", "GPUS", "WAITING", "WHY"],
         [[g.gang, g.state, f"{g.present}/{g.needed or '?'}", str(g.gpus), g.waiting_since, g.why] for g in gangs],
@@ -207,6 +214,18 @@ async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-
     return state
 
 
+async def list_budgets(api_client: Any) -> list[dict]:
+    """Every PodDisruptionBudget, or none when they cannot be listed (status goes on without)."""
+    from kubernetes_asyncio import client
+
+    from ganggate.kube.calls import ApiCallError
+
+    try:
+        return await list_all(client.PolicyV1Api(api_client).list_pod_disruption_budget_for_all_namespaces)
+    except ApiCallError:
+        return []
+
+
 async def read_lease_line(api_client: Any, name: str, namespace: str) -> str:
     """lease_line for the Lease as the API has it now."""
     from kubernetes_asyncio import client
@@ -230,9 +249,10 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     from ganggate.core.planner import decide
 
     state = await collect(api_client, scheduler_names)
+    budgets = await list_budgets(api_client)
     now = time.time()
     decisions, waitings = decide(state, now, policy=policy)
-    text = format_status(state, decisions, waitings, now, namespace)
+    text = format_status(state, decisions, waitings, now, namespace, budgets)
     if lease is not None:
         text = await read_lease_line(api_client, *lease) + "\n\n" + text
     return text

@@ -5,6 +5,7 @@ Lowest first (each module imports only those above it in this list):
   nodematch   which nodes a pod may use (selector, affinity, taints, readiness, cordon)
   pods        PodInfo: one pod as the controller sees it
   gangs       Gang: the pods of one gang and the state they add up to
+  budgets     which PodDisruptionBudgets cover a pod (as evictions see them), and a gang
   losses      MemberLoss: a released gang member that stopped being one, and why
   cluster     ClusterState: nodes, their use, gangs and promises, fed by watch events
   outcome     Decision, Waiting, Unfit: what a round returns
