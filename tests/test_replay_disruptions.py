@@ -32,3 +32,18 @@ async def test_a_pod_failing_mid_run_costs_the_job_its_run_and_the_job_restarts_
     assert result.interruptions == 1 and result.disruptions["pod-failure"] == 1
     assert record.started_at == 0.0 and record.finished_at == 700.0  # 100 s lost, then 600 s whole again
     assert result.samples[-1].held_idle_gpus == 0
+
+
+@pytest.mark.parametrize("mode", ["none", "ganggate"])
+async def test_an_urgent_pod_that_starts_late_still_runs_only_its_seconds(mode):
+    """An urgent pod that cannot start at once (its only node is cordoned for 1000 s) runs its 600 s
+    from when it starts, then frees the node: the trace job after it runs (it used to run forever,
+    holding its GPUs, and a job needing them never finished)."""
+    jobs = [Job("train", 2000.0, 1, 8, "1", "1Gi", 100.0)]
+    cluster = [disruptions.Disruption(0.0, "drain", "node-0", seconds=1000.0),
+               disruptions.Disruption(1.0, "preempt", seconds=600.0, gpus=8)]
+    result = await engine.run_scenario(engine.Scenario(jobs, engine.uniform_nodes(1, 8), disruptions=cluster),
+                                       mode, exact_webhook=False)
+    [record] = result.records
+    assert result.summary.completed == 1
+    assert record.started_at == 2000.0 and record.finished_at == 2100.0

@@ -3,7 +3,8 @@
 Kinds, each what a cluster does to running gangs:
 
 - `preempt`: a high-priority ordinary pod (PriorityClass `replay-urgent`, value 1,000,000) of
-  `gpus` GPUs arrives and runs `seconds`; the scheduler preempts to place it;
+  `gpus` GPUs arrives; the scheduler preempts to place it; it runs `seconds` from when it starts
+  (kubesim's kubelet ends it, `kubesim.io/run-seconds`), however long it waited to be placed;
 - `drain`: `kubectl drain` of `node`: cordon it, evict each of its pods through the eviction API
   (a refusal, 429 from a disruption budget, is retried every 5 s as kubectl does) for `seconds`,
   then uncordon it (the node comes back from maintenance);
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 from ganggate.core.resources import GPU
 from ganggate.replay.observe import JOB_LABEL
 from ganggate.replay.scenario import Disruption, ReplayError
+from ganggate.sim.kubelet_status import RUN_SECONDS_ANNOTATION
 
 KINDS = ("preempt", "drain", "node-failure", "pod-failure")
 URGENT_CLASS = "replay-urgent"
@@ -98,8 +100,8 @@ class Disruptor:
         self.counts[d.kind] = self.counts.get(d.kind, 0) + 1
         if d.kind == "preempt":
             name = f"urgent-{self.counts['preempt']}"
-            await self._call("POST", f"/api/v1/namespaces/{self.engine.namespace}/pods", urgent_pod(name, d.gpus))
-            self._push(now + d.seconds, "finish", name)
+            await self._call("POST", f"/api/v1/namespaces/{self.engine.namespace}/pods",
+                             urgent_pod(name, d.gpus, d.seconds))
         elif d.kind == "drain":
             await self._cordon(d.node, True)
             await self._evict(now, (d.node, now + d.seconds))
@@ -146,14 +148,6 @@ class Disruptor:
         await self.engine.sim.set_node_ready(node, "True")
         return [f"{node} Ready again"]
 
-    async def _finish(self, now: float, name: str) -> list[str]:
-        pod = self.engine.sim.store.get("pods", self.engine.namespace, name)
-        if pod is not None and (pod.get("status") or {}).get("phase") == "Running":
-            from ganggate.sim.kubelet import now_rfc3339, succeeded_status
-
-            await self._status(pod, succeeded_status(pod, now_rfc3339()))
-        return [f"{name} finished"]
-
     # ---- HTTP --------------------------------------------------------------------------
 
     async def _cordon(self, node: str, on: bool) -> None:
@@ -182,12 +176,19 @@ def _job_order(pod: dict) -> tuple[str, int, str]:
     return (meta["labels"][JOB_LABEL], int(index) if index.isdigit() else 0, meta["name"])
 
 
-def urgent_pod(name: str, gpus: int) -> dict:
-    """A high-priority ordinary pod (no gang): what arrives and preempts."""
+def urgent_pod(name: str, gpus: int, seconds: float) -> dict:
+    """A high-priority ordinary pod (no gang): what arrives and preempts, and runs `seconds` once started.
+
+    Its run is timed by the kubelet from the pod's start (`kubesim.io/run-seconds`), not from its
+    creation: a pod still Pending when `seconds` had passed since it arrived (waiting for a node
+    to be uncordoned or to come back, or for its victims to go) used to miss its end and then run
+    for ever, holding its GPUs, and the trace jobs that needed them never finished.
+    """
     resources = {"cpu": "1", "memory": "1Gi", GPU: str(gpus)}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {URGENT_LABEL: "true"}},
-            "spec": {"priorityClassName": URGENT_CLASS, "terminationGracePeriodSeconds": 0,
+            "metadata": {"name": name, "labels": {URGENT_LABEL: "true"},
+                         "annotations": {RUN_SECONDS_ANNOTATION: f"{seconds:g}"}},
+            "spec": {"priorityClassName": URGENT_CLASS, "terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
                      "containers": [{"name": "main", "image": "urgent",
                                      "resources": {"requests": resources, "limits": {GPU: str(gpus)}}}]}}
 
