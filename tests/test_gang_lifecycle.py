@@ -190,3 +190,23 @@ def test_budgets_for_released_gangs_only_and_ours_deleted_when_the_gang_is_gone(
     assert plan.delete == [("default", "ganggate-gone")]
     again = plan_budgets(state.gangs, {("default", "ganggate-train"): "train"})
     assert (again.create, again.delete, again.covered) == ([], [], {})
+
+
+def test_a_deleted_pod_whose_owner_is_gone_or_being_deleted_is_a_gang_going_away() -> None:
+    from ganggate.controller.owners import controller_ref, owner_is_going
+
+    state = ClusterState()
+    pods = [released("t-0", gang="train", owner="train"), released("t-1", gang="train", owner="train")]
+    state.reset([make_node("n1", gpus=16)], pods)
+    state.apply_pod("MODIFIED", terminating(released("t-0", gang="train", owner="train")))
+    [loss] = state.take_losses()
+    assert loss.cause == "Deleted" and loss.owner == ("batch/v1", "Job", "train", "uid-train")
+
+    ref = controller_ref(pods[0])
+    job = {"metadata": {"name": "train", "uid": "uid-train"}}
+    assert owner_is_going(ref, None)  # 404: deleted (background propagation)
+    assert owner_is_going(ref, {"metadata": {"name": "train", "uid": "uid-train",
+                                             "deletionTimestamp": "2024-01-01T00:01:00Z"}})  # foreground
+    assert owner_is_going(ref, {"metadata": {"name": "train", "uid": "another"}})  # a new Job of that name
+    assert not owner_is_going(ref, job)  # alive: a pod deleted under it is a member lost
+    assert controller_ref(released("b-0", owner=None)) is None

@@ -10,6 +10,7 @@ import contextlib
 from typing import Any, AsyncIterator
 
 import aiohttp
+import pytest
 
 from ganggate.contract import GANG_LABEL, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS
 from ganggate.sim.clock import WallClock
@@ -242,3 +243,64 @@ async def test_a_user_budget_made_later_replaces_ganggates_and_an_eviction_it_al
         await budget_settled(c, "team", 1)
         status, body = await evict(c, pods[0])
         assert status in (200, 201), body
+
+
+def count_pod_deletes(c: Env) -> list[str]:
+    """The pods the controller asks the API server to delete, from now on."""
+    controller = c.env.controllers[-1][0]
+    rest = controller.api_client.rest_client
+    original, deleted = rest.DELETE, []
+
+    async def counting(url: str, *args: Any, **kwargs: Any) -> Any:
+        if "/pods/" in url:
+            deleted.append(url.rsplit("/", 1)[1])
+        return await original(url, *args, **kwargs)
+    rest.DELETE = counting
+    return deleted
+
+
+async def pause_garbage_collector() -> None:
+    """Stop kubesim's garbage collector: the test deletes the pods itself, one at a time, as the
+    real one does for a large gang (its workers are rate-limited), where kubesim's deletes three
+    pods at once."""
+    import asyncio
+
+    [task] = [t for t in asyncio.all_tasks() if t.get_name() == "kubesim-garbagecollector"]
+    task.cancel()
+
+
+async def test_deleting_a_running_gangs_job_is_not_a_member_loss(tmp_path):
+    async with cluster(tmp_path) as c:
+        await c.request("POST", "/apis/batch/v1/namespaces/default/jobs", gang_job("train", 3, 2))
+        pods = await c.running("train", 3)
+        controller = c.env.controllers[-1][0]
+        deleted = count_pod_deletes(c)
+        await pause_garbage_collector()
+        await c.request("DELETE", "/apis/batch/v1/namespaces/default/jobs/train",
+                        {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+        for pod in pods:  # the collector's work: the owner is gone, so are its pods, one by one
+            name = pod["metadata"]["name"]
+            await c.request("DELETE", f"/api/v1/namespaces/default/pods/{name}",
+                            {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": pod["metadata"]["uid"]}},
+                            ok=(200, 202, 404, 409))
+            rounds = controller.rounds
+
+            async def handled() -> bool:
+                seen = controller.state.pods.get(f"default/{name}")
+                return (seen is None or not seen.member) and controller.rounds >= rounds + 2
+            await wait_for(handled, what=f"the controller to see {name} go")
+
+        async def gone() -> bool:
+            return not c.pods("train", ended=True)
+        await wait_for(gone, what="the Job's pods gone")
+        # A gang of another Job losing a member afterwards is reported: the controller has
+        # handled everything before it (events go out in order of the losses).
+        await c.request("POST", "/apis/batch/v1/namespaces/default/jobs", gang_job("other", 2, 2))
+        other = await c.running("other", 2)
+        await c.sim.fail_pod("default", other[0]["metadata"]["name"])
+
+        async def broken() -> list[dict] | None:
+            return await c.events("GangBroken") or None
+        events = await wait_for(broken, what="other's GangBroken event")
+        assert [e["involvedObject"]["name"] for e in events] == [other[0]["metadata"]["name"]]
+        assert not any(name.startswith("train-") for name in deleted), deleted

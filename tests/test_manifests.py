@@ -205,6 +205,7 @@ EXPECTED_CONTROLLER_RULES = {
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
+    ("batch", "jobs"): {"get"},
 }
 
 

@@ -9,6 +9,11 @@ Bare pods and gated pods are never deleted. `none` only reports. Either way each
 Warning Event `GangBroken` on the lost pod naming it and the cause, a log line, and
 `ganggate_gang_member_losses_total{cause}`.
 
+A gang going away is not broken: a pod deleted (cause `Deleted`, no DisruptionTarget) whose
+controller owner is gone or being deleted (`controller.owners`: a user deleted the Job, the
+garbage collector takes its pods) is no loss: no Event, no restart, a log line only. While that
+is being checked the gang counts as restarting (no roll forward into it).
+
 Timeouts: a gang waiting longer than its `scheduling.k8s.io/group-timeout-seconds` gets one
 Warning Event `GangTimedOut` (on its oldest pod) and a WARNING line; nothing is deleted.
 """
@@ -21,6 +26,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Coroutine, Iterable
 
 from ganggate.controller.events import EventRecorder, PodRef
+from ganggate.controller.owners import OwnerLookup
 from ganggate.controller.protection import Protection
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import GangKey
@@ -47,7 +53,8 @@ def attach_lifecycle(controller: Any) -> "GangLifecycle":
                              events=controller.events, poke=controller._poke, in_flight=in_flight)
                   if config.protect_running_gangs else None)
     lifecycle = GangLifecycle(controller.core, controller.state, controller.events, controller.metrics,
-                              policy=config.on_member_loss, spawn=controller._spawn, protection=protection)
+                              policy=config.on_member_loss, spawn=controller._spawn, protection=protection,
+                              owners=OwnerLookup(controller.api_client, controller.metrics))
     controller.bind_timeouts.on_loss = lifecycle.handle_losses
     return lifecycle
 
@@ -67,7 +74,8 @@ class GangLifecycle:
     """Acts on member losses and timeouts; `spawn` runs deletions as tracked tasks."""
 
     def __init__(self, core: Any, state: ClusterState, events: EventRecorder, metrics: Any, *, policy: str,
-                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task], protection: Protection | None = None) -> None:
+                 spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task], protection: Protection | None = None,
+                 owners: OwnerLookup | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"on_member_loss must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.core = core
@@ -77,6 +85,8 @@ class GangLifecycle:
         self.policy = policy
         self.spawn = spawn
         self.protection = protection
+        self.owners = owners
+        self._checking: dict[GangKey, int] = {}  # gangs with losses whose owner is being looked up
         self._reported = _Seen()  # loss uids reported
         self._deleting = _Seen()  # uids this controller deleted (their own loss is no news)
         self._timed_out: dict[GangKey, float] = {}  # gang -> the created time it timed out from
@@ -84,7 +94,10 @@ class GangLifecycle:
 
     def restarting(self, key: GangKey) -> bool:
         """True while a restart of the gang is under way (owned released members remain):
-        its replacements must not be released into the old run (a roll forward)."""
+        its replacements must not be released into the old run (a roll forward). Also while
+        a loss of the gang waits for its owner to be looked up."""
+        if self._checking.get(key):
+            return True
         if key not in self._restarting:
             return False
         gang = self.state.gangs.get(key)
@@ -107,6 +120,35 @@ class GangLifecycle:
     def _on_loss(self, loss: MemberLoss) -> None:
         if loss.uid in self._deleting or not self._reported.add((loss.uid, loss.cause)):
             return
+        if loss.cause == "Deleted" and loss.owner is not None and self.owners is not None:
+            self._checking[loss.gang_key] = self._checking.get(loss.gang_key, 0) + 1
+            self.spawn(self._unless_going(loss))
+            return
+        self._act(loss)
+
+    async def _unless_going(self, loss: MemberLoss) -> None:
+        """Act on a deleted pod's loss unless its owner is gone or being deleted."""
+        assert loss.owner is not None and self.owners is not None
+        api_version, kind, name, uid = loss.owner
+        going: bool | None = None
+        try:
+            going = await self.owners.going(loss.gang_key[0], {"apiVersion": api_version, "kind": kind,
+                                                                "name": name, "uid": uid})
+        except Exception:  # cannot tell: a loss, as before
+            log.exception("looking up the owner of %s", loss.pod_key)
+        finally:
+            left = self._checking.get(loss.gang_key, 1) - 1
+            if left > 0:
+                self._checking[loss.gang_key] = left
+            else:
+                self._checking.pop(loss.gang_key, None)
+        if going:
+            log.info("gang %s/%s: pod %s deleted with its owner %s %s (gone or being deleted): the gang is "
+                     "going away, not broken", *loss.gang_key, loss.pod_key, kind, name)
+            return
+        self._act(loss)
+
+    def _act(self, loss: MemberLoss) -> None:
         breakage = judge_loss(self.state, loss)
         message = breakage.message(self.policy)
         self.metrics.member_losses.labels(cause=loss.cause).inc()

@@ -42,6 +42,9 @@ class MemberLoss:
     uid: str
     cause: str
     decision_id: str | None = None
+    #: The pod's controller ownerReference (apiVersion, kind, name, uid), when it has one: a
+    #: pod deleted because its owner is going is not a loss (controller.memberloss checks).
+    owner: tuple[str, str, str, str] | None = None
 
     @property
     def cause_text(self) -> str:
@@ -69,12 +72,21 @@ def cause_of(before: PodInfo, now: PodInfo | None) -> str:
     return "Deleted"
 
 
+def owner_of(pod: PodInfo) -> tuple[str, str, str, str] | None:
+    """The pod's controller ownerReference as (apiVersion, kind, name, uid), or None."""
+    for ref in (pod.raw.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
+            return (str(ref.get("apiVersion") or ""), str(ref["kind"]), str(ref["name"]), str(ref.get("uid") or ""))
+    return None
+
+
 def loss_of(gang_key: GangKey, old: PodInfo, new: PodInfo | None) -> MemberLoss | None:
     cause = loss_cause(old, new)
     if cause is None:
         return None
     decision = old.decision.get("id") if isinstance(old.decision, dict) else None
-    return MemberLoss(gang_key, old.key, old.uid, cause, str(decision) if decision is not None else None)
+    return MemberLoss(gang_key, old.key, old.uid, cause, str(decision) if decision is not None else None,
+                      owner_of(old))
 
 
 def survivors(gang: Gang) -> int:
@@ -105,5 +117,5 @@ def losses_after_relist(gangs: Mapping[GangKey, Gang]) -> list[MemberLoss]:
             decision = pod.decision.get("id") if isinstance(pod.decision, dict) else None
             if decision is None or str(decision) not in live_ids:
                 continue
-            out.append(MemberLoss(key, pod.key, pod.uid, cause_of(pod, pod), str(decision)))
+            out.append(MemberLoss(key, pod.key, pod.uid, cause_of(pod, pod), str(decision), owner_of(pod)))
     return out
