@@ -190,6 +190,22 @@ async def test_eviction_spends_the_budget_then_answers_429(cluster: tuple[Simula
     assert sim.store.get("pods", "default", "a1")["metadata"].get("deletionTimestamp") is None
 
 
+async def test_an_empty_selector_counts_every_pod_but_guards_none(cluster: tuple[Simulator, Raw]) -> None:
+    # The disruption controller lists the namespace's pods with LabelSelectorAsSelector({}) = everything
+    # (disruption.go getPodsForPdb), but eviction.go getPodDisruptionBudgets and the scheduler's
+    # filterPodsWithPDBViolation skip "a PDB with a nil or empty selector": it refuses no eviction.
+    sim, raw = cluster
+    await running_pod(raw, "e0", {"app": "e"})
+    budget = pdb_manifest("all", None, minAvailable=1)
+    budget["spec"]["selector"] = {}
+    await raw.request("POST", PDBS, budget)
+    await pdb_status(sim, "all", currentHealthy=1, disruptionsAllowed=0)
+    assert not disruption.guards(sim.store.get("poddisruptionbudgets.policy", "default", "all"),
+                                 sim.store.get("pods", "default", "e0"))
+    status, body, _ = await evict(raw, "e0")
+    assert status == 201 and body["status"] == "Success"
+
+
 async def test_eviction_without_a_budget_or_of_a_pending_pod_just_deletes(cluster: tuple[Simulator, Raw]) -> None:
     sim, raw = cluster
     await raw.request("POST", PODS, pod_manifest("pending", labels={"app": "a"}))

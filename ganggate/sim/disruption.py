@@ -134,6 +134,18 @@ def covers(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return selector_matches((pdb.get("spec") or {}).get("selector"), pod_meta.get("labels"))
 
 
+def guards(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """The budget guards the pod against eviction and preemption: `covers`, but a nil or empty selector
+    matches nothing there (pkg/registry/core/pod/storage/eviction.go getPodDisruptionBudgets,
+    pkg/scheduler/framework/plugins/defaultpreemption filterPodsWithPDBViolation: "If a PDB with a
+    nil or empty selector creeps in, it should match nothing, not everything"), while the disruption
+    controller still counts every pod of the namespace for it (getPodsForPdb lists with the selector)."""
+    selector = (pdb.get("spec") or {}).get("selector")
+    if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return False
+    return covers(pdb, pod)
+
+
 def is_pod_ready(pod: Mapping[str, Any]) -> bool:
     """podutil.IsPodReady: the Ready condition is True."""
     for condition in (pod.get("status") or {}).get("conditions") or []:

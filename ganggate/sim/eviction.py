@@ -135,7 +135,7 @@ def evict(store: Any, namespace: str, name: str, eviction: Mapping[str, Any], de
     if can_ignore_pdb(pod):
         add_condition_and_delete(store, pod, options, delete, dry_run)
         return
-    pdbs = [s.obj for _, s in store.iter(disruption.KEY, namespace) if disruption.covers(s.obj, pod)]
+    pdbs = [s.obj for _, s in store.iter(disruption.KEY, namespace) if disruption.guards(s.obj, pod)]
     if len(pdbs) > 1:
         raise errors.ApiError(500, "", MULTIPLE_PDBS)
     unhealthy_ok = False

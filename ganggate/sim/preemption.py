@@ -99,10 +99,7 @@ def pdb_violations(keys: list[str], pods: Mapping[str, Mapping], pdbs: list[Mapp
         if not meta.get("labels"):
             continue
         for index, pdb in enumerate(pdbs):
-            selector = (pdb.get("spec") or {}).get("selector")
-            if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-                continue  # a nil or empty selector matches nothing for the scheduler
-            if not disruption.covers(pdb, pod):
+            if not disruption.guards(pdb, pod):
                 continue
             if meta.get("name") in ((pdb.get("status") or {}).get("disruptedPods") or {}):
                 continue
