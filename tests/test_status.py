@@ -66,6 +66,20 @@ def test_status_shows_each_gang_why_it_waits_and_node_gpus():
     assert node_lines["gpu-1"][1] == "Ready,SchedulingDisabled"
 
 
+def test_a_gang_whose_pods_all_finished_reads_as_succeeded_or_failed_not_running():
+    def finished(name, group, phase):
+        done = pod(name, group, 2, 1, gated=False, node_name="gpu-0")
+        done["status"]["phase"] = phase
+        return done
+
+    pods = [finished("ok-0", "ok", "Succeeded"), finished("ok-1", "ok", "Succeeded"),
+            finished("bad-0", "bad", "Succeeded"), finished("bad-1", "bad", "Failed")]
+    text = render([node("gpu-0")], pods)
+    gang_lines = {line.split()[0]: line.split() for line in text.splitlines() if line.startswith("ml/")}
+    assert gang_lines["ml/ok"][1:3] == ["succeeded", "0/2"]
+    assert gang_lines["ml/bad"][1:3] == ["failed", "0/2"]
+
+
 def test_status_says_when_a_gang_fits_now_and_filters_by_namespace():
     nodes = [node("gpu-0")]
     pods = [pod(f"a-{i}", "a", 2, 2) for i in range(2)] + [pod("b-0", "b", 1, 1, ns="other")]

@@ -115,6 +115,10 @@ def lifecycle_state(gang: Any, now: float) -> str:
         shown = ", ".join(f"{loss.pod_key.split('/', 1)[1]}: {loss.cause}" for loss in losses[:3])
         more = f" and {len(losses) - 3} more" if len(losses) > 3 else ""
         return f"{gang.state} (broken: lost {shown}{more})"
+    if gang.state == "running" and gang.pods and not gang.live_pods():
+        # Every pod has finished: the core keeps "running" (nothing to decide), a user reads the outcome.
+        if all(p.terminated for p in gang.pods.values()):
+            return "succeeded" if all(p.phase == "Succeeded" for p in gang.pods.values()) else "failed"
     return gang.state
 
 
