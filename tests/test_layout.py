@@ -172,26 +172,9 @@ def long_modules(root: Path) -> dict[str, int]:
 # ---- (a) no import cycles ----------------------------------------------------------------
 
 
-#: Cycles outside the core that their owners have not broken yet, by the modules in them
-#: (expected to fail until then; remove an entry once its test passes).
-_PENDING_CYCLES: dict[frozenset[str], str] = {
-}
-
-
 def test_no_import_cycles_among_ganggate_modules() -> None:
-    cycles = [c for c in find_cycles(import_graph(ROOT)) if frozenset(c) not in _PENDING_CYCLES]
+    cycles = find_cycles(import_graph(ROOT))
     assert not cycles, "import cycle(s): " + "; ".join(" -> ".join(c) for c in cycles)
-
-
-@pytest.mark.parametrize(
-    "members",
-    [pytest.param(m, marks=pytest.mark.xfail(reason=why, strict=False), id=" <-> ".join(sorted(m)))
-     for m, why in _PENDING_CYCLES.items()]
-    or [pytest.param(None, marks=pytest.mark.skip(reason="no pending cycle"))],
-)
-def test_pending_import_cycle_is_broken(members: frozenset[str]) -> None:
-    cycles = [c for c in find_cycles(import_graph(ROOT)) if frozenset(c) == members]
-    assert not cycles, "import cycle: " + " -> ".join(cycles[0])
 
 
 def test_cycle_finder_sees_imports_in_functions_and_type_checking_blocks(tmp_path: Path) -> None:
@@ -233,22 +216,7 @@ def test_cycle_finder_counts_modules_loaded_by_name(tmp_path: Path) -> None:
 
 # ---- (b) long modules say why ------------------------------------------------------------
 
-#: Modules over the limit, owned outside the core, that do not yet say why (expected to fail
-#: until their owners split them or give the reason; remove an entry once it passes).
-_PENDING_LONG: dict[str, str] = {
-}
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(reason=_PENDING_LONG[name], strict=False))
-        if name in _PENDING_LONG
-        else name
-        for name in sorted(long_modules(ROOT))
-    ]
-    or [pytest.param(None, marks=pytest.mark.skip(reason="no module is over the limit"))],
-)
+@pytest.mark.parametrize("module", sorted(long_modules(ROOT)))
 def test_long_module_says_why_at_the_top_of_its_docstring(module: str) -> None:
     path = module_files(ROOT)[module]
     lines = len(path.read_text(encoding="utf-8").splitlines())
