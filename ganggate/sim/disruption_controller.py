@@ -11,14 +11,13 @@ controller's recheck queue does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 
 import aiohttp
 
 from ganggate.sim import disruption
-from ganggate.sim.sched_informer import Reflector, object_key
+from ganggate.sim.sched_informer import Reflector, object_key, run_synced
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +89,4 @@ class DisruptionController:
             self._session = session
             self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
             self._pdbs = Reflector(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", self.on_pdb)
-            tasks = [asyncio.ensure_future(self._pods.run())]
-            try:
-                await self._pods.synced.wait()
-                tasks += [asyncio.ensure_future(self._pdbs.run()), asyncio.ensure_future(self._work())]
-                await self._pdbs.synced.wait()
-                self.ready.set()
-                await asyncio.gather(*tasks)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                with contextlib.suppress(Exception):
-                    await asyncio.gather(*tasks, return_exceptions=True)
+            await run_synced(self._pods, self._pdbs, self._work, self.ready)

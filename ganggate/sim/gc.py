@@ -17,7 +17,6 @@ Only pods are collected (the dependents kubesim's controllers create).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any, Mapping
 
@@ -25,7 +24,7 @@ import aiohttp
 
 from ganggate.sim import discovery, errors
 from ganggate.sim.errors import Cause, not_supported
-from ganggate.sim.sched_informer import Reflector, object_key
+from ganggate.sim.sched_informer import Reflector, object_key, run_synced
 from ganggate.sim.store import Store
 from ganggate.sim.watch import clone
 
@@ -169,15 +168,5 @@ class GarbageCollector:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self._session = session
             self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
-            self._jobs = jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_owner)
-            tasks = [asyncio.ensure_future(t) for t in (self._pods.run(), jobs.run(), self._work())]
-            try:
-                await self._pods.synced.wait()
-                await jobs.synced.wait()
-                self.ready.set()
-                await asyncio.gather(*tasks)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                with contextlib.suppress(Exception):
-                    await asyncio.gather(*tasks, return_exceptions=True)
+            self._jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_owner)
+            await run_synced(self._pods, self._jobs, self._work, self.ready)

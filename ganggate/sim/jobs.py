@@ -20,7 +20,6 @@ backoff delay or adoption of orphans.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime, timezone
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import aiohttp
 
 from ganggate.sim import job_pods
-from ganggate.sim.sched_informer import Reflector, object_key
+from ganggate.sim.sched_informer import Reflector, object_key, run_synced
 
 log = logging.getLogger(__name__)
 
@@ -199,16 +198,5 @@ class JobController:
             self._session = session
             self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
             self._jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_job)
-            pod_task = asyncio.ensure_future(self._pods.run())
-            tasks = [pod_task]
-            try:
-                await self._pods.synced.wait()  # know the pods before judging the Jobs
-                tasks += [asyncio.ensure_future(self._jobs.run()), asyncio.ensure_future(self._work())]
-                await self._jobs.synced.wait()
-                self.ready.set()
-                await asyncio.gather(*tasks)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                with contextlib.suppress(Exception):
-                    await asyncio.gather(*tasks, return_exceptions=True)
+            # Know the pods before judging the Jobs.
+            await run_synced(self._pods, self._jobs, self._work, self.ready)

@@ -21,7 +21,6 @@ Three controllers of kube-controller-manager, in one API client:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any, Mapping
 
@@ -30,7 +29,7 @@ import aiohttp
 from ganggate.sim import taints as tainting
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.kubelet_status import now_rfc3339
-from ganggate.sim.sched_informer import Reflector, object_key
+from ganggate.sim.sched_informer import Reflector, object_key, run_synced
 
 log = logging.getLogger(__name__)
 
@@ -256,17 +255,6 @@ class NodeLifecycleController:
             self._session = session
             self._nodes = Reflector(session, self.base_url, "/api/v1/nodes", self.on_node)
             self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
-            node_task = asyncio.ensure_future(self._nodes.run())
-            tasks = [node_task]
-            try:
-                await self._nodes.synced.wait()  # know the nodes before judging the pods
-                tasks += [asyncio.ensure_future(self._pods.run()), asyncio.ensure_future(self._work())]
-                await self._pods.synced.wait()
-                self.ready.set()
-                await asyncio.gather(*tasks)
-            finally:
-                pending = [*tasks, *(t for t, _, _ in self._evictions.values()), *self._orphans.values()]
-                for task in pending:
-                    task.cancel()
-                with contextlib.suppress(Exception):
-                    await asyncio.gather(*pending, return_exceptions=True)
+            # Know the nodes before judging the pods; the pending evictions and pod GCs go with it.
+            await run_synced(self._nodes, self._pods, self._work, self.ready, also_cancel=lambda: [
+                *(t for t, _, _ in self._evictions.values()), *self._orphans.values()])

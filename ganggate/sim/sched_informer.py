@@ -151,3 +151,22 @@ class Reflector:
         elif kind in ("ADDED", "MODIFIED"):
             self.store[key] = obj
             self.handler(kind, obj, old)
+
+
+async def run_synced(first: Reflector, second: Reflector, work: Callable[[], Any], ready: asyncio.Event,
+                     also_cancel: Callable[[], list[asyncio.Future]] = list) -> None:
+    """A controller's main loop, as kube-controller-manager's run WaitForCacheSync before workers:
+    list and watch `first`, then once it has synced `second` and the work loop; set `ready` when both
+    caches are synced; run until cancelled, then cancel the watches, the workers and `also_cancel()`."""
+    tasks = [asyncio.ensure_future(first.run())]
+    try:
+        await first.synced.wait()
+        tasks += [asyncio.ensure_future(second.run()), asyncio.ensure_future(work())]
+        await second.synced.wait()
+        ready.set()
+        await asyncio.gather(*tasks)
+    finally:
+        pending = [*tasks, *also_cancel()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
