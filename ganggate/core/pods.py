@@ -37,8 +37,9 @@ def parse_time(value: object) -> float:
         return 0.0
 
 
-def _decision(annotations: Mapping[str, str]) -> dict | None:
-    raw = annotations.get(DECISION_ANNOTATION)
+def json_annotation(annotations: Mapping[str, str], key: str) -> dict | None:
+    """The JSON object a ganggate annotation records, or None when absent or not an object."""
+    raw = annotations.get(key)
     if not raw:
         return None
     try:
@@ -118,7 +119,7 @@ class PodInfo:
             gated=has_gate(spec),
             node_name=spec.get("nodeName") or None,
             phase=(pod.get("status") or {}).get("phase") or "Pending",
-            decision=_decision(annotations),
+            decision=json_annotation(annotations, DECISION_ANNOTATION),
             scheduler_name=spec.get("schedulerName") or "default-scheduler",
             owned=any(
                 isinstance(ref, Mapping) and ref.get("controller") is True

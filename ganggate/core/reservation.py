@@ -21,7 +21,7 @@ from ganggate.core.contention import Rivals, contested_nodes, place_uncontested
 from ganggate.core.explain import plural
 from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.outcome import Unfit
-from ganggate.core.pods import PodInfo, parse_time
+from ganggate.core.pods import PodInfo, json_annotation, parse_time
 from ganggate.core.resources import fits
 
 PREEMPTION_ANNOTATION = "ganggate.io/preemption"
@@ -48,14 +48,8 @@ def annotation_value(reservation_id: str, time: str, until: str, placement: Mapp
 
 
 def _read(pod: PodInfo) -> dict | None:
-    raw = ((pod.raw.get("metadata") or {}).get("annotations") or {}).get(PREEMPTION_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(value, dict) or not isinstance(value.get("nodes"), dict) or not value.get("id"):
+    value = json_annotation((pod.raw.get("metadata") or {}).get("annotations") or {}, PREEMPTION_ANNOTATION)
+    if value is None or not isinstance(value.get("nodes"), dict) or not value.get("id"):
         return None
     return value
 
