@@ -17,6 +17,12 @@ GROUP_MIN_AVAILABLE = "scheduling.k8s.io/group-min-available"
 #: Optional: seconds a complete gang may wait before the controller reports it timed out
 #: (one Warning Event GangTimedOut; nothing is deleted).
 GROUP_TIMEOUT_SECONDS = "scheduling.k8s.io/group-timeout-seconds"
+#: Optional: a node label (a topology level, e.g. example.com/rack): all of the gang's pods go
+#: into one domain of that level (nodes with the same value), or the gang waits.
+GROUP_TOPOLOGY_REQUIRED = "scheduling.k8s.io/group-topology-required"
+#: Optional: a node label: the gang goes into as few domains of that level as it can (and of
+#: the wider levels after it), but never waits for it.
+GROUP_TOPOLOGY_PREFERRED = "scheduling.k8s.io/group-topology-preferred"
 #: The label the controller adds to a gang's pods when it releases them (the selector of the
 #: gang's PodDisruptionBudget) and to the budgets it makes; its value is `gang_label_value`.
 GANG_LABEL = "ganggate.io/gang"
@@ -26,8 +32,13 @@ GATE_NAME = "scheduling.k8s.io/group-gate"
 #: release under the same decision id, and a pod without gate or record bypassed the webhook.
 DECISION_ANNOTATION = "ganggate.io/decision"
 
-#: Annotations that are immutable once a pod exists.
+#: The annotations that make a pod a gang member (one of them is enough to be checked).
 GANG_ANNOTATIONS = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, GROUP_TIMEOUT_SECONDS)
+#: The topology annotations: read only on pods that carry GROUP_NAME (so the webhook's
+#: matchConditions, which send pods with a GANG_ANNOTATIONS key, need not list them).
+TOPOLOGY_ANNOTATIONS = (GROUP_TOPOLOGY_REQUIRED, GROUP_TOPOLOGY_PREFERRED)
+#: Annotations that are immutable once a pod exists (the gang contract).
+IMMUTABLE_ANNOTATIONS = GANG_ANNOTATIONS + TOPOLOGY_ANNOTATIONS
 #: The largest group-timeout-seconds accepted: one year.
 MAX_TIMEOUT_SECONDS = 365 * 24 * 3600
 
@@ -40,6 +51,10 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_LABEL_MAX = 63
 # A plain decimal integer: no sign, no spaces, no leading zeros, no exponent.
 _PLAIN_INT = re.compile(r"^[1-9][0-9]*$")
+# A label key, as k8s.io/apimachinery/pkg/util/validation.IsQualifiedName: an optional
+# DNS-1123 subdomain prefix (at most 253) and '/', then a name of at most 63 characters.
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -89,8 +104,7 @@ def parse_gang(
     num = annotations.get(GROUP_POD_NUM)
     min_av = annotations.get(GROUP_MIN_AVAILABLE)
     if name is None:
-        present = next((key for key in (GROUP_POD_NUM, GROUP_MIN_AVAILABLE, GROUP_TIMEOUT_SECONDS)
-                        if annotations.get(key) is not None), GROUP_POD_NUM)
+        present = next((key for key in GANG_ANNOTATIONS[1:] if annotations.get(key) is not None), GROUP_POD_NUM)
         return ContractError(GROUP_NAME, None, f"is required when {present} is set")
     if num is None:
         return ContractError(GROUP_POD_NUM, None, f"is required when {GROUP_NAME} is set")
@@ -109,6 +123,9 @@ def parse_gang(
     timeout = parse_timeout(annotations)
     if isinstance(timeout, ContractError):
         return timeout
+    topology = parse_topology(annotations)
+    if isinstance(topology, ContractError):
+        return topology
     if min_av is None:
         return GangSpec(name=name, pod_num=pod_num, min_available=pod_num)
     min_available = _parse_count(min_av, pod_num)
@@ -135,6 +152,31 @@ def parse_timeout(annotations: Mapping[str, str] | None) -> int | ContractError 
     return seconds
 
 
+def is_label_key(value: object) -> bool:
+    """True for a valid Kubernetes label key ([prefix/]name, IsQualifiedName)."""
+    if not isinstance(value, str) or not value:
+        return False
+    prefix, _, name = value.rpartition("/")
+    if "/" in value and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= 63 and bool(_LABEL_NAME.fullmatch(name))
+
+
+def parse_topology(annotations: Mapping[str, str] | None) -> tuple[str | None, str | None] | ContractError:
+    """The gang's (required, preferred) topology levels, each a node label key or None; a
+    ContractError (the webhook denies such a pod) for a value that is not a label key."""
+    annotations = annotations or {}
+    found: list[str | None] = []
+    for key in (GROUP_TOPOLOGY_REQUIRED, GROUP_TOPOLOGY_PREFERRED):
+        value = annotations.get(key)
+        if value is not None and not is_label_key(value):
+            return ContractError(
+                key, value, "must be a node label key naming a topology level, e.g. topology.kubernetes.io/zone"
+            )
+        found.append(value)
+    return found[0], found[1]
+
+
 def gang_label_value(name: str) -> str:
     """The GANG_LABEL value of a gang: its name (a DNS-1123 label, so a valid label value)."""
     return name
@@ -156,4 +198,4 @@ def has_gate(pod_spec: Mapping | None) -> bool:
 def gang_annotations(annotations: Mapping[str, str] | None) -> dict[str, str]:
     """The subset of annotations that make up the (immutable) gang contract."""
     annotations = annotations or {}
-    return {key: annotations[key] for key in GANG_ANNOTATIONS if key in annotations}
+    return {key: annotations[key] for key in IMMUTABLE_ANNOTATIONS if key in annotations}

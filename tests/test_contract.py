@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ganggate.contract import (
     DEFAULT_MAX_POD_NUM,
     GANG_ANNOTATIONS,
+    IMMUTABLE_ANNOTATIONS,
     GATE_NAME,
     GROUP_MIN_AVAILABLE,
     GROUP_NAME,
@@ -146,6 +147,6 @@ def test_parse_gang_agrees_with_the_oracle(name, num, min_av, maximum):
 @given(st.dictionaries(st.text(max_size=40), st.text(max_size=5)))
 def test_gang_annotations_is_the_contract_subset(annotations):
     subset = gang_annotations(annotations)
-    assert set(subset) <= set(GANG_ANNOTATIONS)
+    assert set(subset) <= set(IMMUTABLE_ANNOTATIONS)
     assert all(annotations[k] == v for k, v in subset.items())
     assert has_gang_annotations(annotations) == bool(subset)

@@ -7,7 +7,15 @@ import logging
 
 import pytest
 
-from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS
+from ganggate.contract import (
+    GATE_NAME,
+    GROUP_MIN_AVAILABLE,
+    GROUP_NAME,
+    GROUP_POD_NUM,
+    GROUP_TIMEOUT_SECONDS,
+    GROUP_TOPOLOGY_PREFERRED,
+    GROUP_TOPOLOGY_REQUIRED,
+)
 from tests.webhook_support import apply_response, decode_patch, gang_pod, gate_count, review
 from ganggate.admission.server import Health, Metrics, WebhookConfig, make_app, make_metrics_app
 
@@ -327,7 +335,7 @@ async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
     text = (Path(__file__).resolve().parent.parent / "docs" / "webhook.md").read_text()
     section = text.split("## Denial messages", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| [^|]+ \| `(.+)` \|$", section, flags=re.M)
-    assert len(documented) == 12
+    assert len(documented) == 14
     created = [gang_pod(pod_num=None), gang_pod(group=None, pod_num="4"),
                gang_pod(group=None, pod_num=None, min_available="2"), gang_pod(group="Train"),
                gang_pod(pod_num="0"), gang_pod(pod_num="4", min_available="5"), gang_pod(node_name="gpu-1")]
@@ -335,6 +343,9 @@ async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
     timeout_bad["metadata"]["annotations"][GROUP_TIMEOUT_SECONDS] = "soon"
     timeout_alone["metadata"].setdefault("annotations", {})[GROUP_TIMEOUT_SECONDS] = "60"
     created += [timeout_bad, timeout_alone]
+    topology_bad = gang_pod()
+    topology_bad["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = "rack/"
+    created.append(topology_bad)
     bodies = [review(pod) for pod in created]
     old = gang_pod(name="u")
     changed, removed = copy.deepcopy(old), copy.deepcopy(old)
@@ -343,6 +354,13 @@ async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
     bodies += [review(changed, operation="UPDATE", old=old), review(removed, operation="UPDATE", old=old)]
     plain = gang_pod(name="a", group=None, pod_num=None)
     bodies.append(review(gang_pod(name="a", group="ddp"), operation="UPDATE", old=plain))
+    in_rack, in_block = gang_pod(name="t"), gang_pod(name="t")
+    in_rack["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = "example.com/rack"
+    in_block["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = "example.com/block"
+    bodies.append(review(in_block, operation="UPDATE", old=in_rack))
+    preferred = gang_pod(name="p")
+    preferred["metadata"]["annotations"][GROUP_TOPOLOGY_PREFERRED] = "example.com/rack"
+    assert (await post(client, review(preferred)))["allowed"] is True
     actual = {(await post(client, body))["status"]["message"] for body in bodies}
     assert set(documented) == actual
 

@@ -17,7 +17,7 @@ import jsonpatch
 from ganggate.contract import (
     DEFAULT_MAX_POD_NUM,
     DEFAULT_SCHEDULER_NAMES,
-    GANG_ANNOTATIONS,
+    IMMUTABLE_ANNOTATIONS,
     GATE_NAME,
     GROUP_NAME,
     ContractError,
@@ -197,7 +197,7 @@ def decide_update(old: Mapping[str, Any], new: Mapping[str, Any], policy: Review
     # spec.schedulerName is immutable, so the old pod tells whose pod this is.
     if isinstance(spec, Mapping) and scheduler_name(spec) not in policy.scheduler_names:
         return Decision(OTHER_SCHEDULER)
-    for key in GANG_ANNOTATIONS:
+    for key in IMMUTABLE_ANNOTATIONS:
         if (key in before) != (key in after) or before.get(key) != after.get(key):
             was = "<absent>" if key not in before else repr(before[key])
             return _deny(
