@@ -11,6 +11,7 @@ Lowest first (each module imports only those above it in this list):
   outcome     Decision, Waiting, Unfit: what a round returns
   capacity    Capacity: the nodes' free capacity as a round uses it up, indexed for best fit
   explain     the messages a user reads: why a gang does not fit, what it waits for
+  topology    levels and domains from node labels; a gang in the fewest, narrowest domains
   packing     plan_gang: place one gang's pods, or say why not
   lifecycle   after admission: room of terminating pods, what a member loss means, timeouts
   contention  keep a gang out of room a pending pod may bind into first

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections import Counter
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState
 from ganggate.core.nodematch import (
@@ -128,6 +128,13 @@ class Capacity:
         self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
         self._by_signature: dict[tuple, NodeIndex] = {}
         self._projections: dict[tuple[str, ...], _Projection] = {}
+        # Topology levels (node label keys, widest first) and their domains, for
+        # ganggate.core.topology; none unless the planner sets them.
+        self.topology_levels: tuple[str, ...] = ()
+        self.topology_cache: dict[str, dict[str, list[str]]] = {}
+        self.topology_free: dict[str, object] = {}  # level -> topology.DomainFree
+        # Called as (node, free GPU before, free GPU after) by every take.
+        self.listeners: list[Callable[[str, int, int], None]] = []
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
         self._classes: list[dict] = []
@@ -147,6 +154,31 @@ class Capacity:
                     }
                 )
             self._class_of[name] = cls_id
+
+    def restricted(self, names: Iterable[str], pods: Iterable[PodInfo] = ()) -> "Capacity":
+        """A Capacity of these nodes alone, with a copy of their free capacity now (sharing
+        this one's node classes, and the eligibility of these pods' constraints, instead of
+        working them out again; rejected nodes are not counted in it)."""
+        sub = Capacity.__new__(Capacity)
+        sub.nodes = {name: self.nodes[name] for name in names}
+        sub.free = {name: dict(self.free[name]) for name in sub.nodes}
+        sub._node_indexes = {name: [] for name in sub.nodes}
+        sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
+        sub.topology_levels, sub.topology_cache, sub.topology_free, sub.listeners = (), {}, {}, []
+        sub._class_of = {name: self._class_of[name] for name in sub.nodes}
+        sub._classes = self._classes
+        for pod in pods:
+            if pod.constraint_key in sub._by_constraint:
+                continue
+            parent = self.index(pod)
+            index = NodeIndex()
+            for name in sub.nodes:
+                if name in parent.members:
+                    index.members.add(name)
+                    index.add(name, sub.free[name])
+                    sub._node_indexes[name].append(index)
+            sub._by_constraint[pod.constraint_key] = (index, Counter())
+        return sub
 
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
@@ -211,11 +243,14 @@ class Capacity:
     def take(self, node: str, request: Mapping[str, int], sign: int = 1) -> None:
         """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
         indexes = self._node_indexes[node]
+        before = gpus(self.free[node])
         for index in indexes:
             index.remove(node, self.free[node])
         add_into(self.free[node], request, -sign)
         for index in indexes:
             index.add(node, self.free[node])
+        for listen in self.listeners:
+            listen(node, before, gpus(self.free[node]))
 
     def _best_among(
         self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str]

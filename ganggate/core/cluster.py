@@ -78,8 +78,11 @@ class ClusterState:
         scheduler_names: tuple[str, ...] | list[str] = DEFAULT_SCHEDULER_NAMES,
         max_pod_num: int = DEFAULT_MAX_POD_NUM,
         bind_timeout_seconds: float = 120.0,
+        topology_levels: tuple[str, ...] | list[str] = (),
     ) -> None:
         self.scheduler_names = tuple(scheduler_names)
+        # Node label keys, widest first, whose values group nodes into domains (core.topology).
+        self.topology_levels = tuple(topology_levels)
         self.max_pod_num = max_pod_num
         self.bind_timeout_seconds = bind_timeout_seconds
         self.nodes: dict[str, NodeInfo] = {}

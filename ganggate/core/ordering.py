@@ -15,6 +15,7 @@ from ganggate.core.gangs import Gang
 from ganggate.core.packing import largest_first
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import add_into, fits, gpus
+from ganggate.core.topology import domains, free_gpus, gang_request
 
 
 def round_order(gangs: Iterable[Gang]) -> list[Gang]:
@@ -39,8 +40,23 @@ def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Clu
     (they need the fewest pods to finish), and take the gang's whole request on those nodes
     from this round's capacity. Later gangs may only use the rest; free capacity on the
     chosen nodes goes negative until enough running pods there finish. Nothing is held if
-    the gang would not fit even then.
+    the gang would not fit even then. A gang that requires one domain of a topology level
+    holds its room inside one domain: the one with the most free GPU where it would fit.
     """
+    required, _ = gang_request(pods)
+    if required is None or len(pods) <= 1:
+        return _hold(pods, capacity, need, state, None)
+    eligible: set[str] | None = capacity.index(largest_first(pods)[0]).members
+    groups = sorted(domains(capacity, required).items(), key=lambda g: (-free_gpus(capacity, g[1], eligible), g[0]))
+    for _, names in groups:
+        held = _hold(pods, capacity, need, state, set(names))
+        if held != -1:
+            return held
+    return -1
+
+
+def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState, within: set[str] | None) -> int:
+    """hold_back on the given nodes only (None: all)."""
     order = largest_first(pods)
     index = capacity.index(order[0])
     if any(p.constraint_key != order[0].constraint_key for p in order):
@@ -54,6 +70,8 @@ def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Clu
         for _, _, name in list(index.buckets.get(level, ())):
             if len(plan) >= need or not remaining:
                 break
+            if within is not None and name not in within:
+                continue
             if level + capacity.used_gpus(name, state) < smallest:
                 continue  # not even the smallest pod would fit here once it empties
             room = dict(capacity.free[name])

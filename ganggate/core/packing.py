@@ -18,6 +18,8 @@ from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_n
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import CPU, GPU, MEMORY, Resources, format_amount, gpus
+from ganggate.core.topology import gang_request as gang_topology
+from ganggate.core.topology import place
 
 
 def largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
@@ -43,11 +45,25 @@ def plan_gang(
 
     On success the placement's requests are taken from `candidates` (so the next gang of
     the round sees what is left) and pod key -> node is returned; otherwise nothing is taken
-    and Unfit says why.
+    and Unfit says why. With topology levels (or a gang topology annotation) the gang goes
+    into as few domains as `ganggate.core.topology.place` can find, or waits when required.
     """
+    if len(pods) > 1 and (candidates.topology_levels or any(gang_topology(pods[:1]))):
+        return place(pods, candidates, _need(pods, min_count), plan_flat)
+    return plan_flat(pods, candidates, min_count)
+
+
+def _need(pods: Sequence[PodInfo], min_count: int | None) -> int:
+    return len(pods) if min_count is None else max(0, min(min_count, len(pods)))
+
+
+def plan_flat(
+    pods: Sequence[PodInfo], candidates: Capacity, min_count: int | None = None
+) -> dict[str, str] | Unfit:
+    """plan_gang without topology: best fit over all the candidate nodes."""
     if not pods:
         return {}
-    need = len(pods) if min_count is None else max(0, min(min_count, len(pods)))
+    need = _need(pods, min_count)
     pruned = _prune(pods, candidates, need)
     if pruned is not None:
         return pruned

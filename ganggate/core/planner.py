@@ -24,6 +24,7 @@ from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
 from ganggate.core.reservation import active_reservations, hold, place_reserved
 from ganggate.core.resources import gpus
+from ganggate.core.topology import placement_domain
 
 __all__ = [
     "POLICIES",
@@ -62,6 +63,7 @@ def decide(
         decisions, unfit = decide_count(state, rolls + rest)
         return decisions, waiting + unfit
     capacity = Capacity.from_state(state)
+    capacity.topology_levels = state.topology_levels
     reserved = active_reservations(state, now)  # room preemptors hold (core.reservation)
     for reservation in reserved.values():
         hold(capacity, state, reservation)
@@ -85,11 +87,11 @@ def decide(
                 hold(capacity, state, reserved[gang.key])
                 waiting.append(Waiting(gang.key, "GangWaiting", result.message))
             else:
-                decisions.append(Decision(gang.key, dict(result), decision_reason(gang, result)))
+                decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity)))
             continue
         result, contested = place_uncontested(pods, capacity, need, rivals)
         if not isinstance(result, Unfit):
-            decisions.append(Decision(gang.key, dict(result), decision_reason(gang, result), gang.state == "partial"))
+            decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity), gang.state == "partial"))
             continue
         if contested:
             if gang.state != "started":  # a started gang's extras wait quietly
@@ -111,3 +113,10 @@ def decide(
                 message += "; it would not fit even if the running pods on the nodes it may use finished"
         waiting.append(Waiting(gang.key, reason, message))
     return decisions, waiting
+
+
+def _reason(gang: Gang, placement: dict[str, str], capacity: Capacity) -> str:
+    """The release's Event text; with topology levels, the narrowest domain that holds it."""
+    reason = decision_reason(gang, placement)
+    where = placement_domain(capacity, placement) if capacity.topology_levels else None
+    return f"{reason} in {where}" if where else reason

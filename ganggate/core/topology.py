@@ -1,0 +1,240 @@
+"""Topology: nodes grouped into domains (zone, block, rack, ...) and a gang kept in few of them.
+
+The levels are node label keys, widest first (`--topology-levels`); the nodes with the same
+value of a level's label form one domain of that level, and a node without the label is a
+domain of its own. A gang may ask (`scheduling.k8s.io/group-topology-required`) to be placed
+in one domain of a level, or wait; or prefer (`group-topology-preferred`) few domains of a
+level, never waiting for it; with levels configured and neither asked, it prefers the
+narrowest domain it fits in. `place` searches the levels narrowest first (from the required
+or preferred level; from the narrowest configured otherwise) and, at each level, tries the
+domains that could hold the gang, least free GPU first (least waste), packing the gang with
+the flat packer on that domain's nodes alone. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Iterator, Mapping, Sequence
+
+from ganggate.contract import parse_topology
+from ganggate.core.capacity import Capacity
+from ganggate.core.explain import plural
+from ganggate.core.outcome import Unfit
+from ganggate.core.pods import PodInfo
+from ganggate.core.resources import GPU, format_amount, gpus
+
+# How many domains of one level are tried, least waste first, before the next level.
+DOMAIN_TRIES = 2
+Planner = Callable[[Sequence[PodInfo], Capacity, int], "dict[str, str] | Unfit"]
+
+
+def level_name(level: str) -> str:
+    """How a message names a level: its label key's name part ('example.com/rack' -> 'rack')."""
+    name = level.rsplit("/", 1)[-1]
+    return "node" if name == "hostname" else name
+
+
+def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:
+    """The node's domain at a level, named by its label value and, for a configured level,
+    those of the wider levels ('example.com/rack=r3 in example.com/block=b1': racks of two
+    blocks are two domains even when their labels agree); a node without one of those
+    labels is a domain of its own ('node gpu-7')."""
+    metadata = node.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    path = list(levels[: list(levels).index(level) + 1]) if level in levels else [level]
+    values = [labels.get(key) for key in path]
+    if any(value is None for value in values):
+        return f"node {metadata.get('name', '')}"
+    return " in ".join(f"{key}={value}" for key, value in reversed(list(zip(path, values))))
+
+
+def gang_request(pods: Sequence[PodInfo]) -> tuple[str | None, str | None]:
+    """The gang's (required, preferred) level, read from its first pod (the webhook keeps the
+    annotations valid and immutable; a malformed one counts as absent)."""
+    if not pods:
+        return None, None
+    annotations = (pods[0].raw.get("metadata") or {}).get("annotations") or {}
+    found = parse_topology(annotations)
+    return (None, None) if not isinstance(found, tuple) else found
+
+
+def search_levels(levels: Sequence[str], required: str | None, preferred: str | None) -> list[str]:
+    """The levels to try to fit the gang in one domain of, narrowest first."""
+    start = required or preferred
+    if start is None:
+        return list(reversed(levels))
+    if start not in levels:
+        return [start] if required else [start, *reversed(levels)]
+    at = list(levels).index(start)
+    if required:  # any one domain of the level or of a narrower one is one domain of it
+        return list(reversed(levels[at:]))
+    return list(reversed(levels[: at + 1]))
+
+
+def domains(capacity: Capacity, level: str, names: Sequence[str] | None = None) -> dict[str, list[str]]:
+    """The nodes (all, or the given ones) grouped by their domain at a level."""
+    cache = capacity.topology_cache
+    if names is None and level in cache:
+        return cache[level]
+    groups: dict[str, list[str]] = {}
+    for name in capacity.nodes if names is None else names:
+        groups.setdefault(domain_of(capacity.nodes[name], level, capacity.topology_levels), []).append(name)
+    if names is None:
+        cache[level] = groups
+    return groups
+
+
+def free_gpus(capacity: Capacity, nodes: Sequence[str], eligible: set[str] | None) -> int:
+    """The free GPUs of the eligible nodes (None: all) among these."""
+    return sum(max(gpus(capacity.free[n]), 0) for n in nodes if eligible is None or n in eligible)
+
+
+class DomainFree:
+    """The free GPUs of each domain of one level over all nodes, kept in order as the round
+    takes capacity (a Capacity listener), so the domains that could hold a gang are a bisect."""
+
+    def __init__(self, capacity: Capacity, level: str) -> None:
+        self.groups = domains(capacity, level)
+        self.domain_of_node = {n: d for d, names in self.groups.items() for n in names}
+        self.free = {d: sum(max(gpus(capacity.free[n]), 0) for n in names) for d, names in self.groups.items()}
+        self.order = sorted((f, d) for d, f in self.free.items())
+        capacity.listeners.append(self.update)
+
+    def update(self, node: str, before: int, after: int) -> None:
+        delta = max(after, 0) - max(before, 0)
+        if delta:
+            domain = self.domain_of_node[node]
+            old = self.free[domain]
+            del self.order[bisect.bisect_left(self.order, (old, domain))]
+            self.free[domain] = old + delta
+            bisect.insort(self.order, (old + delta, domain))
+
+    def at_least(self, amount: int) -> Iterator[tuple[int, str]]:
+        """(free, domain) of the domains with at least `amount` free GPUs, least first."""
+        return iter(self.order[bisect.bisect_left(self.order, (amount, "")):])
+
+    def largest(self) -> tuple[int, str]:
+        """(free, domain) of the largest free domain (the first by name among equals)."""
+        top = self.order[-1][0]
+        return self.order[bisect.bisect_left(self.order, (top, ""))]
+
+
+def domain_free(capacity: Capacity, level: str) -> DomainFree:
+    """The level's DomainFree for this round (made on first use)."""
+    found = capacity.topology_free.get(level)
+    if not isinstance(found, DomainFree):
+        found = capacity.topology_free[level] = DomainFree(capacity, level)
+    return found
+
+
+def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
+    """The nodes the gang's pods may use; None when that is every node."""
+    indexes = [capacity.index(p) for p in {p.constraint_key: p for p in pods}.values()]
+    if all(len(index.members) == len(capacity.nodes) for index in indexes):
+        return None
+    found: set[str] = set()
+    for index in indexes:
+        found |= index.members
+    return found
+
+
+def _candidates(
+    capacity: Capacity, level: str, demand: int, eligible: set[str] | None, tries: int
+) -> list[list[str]]:
+    """The nodes of the domains that could hold `demand` GPUs, least free first (at most
+    `tries` of them)."""
+    if eligible is None:
+        free = domain_free(capacity, level)
+        found = []
+        for _, domain in free.at_least(demand):
+            found.append(free.groups[domain])
+            if len(found) >= tries:
+                break
+        return found
+    candidates = []
+    for domain, names in domains(capacity, level).items():
+        amount = free_gpus(capacity, names, eligible)
+        if amount >= demand and any(n in eligible for n in names):
+            candidates.append((amount, domain, names))
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    return [names for _, _, names in candidates[:tries]]
+
+
+def _demand(pods: Sequence[PodInfo], need: int) -> int:
+    """The fewest GPUs `need` of the pods ask for."""
+    return sum(sorted(gpus(p.request) for p in pods)[:need])
+
+
+def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner) -> dict[str, str] | Unfit:
+    """Place the gang in one domain of the narrowest level it fits, or (unless required)
+    anywhere as the flat packer would; takes the placement from `capacity` like plan_gang."""
+    required, preferred = gang_request(pods)
+    levels = search_levels(capacity.topology_levels, required, preferred)
+    if not levels or len(pods) <= 1:
+        return flat(pods, capacity, need)
+    eligible = _eligible(pods, capacity)
+    demand = _demand(pods, need)
+    for level in levels:
+        # Every domain of the required level that could hold the gang is tried (a gang must
+        # not wait while one would do); a few, least waste first, of the narrower levels.
+        tries = len(capacity.nodes) if level == required else DOMAIN_TRIES
+        for names in _candidates(capacity, level, demand, eligible, tries):
+            result = _plan_within(pods, capacity, need, names, flat)
+            if not isinstance(result, Unfit):
+                return result
+    result = flat(pods, capacity, need)
+    if required is None or isinstance(result, Unfit):
+        return result  # soft: anywhere; hard and not even anywhere: the flat packer's reason
+    for key, node in result.items():
+        capacity.take(node, _request(pods, key), -1)
+    return Unfit(required_message(pods, capacity, need, required, eligible))
+
+
+def _request(pods: Sequence[PodInfo], key: str) -> Mapping[str, int]:
+    return next(p.request for p in pods if p.key == key)
+
+
+def _plan_within(
+    pods: Sequence[PodInfo], capacity: Capacity, need: int, names: Sequence[str], flat: Planner
+) -> dict[str, str] | Unfit:
+    """The flat packer on these nodes alone; a placement is taken from `capacity`."""
+    sub = capacity.restricted(names, pods)
+    result = flat(pods, sub, need)
+    if not isinstance(result, Unfit):
+        for key, node in result.items():
+            capacity.take(node, _request(pods, key))
+    return result
+
+
+def required_message(
+    pods: Sequence[PodInfo], capacity: Capacity, need: int, level: str, eligible: set[str] | None
+) -> str:
+    """Why a gang that must sit in one domain of a level waits: what it needs, what the
+    largest free domain has ('needs 32 GPUs in one rack; the largest free rack has 24')."""
+    noun = level_name(level)
+    groups = domains(capacity, level)
+    demand = _demand(pods, need)
+    if demand > 0:
+        if eligible is None:
+            largest = domain_free(capacity, level).largest()
+        else:
+            largest = max(sorted((free_gpus(capacity, names, eligible), d) for d, names in groups.items()),
+                          key=lambda found: found[0])  # the first by name among equals
+        return (
+            f"needs {format_amount(GPU, demand)} GPUs in one {noun}; the largest free {noun} "
+            f"({largest[1]}) has {format_amount(GPU, largest[0])}"
+        )
+    return f"needs {plural(need, 'pod')} in one {noun}; no {noun} has room for them all"
+
+
+def placement_domain(capacity: Capacity, placement: Mapping[str, str | None]) -> str | None:
+    """The narrowest configured domain that holds the whole placement ('example.com/rack=r3'),
+    or None when there are no levels or it spans the widest."""
+    nodes = sorted({n for n in placement.values() if n is not None and n in capacity.nodes})
+    if not nodes:
+        return None
+    for level in reversed(capacity.topology_levels):
+        found = {domain_of(capacity.nodes[n], level, capacity.topology_levels) for n in nodes}
+        if len(found) == 1:
+            return found.pop()
+    return None

@@ -1,0 +1,146 @@
+"""Topology-aware gangs: one domain when required (or wait, saying why), few when preferred."""
+
+from __future__ import annotations
+
+from ganggate.contract import GROUP_TOPOLOGY_PREFERRED, GROUP_TOPOLOGY_REQUIRED
+from ganggate.core.cluster import ClusterState
+from ganggate.core.planner import decide
+from ganggate.core.snapshot import make_node, make_pod
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+LEVELS = (BLOCK, RACK, "kubernetes.io/hostname")
+NOW = 1704067200.0
+
+
+def node(name: str, block: str | None, rack: str | None, gpus: int = 8) -> dict:
+    labels = {"kubernetes.io/hostname": name}
+    if block is not None:
+        labels[BLOCK] = block
+    if rack is not None:
+        labels[RACK] = rack
+    return make_node(name, gpus=gpus, labels=labels)
+
+
+def gang(name: str, n: int, gpus: int, *, required: str | None = None, preferred: str | None = None,
+         created: str = "2024-01-01T00:00:00Z") -> list[dict]:
+    pods = [make_pod(f"{name}-{i}", namespace="ml", gang=name, pod_num=n, gpus=gpus, created=created)
+            for i in range(n)]
+    for pod in pods:
+        if required:
+            pod["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = required
+        if preferred:
+            pod["metadata"]["annotations"][GROUP_TOPOLOGY_PREFERRED] = preferred
+    return pods
+
+
+def running(name: str, node_name: str, gpus: int) -> dict:
+    return make_pod(name, namespace="busy", gpus=gpus, node_name=node_name, phase="Running")
+
+
+def state(nodes: list[dict], pods: list[dict], levels=LEVELS) -> ClusterState:
+    out = ClusterState(topology_levels=levels)
+    out.reset(nodes, pods)
+    return out
+
+
+def racks_of(placement: dict, nodes: list[dict]) -> set:
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+    return {labels[name].get(RACK, name) for name in placement.values()}
+
+
+def two_racks(free_a: int, free_b: int) -> tuple[list[dict], list[dict]]:
+    """Rack a and b of 4 nodes of 8 GPUs each, with that many GPUs left free in each."""
+    nodes = [node(f"a{i}", "b1", "a") for i in range(4)] + [node(f"b{i}", "b1", "b") for i in range(4)]
+    busy = [running(f"ra{i}", f"a{i}", 8) for i in range((32 - free_a) // 8)]
+    busy += [running(f"rb{i}", f"b{i}", 8) for i in range((32 - free_b) // 8)]
+    return nodes, busy
+
+
+def test_a_required_gang_goes_into_the_rack_with_least_waste():
+    nodes, busy = two_racks(32, 16)
+    decisions, _ = decide(state(nodes, busy + gang("ddp", 2, 8, required=RACK)), NOW)
+    (d,) = decisions
+    assert racks_of(d.placement, nodes) == {"b"}
+    assert "in example.com/rack=b" in d.reason
+
+
+def test_a_required_gang_that_fits_no_rack_waits_naming_the_largest_free_rack():
+    nodes, busy = two_racks(24, 16)
+    decisions, waiting = decide(state(nodes, busy + gang("ddp", 4, 8, required=RACK)), NOW)
+    assert decisions == []
+    (w,) = waiting
+    assert w.message == "needs 32 GPUs in one rack; the largest free rack (example.com/rack=a in example.com/block=b1) has 24"
+
+
+def test_a_preferred_gang_that_fits_no_rack_still_goes_across_racks():
+    nodes, busy = two_racks(24, 16)
+    decisions, waiting = decide(state(nodes, busy + gang("ddp", 4, 8, preferred=RACK)), NOW)
+    (d,) = decisions
+    assert waiting == [] and racks_of(d.placement, nodes) == {"a", "b"}
+    assert "in example.com/block=b1" in d.reason
+
+
+def test_without_annotations_a_gang_prefers_one_rack_when_levels_are_set():
+    # Best fit alone would take the fuller nodes a0 (4 free) and b0 (4 free) for 2 pods of 4:
+    # two racks. With levels, one rack that holds both is chosen.
+    nodes = [node("a0", "b1", "a"), node("a1", "b1", "a"), node("b0", "b1", "b")]
+    busy = [running("ra0", "a0", 4), running("rb0", "b0", 4), running("ra1", "a1", 4)]
+    decisions, _ = decide(state(nodes, busy + gang("ddp", 2, 4)), NOW)
+    (d,) = decisions
+    assert len(racks_of(d.placement, nodes)) == 1
+
+
+def test_without_levels_nothing_changes():
+    nodes = [node("a0", "b1", "a"), node("a1", "b1", "a"), node("b0", "b1", "b")]
+    busy = [running("ra0", "a0", 4), running("rb0", "b0", 4), running("ra1", "a1", 4)]
+    decisions, _ = decide(state(nodes, busy + gang("ddp", 2, 4), levels=()), NOW)
+    (d,) = decisions
+    assert "in " not in d.reason.split("on ")[-1]
+
+
+def test_a_node_without_the_label_is_a_domain_of_its_own():
+    nodes = [node("x0", None, None), node("x1", None, None)]
+    decisions, waiting = decide(state(nodes, gang("ddp", 2, 8, required=RACK)), NOW)
+    assert decisions == []
+    assert waiting[0].message.startswith("needs 16 GPUs in one rack; the largest free rack (node x")
+
+
+def test_a_required_level_works_without_configured_levels():
+    nodes, busy = two_racks(32, 16)
+    decisions, _ = decide(state(nodes, busy + gang("ddp", 3, 8, required=RACK), levels=()), NOW)
+    (d,) = decisions
+    assert racks_of(d.placement, nodes) == {"a"}
+
+
+def test_a_starving_required_gang_holds_back_room_inside_one_rack():
+    # Rack a is half busy; rack b is full. The gang of 4 x 8 waits, starves, and holds rack a:
+    # a small gang that would fit in rack a must not take it, one in rack b's room would.
+    nodes, busy = two_racks(16, 0)
+    pods = busy + gang("big", 4, 8, required=RACK) + gang("small", 1, 8, created="2024-01-01T00:00:30Z")
+    decisions, waiting = decide(state(nodes, pods), NOW + 3600, starvation_seconds=60)
+    assert decisions == []
+    big = next(w for w in waiting if w.gang_key[1] == "big")
+    assert "capacity held back on 4 nodes" in big.message
+
+
+def test_a_starving_required_gang_holds_one_rack_and_leaves_the_other_to_smaller_gangs():
+    nodes, busy = two_racks(16, 16)  # 32 GPUs free in all, but at most 16 in one rack
+    pods = busy + gang("big", 3, 8, required=RACK) + gang("small", 1, 8, created="2024-01-01T00:00:30Z")
+    decisions, waiting = decide(state(nodes, pods), NOW + 3600, starvation_seconds=60)
+    (w,) = waiting
+    assert w.message.startswith("needs 24 GPUs in one rack; the largest free rack (example.com/rack=a in example.com/block=b1) has 16")
+    assert "capacity held back on 3 nodes" in w.message
+    (d,) = decisions
+    assert d.gang_key[1] == "small" and racks_of(d.placement, nodes) == {"b"}
+
+
+def test_the_controller_takes_topology_levels_from_its_flag_and_checks_them():
+    import pytest
+
+    from ganggate.controller.config import ControllerConfig
+
+    ControllerConfig(topology_levels=LEVELS).validate()
+    with pytest.raises(ValueError, match="not a node label key"):
+        ControllerConfig(topology_levels=("rack/",)).validate()
+    with pytest.raises(ValueError, match="listed twice"):
+        ControllerConfig(topology_levels=(RACK, RACK)).validate()
