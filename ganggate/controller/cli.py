@@ -35,6 +35,10 @@ def register(subparsers: Any) -> None:
                      help="how long capacity stays promised to a released pod (default 120)")
     ctl.add_argument("--starvation-seconds", type=float, default=300.0, metavar="SECONDS",
                      help="after this long complete and waiting, a gang gets capacity held back (default 300)")
+    ctl.add_argument("--topology-levels", default="", metavar="LABEL,...",
+                     help="node label keys naming topology levels, widest first (e.g. topology.kubernetes.io/zone,"
+                     "example.com/block,example.com/rack,kubernetes.io/hostname): gangs go into as few domains as "
+                     "they fit (default: none)")
     ctl.add_argument("--preemption", choices=["gang", "off"], default="gang",
                      help="gang: a complete gang that fits nowhere evicts the cheapest set of whole gangs of "
                      "lower priority (through the Eviction API) and is released into their room (default); "
@@ -89,6 +93,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     cfg = ControllerConfig(
         policy=args.policy, placement=args.placement, on_bind_timeout=args.on_bind_timeout,
         bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
+        topology_levels=tuple(level.strip() for level in args.topology_levels.split(",") if level.strip()),
         scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,
         max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,
         lease_name=args.lease_name, lease_namespace=lease_namespace(args.lease_namespace),

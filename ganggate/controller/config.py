@@ -15,6 +15,7 @@ class ControllerConfig:
     on_bind_timeout: str = "member-loss"  # "member-loss" | "wait" | "recreate"
     bind_timeout_seconds: float = 120.0
     starvation_seconds: float = 300.0
+    topology_levels: tuple[str, ...] = ()  # node label keys, widest first (core.topology)
     scheduler_names: tuple[str, ...] = ("default-scheduler",)
     max_pod_num: int = 10000
     max_in_flight: int = 32
@@ -52,5 +53,12 @@ class ControllerConfig:
                 raise ValueError(f"{name} must be positive")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
+        from ganggate.contract import is_label_key
+
+        for level in self.topology_levels:
+            if not is_label_key(level):
+                raise ValueError(f"topology_levels: {level!r} is not a node label key")
+        if len(set(self.topology_levels)) != len(self.topology_levels):
+            raise ValueError("topology_levels: a level is listed twice")
         if not self.scheduler_names:
             raise ValueError("at least one scheduler name is needed")

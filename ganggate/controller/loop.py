@@ -64,7 +64,8 @@ class Controller:
         self.core = client.CoreV1Api(api_client)
         self.metrics = Metrics()
         self.state = ClusterState(scheduler_names=tuple(config.scheduler_names), max_pod_num=config.max_pod_num,
-                                  bind_timeout_seconds=config.bind_timeout_seconds)
+                                  bind_timeout_seconds=config.bind_timeout_seconds,
+                                  topology_levels=config.topology_levels)
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
                                     metrics=self.metrics, host=self.identity)
         self.notifier = WaitNotifier()
