@@ -4,7 +4,10 @@
 of 1, 2, 4, 8, 16 and 64 pods of 1, 2, 4 or 8 GPUs. Prints the time of ClusterState.reset (a
 relist), of one full decide() round (nobody starving: the ordinary case), of the same round
 with every unfit gang starving, of one round after a decision's promises, of one round where
-every gang has its own node constraints, and of one incremental apply_pod.
+every gang has its own node constraints, of one incremental apply_pod, and of the ordinary
+round again on the same nodes labelled into 8 blocks x 16 racks (--topology-levels
+example.com/block,example.com/rack,kubernetes.io/hostname; every fourth gang requires one
+rack, every fourth prefers one) with the ratio of the two rounds.
 Run: .venv/bin/python bench/bench_decide.py (--help for a smaller cluster).
 """
 
@@ -27,6 +30,32 @@ NODES = 5000
 WAITING_PODS = 10000
 GANG_SIZES = (1, 2, 4, 8, 16, 64)
 GPUS_PER_POD = (1, 2, 4, 8)
+
+
+BLOCK, RACK, HOSTNAME = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
+TOPOLOGY_LEVELS = (BLOCK, RACK, HOSTNAME)
+BLOCKS, RACKS_PER_BLOCK = 8, 16
+
+
+def with_topology(nodes: list[dict], pods: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The same nodes labelled into BLOCKS x RACKS_PER_BLOCK racks of consecutive nodes, and the
+    same pods, every fourth gang requiring one rack and every fourth preferring one."""
+    racks = BLOCKS * RACKS_PER_BLOCK
+    labelled = []
+    for i, node in enumerate(nodes):
+        rack = i * racks // len(nodes)
+        labels = {**node["metadata"]["labels"], BLOCK: f"block-{rack // RACKS_PER_BLOCK}", RACK: f"rack-{rack}"}
+        labelled.append({**node, "metadata": {**node["metadata"], "labels": labels}})
+    annotated = []
+    for pod in pods:
+        annotations = pod["metadata"].get("annotations") or {}
+        name = annotations.get("scheduling.k8s.io/group-name")
+        if name and int(name[1:]) % 4 in (1, 2):
+            key = "required" if int(name[1:]) % 4 == 1 else "preferred"
+            annotations = {**annotations, f"scheduling.k8s.io/group-topology-{key}": RACK}
+            pod = {**pod, "metadata": {**pod["metadata"], "annotations": annotations}}
+        annotated.append(pod)
+    return labelled, annotated
 
 
 def build(seed: int = 7, node_count: int = NODES, waiting_pods: int = WAITING_PODS) -> tuple[list[dict], list[dict]]:
@@ -133,6 +162,17 @@ def main(argv: list[str] | None = None) -> None:
     other.reset(nodes, varied)
     distinct = len({p.constraint_key for p in other.pods.values() if p.gated})
     per_constraint = timed(lambda: decide(other, now), repeat)
+    topo_nodes, topo_pods = with_topology(nodes, pods)
+    topo = ClusterState(topology_levels=TOPOLOGY_LEVELS)
+    topo.reset(topo_nodes, topo_pods)
+    topo_out: dict = {}
+
+    def topo_round() -> None:
+        topo_out["out"] = decide(topo, now)
+
+    topology = timed(topo_round, repeat)
+    topo_decisions, topo_waiting = topo_out["out"]
+    ratio = statistics.median(topology.cpu) / statistics.median(rounds.cpu)
     print(f"cluster: {args.nodes} nodes x 8 GPUs, {len(pods) - args.waiting_pods} running pods, "
           f"{args.waiting_pods} waiting pods in {gangs} gangs")
     print(f"ClusterState.reset:        {reset.ms()}")
@@ -144,6 +184,10 @@ def main(argv: list[str] | None = None) -> None:
           f"({len(result['out'][0])} more gangs released)")
     print(f"decide(), {distinct} constraints: {per_constraint.ms()}  "
           "(every gang its own tolerations and selector)")
+    print(f"decide() with topology:    {topology.ms()}  "
+          f"({len(topo_decisions)} gangs released, {len(topo_waiting)} wait; {BLOCKS} blocks x "
+          f"{RACKS_PER_BLOCK} racks; every 4th gang requires a rack, every 4th prefers one)")
+    print(f"topology / plain round:    {ratio:.2f}x CPU (the goal: at most 1.5x)")
     print(f"apply_pod (one event):     {apply.us() if apply else 'not measured: nothing was released'}")
 
 
