@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     serve.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default: 8)")
     serve.add_argument("--cpu", default="64", help="CPU capacity per node (default: 64)")
     serve.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
+    add_topology_arguments(serve)
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
     serve.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                        help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
@@ -41,6 +42,28 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     serve.set_defaults(func=_serve)
     sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
     return {"sim": sim_commands}
+
+
+def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
+    """--topology and its label keys (ganggate/sim/topology.py); shared with `ganggate sim up`."""
+    from ganggate.sim import topology
+
+    parser.add_argument("--topology", metavar="BLOCKSxRACKSxNODES",
+                        help="build blocks of racks of nodes, e.g. 4x4x8 (128 nodes; replaces --nodes), labelled "
+                             f"{topology.ZONE_LABEL}, {topology.BLOCK_LABEL} and {topology.RACK_LABEL}")
+    parser.add_argument("--zone-label", default=topology.ZONE_LABEL, help="with --topology: the zone label key")
+    parser.add_argument("--block-label", default=topology.BLOCK_LABEL, help="with --topology: the block label key")
+    parser.add_argument("--rack-label", default=topology.RACK_LABEL, help="with --topology: the rack label key")
+
+
+def topology_shape(args: argparse.Namespace):
+    """The --topology shape (None without it); ValueError on a bad shape or label keys."""
+    from ganggate.sim.topology import parse_shape
+
+    if not args.topology:
+        return None
+    return parse_shape(args.topology, zone_label=args.zone_label, block_label=args.block_label,
+                       rack_label=args.rack_label)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -59,6 +82,13 @@ def _serve(args: argparse.Namespace) -> int:
     if args.watch_history < 1:
         print("error: --watch-history must be at least 1")
         return 2
+    try:
+        shape = topology_shape(args)
+    except ValueError as exc:
+        print(f"error: {exc}")
+        return 2
+    if shape is not None:
+        args.nodes = shape.nodes
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -70,9 +100,12 @@ def _serve(args: argparse.Namespace) -> int:
             node_prefix=args.node_prefix, scheduler=not args.no_scheduler, kubelet=not args.no_kubelet,
             clock=WallClock(args.time_scale), watch_history=args.watch_history,
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
-            kubeconfig_path=args.kubeconfig_out,
+            kubeconfig_path=args.kubeconfig_out, topology=shape,
         ) as sim:
             nodes = f"{args.nodes} node" if args.nodes == 1 else f"{args.nodes} nodes"
+            if shape is not None:
+                nodes += (f" in {shape.blocks} blocks x {shape.racks_per_block} racks x {shape.nodes_per_rack} "
+                          f"(topology levels {','.join(shape.levels)})")
             print(f"kubesim serving {sim.url} with {nodes}; kubeconfig: {sim.kubeconfig}", flush=True)
             print(f"  kubectl --kubeconfig {sim.kubeconfig} get nodes", flush=True)
             await stop.wait()

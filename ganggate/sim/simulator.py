@@ -25,6 +25,7 @@ from ganggate.sim.apiserver import ApiServer, Target
 from ganggate.sim.faults import FaultInjector
 from ganggate.sim.kubeconfig import write_kubeconfig
 from ganggate.sim.store import Store
+from ganggate.sim.topology import parse_shape
 
 log = logging.getLogger("ganggate.sim.simulator")
 
@@ -95,8 +96,12 @@ class Simulator:
         port: int = 0,
         kubeconfig_path: str | None = None,
         controllers: bool = True,
+        topology: Any = None,
     ) -> None:
-        self.node_count = nodes
+        # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
+        # node count and labels each node with its zone, block and rack.
+        self.topology = parse_shape(topology) if isinstance(topology, str) else topology
+        self.node_count = nodes if self.topology is None else self.topology.nodes
         self.gpus_per_node = gpus_per_node
         self.cpu = cpu
         self.memory = memory
@@ -145,7 +150,9 @@ class Simulator:
             self._kubeconfig_path = str(Path(self._tempdir.name) / "kubeconfig")
         self.kubeconfig = str(write_kubeconfig(self._kubeconfig_path, self.url))
         for index in range(self.node_count):
-            await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node)
+            labels = None if self.topology is None else self.topology.labels(index)
+            await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node,
+                                labels=labels)
         if self.scheduler_enabled:
             self._start_component("ganggate.sim.scheduler", "Scheduler", self.url)
         if self.kubelet_enabled:

@@ -1,0 +1,58 @@
+"""kubesim clusters with a topology: blocks of racks of nodes, as zone / block / rack node labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from ganggate.sim import Simulator
+from ganggate.sim.topology import TopologyShape, parse_shape
+
+
+def test_a_shape_numbers_nodes_rack_by_rack():
+    shape = parse_shape("2x3x4")
+    assert (shape.blocks, shape.racks_per_block, shape.nodes_per_rack, shape.nodes) == (2, 3, 4, 24)
+    assert shape.labels(0) == {"topology.kubernetes.io/zone": "zone-a", "ganggate.io/block": "block-0",
+                               "ganggate.io/rack": "block-0-rack-0"}
+    assert shape.labels(3)["ganggate.io/rack"] == "block-0-rack-0"
+    assert shape.labels(4)["ganggate.io/rack"] == "block-0-rack-1"
+    assert shape.labels(12) == {"topology.kubernetes.io/zone": "zone-a", "ganggate.io/block": "block-1",
+                                "ganggate.io/rack": "block-1-rack-0"}
+    assert shape.labels(23)["ganggate.io/rack"] == "block-1-rack-2"
+    assert shape.levels == ("topology.kubernetes.io/zone", "ganggate.io/block", "ganggate.io/rack",
+                            "kubernetes.io/hostname")
+
+
+@pytest.mark.parametrize("text", ["4x4", "4x4x8x2", "axbxc", "0x1x1", "1x-1x1", ""])
+def test_a_bad_shape_is_refused(text):
+    with pytest.raises(ValueError, match="topology"):
+        parse_shape(text)
+
+
+def test_label_keys_can_be_chosen_but_not_clash():
+    shape = parse_shape("1x2x1", block_label="example.com/block", rack_label="example.com/rack")
+    assert shape.labels(1) == {"topology.kubernetes.io/zone": "zone-a", "example.com/block": "block-0",
+                               "example.com/rack": "block-0-rack-1"}
+    with pytest.raises(ValueError, match="distinct"):
+        TopologyShape(1, 1, 1, rack_label="ganggate.io/block")
+    with pytest.raises(ValueError, match="distinct"):
+        TopologyShape(1, 1, 1, rack_label="kubernetes.io/hostname")
+
+
+async def test_the_simulator_labels_its_nodes_by_topology():
+    async with Simulator(topology="2x2x2", gpus_per_node=4, scheduler=False, kubelet=False, controllers=False) as sim:
+        nodes = [stored.obj for _, stored in sim.store.iter("nodes")]
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+    assert sorted(labels) == [f"node-{i}" for i in range(8)]
+    assert labels["node-5"]["ganggate.io/block"] == "block-1"
+    assert labels["node-5"]["ganggate.io/rack"] == "block-1-rack-0"
+    assert labels["node-5"]["kubernetes.io/hostname"] == "node-5"
+    assert all(n["status"]["capacity"]["nvidia.com/gpu"] == "4" for n in nodes)
+
+
+def test_sim_serve_refuses_a_bad_topology(capsys):
+    from ganggate.cli import main
+
+    assert main(["sim", "serve", "--topology", "4x4"]) == 2
+    assert main(["sim", "serve", "--topology", "1x1x1", "--rack-label", "ganggate.io/block"]) == 2
+    out = capsys.readouterr().out
+    assert "BLOCKSxRACKSxNODES" in out and "distinct" in out
