@@ -69,3 +69,18 @@ def test_bad_input_is_refused_with_a_clear_message(tmp_path):
     big.write_text(TRACE.replace("e,40,1,2,", "e,40,1,16,"))
     result = ganggate("replay", "--trace", str(big), "--nodes", "2", "--gpus-per-node", "4")
     assert result.returncode == 2 and "job e: a pod of 16 GPUs" in result.stderr
+
+
+def test_replay_on_a_topology_prints_the_placement_table(tmp_path):
+    trace = tmp_path / "six.csv"
+    trace.write_text(TRACE)
+    result = ganggate("replay", "--trace", str(trace), "--topology", "1x2x2", "--gpus-per-node", "4",
+                      "--modes", "free,ganggate", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "on 4 nodes x 4 GPUs" in result.stdout
+    assert "Placement on the topology" in result.stdout
+    assert "| free | 2 |" in result.stdout and "| ganggate | 2 |" in result.stdout  # a: 2 x 4 GPUs, b: 5 x 1
+    result = ganggate("replay", "--trace", str(trace), "--modes", "topology", "--out", str(tmp_path / "o"))
+    assert result.returncode == 2 and "needs a cluster with a topology" in result.stderr
+    result = ganggate("replay", "--trace", str(trace), "--topology", "2x2", "--out", str(tmp_path / "o"))
+    assert result.returncode == 2 and "BLOCKSxRACKSxNODES" in result.stderr

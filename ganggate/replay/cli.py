@@ -51,8 +51,12 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (default 8)")
     replay.add_argument("--node-cpu", default="64", help="CPU of each node (default 64)")
     replay.add_argument("--node-memory", default="512Gi", help="memory of each node (default 512Gi)")
+    from ganggate.sim.cli import add_topology_arguments
+
+    add_topology_arguments(replay)
     replay.add_argument("--modes", default="none,count,ganggate",
-                        help="comma-separated admission modes: none, count, ganggate (default all three)")
+                        help="comma-separated admission modes: none, count, ganggate, free (planner admits, "
+                             "scheduler places), topology (needs --topology) (default none,count,ganggate)")
     replay.add_argument("--out", type=Path, default=Path("replay-out"), help="output directory (default replay-out)")
     replay.add_argument("--title", default="", help="title of the plot")
     replay.add_argument("--disruptions", default="", metavar="KIND=N,...",
@@ -113,11 +117,18 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.replay import engine, report
     from ganggate.replay.plot import plot_modes
     from ganggate.replay.synth import SynthConfig, generate
+    from ganggate.replay.topology import markdown_table, summarise_topology, topology_nodes
     from ganggate.replay.trace import TraceError, load_trace, write_trace
+    from ganggate.sim.cli import topology_shape
 
     _quiet_components(args)
     try:
         modes = parse_modes(args.modes)
+        shape = topology_shape(args)
+        if shape is not None:
+            args.nodes = shape.nodes
+        elif "topology" in modes:
+            raise ValueError("--modes topology needs a cluster with a topology: --topology BLOCKSxRACKSxNODES")
         for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
             try:
                 parse_quantity(value)
@@ -136,8 +147,10 @@ def _replay(args: argparse.Namespace) -> int:
                                         seed=args.seed, load=args.load))
             source = f"synthetic: {args.jobs} jobs, seed {args.seed}, load {args.load:g}"
         nodes = engine.uniform_nodes(args.nodes, args.gpus_per_node, args.node_cpu, args.node_memory)
+        if shape is not None:
+            nodes = topology_nodes(shape, args.gpus_per_node, args.node_cpu, args.node_memory)
         planned = _disruptions(args, jobs, nodes)
-        scenario = engine.Scenario(jobs, nodes, disruptions=planned)
+        scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else ())
         engine.check_fits(scenario)
     except (TraceError, ValueError, engine.ReplayError) as exc:
         print(f"ganggate replay: {exc}", file=sys.stderr)
@@ -171,6 +184,10 @@ def _replay(args: argparse.Namespace) -> int:
                ends={m: r.end for m, r in results.items()})
     print()
     print(report.markdown_table(summaries))
+    if shape is not None:
+        print("\nPlacement on the topology (docs/replay.md):\n")
+        print(markdown_table([summarise_topology(r.summary, jobs, r.records, scenario.nodes, shape.rack_label,
+                                                 shape.block_label) for r in results.values()]))
     print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
           + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
     return 0

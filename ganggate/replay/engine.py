@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Sequence
 
 import aiohttp
 
 from ganggate.replay.disruptions import Disruptor
 from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
-from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, pod_manifest, progress, view
+from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, job_nodes, pod_manifest, progress, view
 from ganggate.replay.owners import as_rv, create_job, job_controller_busy
 from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
     Background,
@@ -82,13 +83,13 @@ class _Engine:
         clock = ManualClock(start=first)
         sim = Simulator(nodes=0, scheduler=False, kubelet=False, clock=clock)
         await sim.start()
-        stack = Stack(mode=self.mode, sim=sim)
+        stack = Stack(mode=self.mode, sim=sim, topology_levels=tuple(self.scenario.topology_levels))
         tasks: list[asyncio.Task] = []
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64),
                                         timeout=aiohttp.ClientTimeout(total=60))
         try:
             for node in self.scenario.nodes:
-                await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus)
+                await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus, labels=dict(node.labels))
             # Backoff and the unschedulable flush are wall-clock waits in kube-scheduler
             # (pkg/scheduler/backend/queue/scheduling_queue.go): seconds that simulated time
             # compresses away. Without them a retry follows the cluster event that allows it.
@@ -125,7 +126,7 @@ class _Engine:
                         events.append(f"{job_id} finished")
                 while n < len(node_events) and node_events[n].time <= now:
                     node = node_events[n].node
-                    await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus)
+                    await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus, labels=dict(node.labels))
                     events.append(f"node {node.name} added ({node.gpus} GPUs)")
                     n += 1
                 events.extend(await self.disruptor.apply_due(now))
@@ -340,13 +341,12 @@ class _Engine:
             if (job_id not in self.active and record.finished_at is None and state is not None
                     and state.all_running):
                 if record.started_at is None:  # the queueing delay runs to the first start
-                    record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus, started_at=now)
+                    record = self.records[job_id] = replace(record, started_at=now, nodes=job_nodes(views, job_id))
                 self.active[job_id] = frozenset(running_pods.get(job_id, ()))
                 self.runs[job_id] = run = self.runs.get(job_id, 0) + 1
                 heapq.heappush(self.finishes, (now + job.run_time, job_id, run))
             if record.finished_at is None and finished_counts.get(job_id, 0) >= job.pods:
-                record = self.records[job_id] = JobRecord(job_id, record.submit_time, record.gpus,
-                                                          record.started_at, finished_at=now)
+                record = self.records[job_id] = replace(record, finished_at=now)
                 self.active.pop(job_id, None)
             if job_id in self.active and self.active[job_id] != running_pods.get(job_id, set()):
                 # A pod lost mid-run (even if replaced within the instant): the run is lost; it restarts when whole.

@@ -55,6 +55,7 @@ class JobRecord:
     gpus: int
     started_at: float | None = None
     finished_at: float | None = None
+    nodes: tuple[str, ...] = ()  # the nodes its pods ran on when it first started
 
 
 @dataclass(frozen=True)

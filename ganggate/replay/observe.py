@@ -117,6 +117,11 @@ def view(pod: Mapping) -> PodView | None:
     )
 
 
+def job_nodes(pods: Iterable[PodView], job_id: str) -> tuple[str, ...]:
+    """The nodes the job's running pods are on, sorted, each once."""
+    return tuple(sorted({p.node for p in pods if p.job_id == job_id and p.running and p.node}))
+
+
 def progress(jobs: Mapping[str, Job], pods: Iterable[PodView]) -> dict[str, JobProgress]:
     """Each submitted job's bound and running pod counts."""
     bound: dict[str, int] = {}

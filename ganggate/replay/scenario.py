@@ -23,6 +23,8 @@ class NodeSpec:
     gpus: int = 8
     cpu: str = "64"
     memory: str = "512Gi"
+    #: Node labels as (key, value) pairs, e.g. its zone, block and rack (replay/topology.py).
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class Scenario:
     #: `owners`, each job is a batch/v1 Job that replaces the pods it loses.
     disruptions: Sequence[Disruption] = ()
     owners: bool = False
+    #: Node label keys of the topology, widest first (mode `topology` passes them to the controller).
+    topology_levels: tuple[str, ...] = ()
 
     @property
     def capacity(self) -> int:

@@ -4,7 +4,9 @@ with a URL clientConfig and caBundle, as in deploy/) and the gate controller. Th
 are ganggate.local.parts, shared with `ganggate sim up`.
 
 Modes: `none` (the default scheduler alone), `count` (webhook + controller with the seed's
-count-only check) and `ganggate` (webhook + controller with the planner).
+count-only check), `ganggate` (webhook + controller with the planner, its placement pinned: best
+fit), `free` (the planner admits, the scheduler places: `--placement=free`) and `topology` (the
+planner pinned, with the scenario's topology levels: `--topology-levels`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 from ganggate.local.parts import (make_certificates, register_webhook, start_controller, start_tls_webhook,
                                   stop_task, webhook_configuration)
 
-MODES = ("none", "count", "ganggate")
-POLICY = {"count": "count", "ganggate": "plan"}
+MODES = ("none", "count", "ganggate", "free", "topology")
+POLICY = {"count": "count", "ganggate": "plan", "free": "plan", "topology": "plan"}
+PLACEMENT = {"free": "free"}  # every other gated mode pins (the controller's default)
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Stack:
     webhook: Any = None
     controller: Any = None
     controller_task: asyncio.Task | None = None
+    topology_levels: tuple[str, ...] = ()  # for mode `topology`: the node label keys, widest first
     workdir: tempfile.TemporaryDirectory | None = None
 
     async def close(self) -> None:
@@ -51,6 +55,21 @@ class Stack:
         return None
 
 
+def topology_settings(mode: str, levels: tuple[str, ...]) -> dict[str, Any]:
+    """The ControllerConfig settings of topology-aware placement: only mode `topology` has any."""
+    from dataclasses import fields
+
+    from ganggate.controller.config import ControllerConfig
+
+    if mode != "topology":
+        return {}
+    if not levels:
+        raise ValueError("mode topology needs topology levels (a cluster built with --topology)")
+    if "topology_levels" not in {f.name for f in fields(ControllerConfig)}:
+        raise ValueError("mode topology: this controller has no topology levels yet (issue #10)")
+    return {"topology_levels": tuple(levels)}
+
+
 async def start_gate(stack: Stack, *, debounce: float | None = None, match_conditions: bool = True) -> None:
     """Start the webhook (HTTPS, port 0), register it, and start the controller (no leader election)."""
     from ganggate.controller.config import ControllerConfig
@@ -61,6 +80,8 @@ async def start_gate(stack: Stack, *, debounce: float | None = None, match_condi
     await register_webhook(stack.api, webhook_configuration(stack.webhook.url, certs.ca_file.read_bytes(),
                                                             match_conditions=match_conditions))
     config = ControllerConfig(policy=POLICY[stack.mode], leader_election=False, metrics_port=None,
-                              **({} if debounce is None else {"debounce_seconds": debounce}))
+                              placement=PLACEMENT.get(stack.mode, "pinned"),
+                              **({} if debounce is None else {"debounce_seconds": debounce}),
+                              **topology_settings(stack.mode, stack.topology_levels))
     stack.controller, stack.controller_task = start_controller(stack.api, config,
                                                                name=f"ganggate-controller-{stack.mode}")

@@ -1,0 +1,86 @@
+"""Replays on a topology (blocks of racks of nodes): the placement figures, pure and end to end."""
+
+from __future__ import annotations
+
+import pytest
+
+from ganggate.replay import engine
+from ganggate.replay.metrics import JobRecord, Summary
+from ganggate.replay.stack import topology_settings
+from ganggate.replay.topology import markdown_table, pods_fit, span, summarise_topology, topology_nodes
+from ganggate.replay.trace import Job
+from ganggate.sim.topology import parse_shape
+
+SHAPE = parse_shape("2x2x2")  # 2 blocks x 2 racks x 2 nodes: node-0,1 rack 0 of block 0, node-2,3 rack 1...
+NODES = topology_nodes(SHAPE, gpus_per_node=8)
+
+
+def job(job_id: str, pods: int, gpus: int) -> Job:
+    return Job(job_id, 0.0, pods, gpus, "1", "1Gi", 100.0)
+
+
+def summary(mode: str = "m") -> Summary:
+    return Summary(mode, 0, 0, 0, 0.0, 0.0, 0, 0.75, None, 120.0, None)
+
+
+def test_nodes_carry_their_rack_and_block():
+    assert [n.name for n in NODES] == [f"node-{i}" for i in range(8)]
+    labels = dict(NODES[5].labels)
+    assert labels["ganggate.io/block"] == "block-1" and labels["ganggate.io/rack"] == "block-1-rack-0"
+
+
+def test_fit_and_span():
+    assert pods_fit(job("a", 2, 8), [8, 8]) and not pods_fit(job("a", 3, 8), [8, 8])
+    assert pods_fit(job("a", 5, 3), [8, 8]) is False  # two 3-GPU pods per 8-GPU node: 4 at most on 2 nodes
+    assert pods_fit(job("a", 4, 3), [8, 8])
+    labels = {n.name: dict(n.labels) for n in NODES}
+    assert span(["node-0", "node-1"], labels, "ganggate.io/rack") == 1
+    assert span(["node-0", "node-2", "node-5"], labels, "ganggate.io/rack") == 3
+    assert span(["node-0", "node-2", "node-5"], labels, "ganggate.io/block") == 2
+
+
+def test_the_summary_counts_spans_of_multi_node_gangs_and_the_one_rack_share():
+    jobs = [job("big-packed", 2, 8), job("big-spread", 4, 4), job("small", 2, 1), job("huge", 4, 8),
+            job("single", 1, 8), job("waiting", 2, 8)]
+    records = [
+        JobRecord("big-packed", 0, 16, started_at=1, nodes=("node-0", "node-1")),  # one rack
+        JobRecord("big-spread", 0, 16, started_at=1, nodes=("node-1", "node-2", "node-4")),  # 3 racks, 2 blocks
+        JobRecord("small", 0, 2, started_at=1, nodes=("node-3",)),  # fits one node: not multi-node
+        JobRecord("huge", 0, 32, started_at=1, nodes=("node-0", "node-1", "node-2", "node-3")),  # cannot fit a rack
+        JobRecord("single", 0, 8, started_at=1, nodes=("node-7",)),  # one pod: not counted for the share
+        JobRecord("waiting", 0, 16),  # never started
+    ]
+    result = summarise_topology(summary("topology"), jobs, records, NODES)
+    assert result.multi_node_gangs == 3
+    assert result.mean_racks == pytest.approx((1 + 3 + 2) / 3) and result.p95_racks == 3
+    assert result.mean_blocks == pytest.approx((1 + 2 + 1) / 3) and result.p95_blocks == 2
+    assert (result.could_fit_one_rack, result.in_one_rack) == (3, 2)  # big-packed, big-spread, small
+    assert result.one_rack_share == pytest.approx(2 / 3)
+    assert (result.mean_utilisation, result.p95_queue_delay) == (0.75, 120.0)
+    table = markdown_table([result])
+    assert "| topology | 3 | 2.00 | 3 | 1.33 | 2 | 67% (2/3) | 75.0% | 120 |" in table
+
+
+def test_no_gangs_no_figures():
+    result = summarise_topology(summary(), [], [], NODES)
+    assert (result.multi_node_gangs, result.mean_racks, result.one_rack_share) == (0, None, None)
+    assert "| m | 0 | - | - | - | - | - |" in markdown_table([result])
+
+
+def test_mode_topology_needs_levels():
+    assert topology_settings("ganggate", ()) == {}
+    with pytest.raises(ValueError, match="topology levels"):
+        topology_settings("topology", ())
+
+
+async def test_a_replay_on_a_topology_records_where_each_gang_ran():
+    jobs = [job("two-nodes", 2, 8), job("one-node", 4, 2)]
+    scenario = engine.Scenario(jobs, NODES, topology_levels=SHAPE.levels)
+    for mode in ("ganggate", "free"):
+        result = await engine.run_scenario(scenario, mode, exact_webhook=False)
+        records = {r.job_id: r for r in result.records}
+        assert result.summary.completed == 2
+        assert len(records["two-nodes"].nodes) == 2
+        assert set(records["two-nodes"].nodes) <= {n.name for n in NODES}
+        placed = summarise_topology(result.summary, jobs, result.records, NODES)
+        assert placed.multi_node_gangs == 1 and placed.could_fit_one_rack == 2
