@@ -9,7 +9,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ganggate.core.explain import plural
 
@@ -37,6 +37,7 @@ class UpOptions:
     webhook_port: int = 0
     kubeconfig_out: str = "kubesim.kubeconfig"
     certs_dir: str | None = None
+    topology: Any = None  # a ganggate.sim.topology.TopologyShape: nodes in blocks and racks, and the controller's levels
 
 
 async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
@@ -50,7 +51,8 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         log.info("namespace %s ready for the controller's lease", LEASE_NAMESPACE)
         from ganggate.controller.config import ControllerConfig
 
-        config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None)
+        config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None,
+                                  **_topology_settings(options))
         controller, task = start_controller(api, config)
         parts.push_async_callback(stop_task, task)
         if not await _until_leading(controller, task, stop):
@@ -68,11 +70,26 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         log.info("stopping: controller, webhook, kubesim")
 
 
+def _topology_settings(options: UpOptions) -> dict[str, Any]:
+    """The controller's --topology-levels from the cluster's shape, where the controller has them."""
+    from dataclasses import fields
+
+    from ganggate.controller.config import ControllerConfig
+
+    if options.topology is None:
+        return {}
+    if "topology_levels" not in {f.name for f in fields(ControllerConfig)}:
+        log.warning("the controller has no topology levels yet (#10): nodes are labelled, placement ignores them")
+        return {}
+    return {"topology_levels": tuple(options.topology.levels)}
+
+
 async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
     from ganggate.sim.simulator import Simulator
 
     sim = Simulator(nodes=options.nodes, gpus_per_node=options.gpus_per_node, cpu=options.cpu,
-                    memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out)
+                    memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out,
+                    topology=options.topology)
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:
