@@ -133,6 +133,9 @@ class Capacity:
         self.topology_levels: tuple[str, ...] = ()
         self.topology_cache: dict[str, dict[str, list[str]]] = {}
         self.topology_free: dict[str, object] = {}  # level -> topology.DomainFree
+        # While set (topology.place), index() is of these nodes alone: (name, nodes).
+        self.scope: tuple[str, frozenset[str]] | None = None
+        self._scoped: dict[tuple[str, str], NodeIndex] = {}
         # Called as (node, free GPU before, free GPU after) by every take.
         self.listeners: list[Callable[[str, int, int], None]] = []
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
@@ -186,8 +189,20 @@ class Capacity:
         return cls(nodes, {name: state.free(name) for name in nodes})
 
     def index(self, pod: PodInfo) -> NodeIndex:
-        """The index of the nodes the pod may use."""
-        return self._eligibility(pod)[0]
+        """The index of the nodes the pod may use (within the scope, when one is set)."""
+        if self.scope is None:
+            return self._eligibility(pod)[0]
+        key = (pod.constraint_key, self.scope[0])
+        found = self._scoped.get(key)
+        if found is None:
+            parent = self._eligibility(pod)[0]
+            found = self._scoped[key] = NodeIndex()
+            for name in self.scope[1]:
+                if name in parent.members:
+                    found.members.add(name)
+                    found.add(name, self.free[name])
+                    self._node_indexes[name].append(found)
+        return found
 
     def rejected(self, pod: PodInfo) -> Counter[str]:
         """Why the other nodes may not be used: reason -> number of nodes."""

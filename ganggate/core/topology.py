@@ -89,19 +89,27 @@ def free_gpus(capacity: Capacity, nodes: Sequence[str], eligible: set[str] | Non
     return sum(max(gpus(capacity.free[n]), 0) for n in nodes if eligible is None or n in eligible)
 
 
-class DomainFree:
-    """The free GPUs of each domain of one level over all nodes, kept in order as the round
-    takes capacity (a Capacity listener), so the domains that could hold a gang are a bisect."""
+def room(free_gpu: int, per: int) -> int:
+    """A node's free GPUs (per=0), or how many pods of `per` GPUs they hold."""
+    return max(free_gpu, 0) // per if per else max(free_gpu, 0)
 
-    def __init__(self, capacity: Capacity, level: str) -> None:
+
+class DomainFree:
+    """The free GPUs of each domain of one level over all nodes (or, per > 0, the pods of
+    `per` GPUs they hold), kept in order as the round takes capacity (a Capacity listener),
+    so the domains that could hold a gang are a bisect."""
+
+    def __init__(self, capacity: Capacity, level: str, per: int = 0) -> None:
+        self.per = per
         self.groups = domains(capacity, level)
-        self.domain_of_node = {n: d for d, names in self.groups.items() for n in names}
-        self.free = {d: sum(max(gpus(capacity.free[n]), 0) for n in names) for d, names in self.groups.items()}
+        self.domain_of_node = _domain_of_node(capacity, level)
+        self.free = {d: sum(room(gpus(capacity.free[n]), per) for n in names) for d, names in self.groups.items()}
         self.order = sorted((f, d) for d, f in self.free.items())
         capacity.listeners.append(self.update)
 
     def update(self, node: str, before: int, after: int) -> None:
-        delta = max(after, 0) - max(before, 0)
+        per = self.per
+        delta = (max(after, 0) // per - max(before, 0) // per) if per else max(after, 0) - max(before, 0)
         if delta:
             domain = self.domain_of_node[node]
             old = self.free[domain]
@@ -119,11 +127,12 @@ class DomainFree:
         return self.order[bisect.bisect_left(self.order, (top, ""))]
 
 
-def domain_free(capacity: Capacity, level: str) -> DomainFree:
+def domain_free(capacity: Capacity, level: str, per: int = 0) -> DomainFree:
     """The level's DomainFree for this round (made on first use)."""
-    found = capacity.topology_free.get(level)
+    key = f"{level}\x00{per}"
+    found = capacity.topology_free.get(key)
     if not isinstance(found, DomainFree):
-        found = capacity.topology_free[level] = DomainFree(capacity, level)
+        found = capacity.topology_free[key] = DomainFree(capacity, level, per)
     return found
 
 
@@ -138,26 +147,36 @@ def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
     return found
 
 
+def _threshold(pods: Sequence[PodInfo], need: int) -> tuple[int, int]:
+    """What a domain needs to be worth a try: (per, amount): room for `need` pods of the
+    smallest GPU request when every pod asks for GPUs, else (0, the GPUs of `need` pods)."""
+    amounts = [gpus(p.request) for p in pods]
+    if min(amounts) > 0:
+        return min(amounts), need
+    return 0, sum(sorted(amounts)[:need])
+
+
 def _candidates(
-    capacity: Capacity, level: str, demand: int, eligible: set[str] | None, tries: int
-) -> list[list[str]]:
-    """The nodes of the domains that could hold `demand` GPUs, least free first (at most
-    `tries` of them)."""
+    capacity: Capacity, level: str, threshold: tuple[int, int], eligible: set[str] | None, tries: int
+) -> list[tuple[str, list[str]]]:
+    """The domains (and their nodes) that could hold the gang (see _threshold), least room first
+    (least waste; at most `tries` of them)."""
+    per, amount = threshold
     if eligible is None:
-        free = domain_free(capacity, level)
+        free = domain_free(capacity, level, per)
         found = []
-        for _, domain in free.at_least(demand):
-            found.append(free.groups[domain])
+        for _, domain in free.at_least(amount):
+            found.append((domain, free.groups[domain]))
             if len(found) >= tries:
                 break
         return found
     candidates = []
     for domain, names in domains(capacity, level).items():
-        amount = free_gpus(capacity, names, eligible)
-        if amount >= demand and any(n in eligible for n in names):
-            candidates.append((amount, domain, names))
+        found_room = sum(room(gpus(capacity.free[n]), per) for n in names if n in eligible)
+        if found_room >= amount and any(n in eligible for n in names):
+            candidates.append((found_room, domain, names))
     candidates.sort(key=lambda c: (c[0], c[1]))
-    return [names for _, _, names in candidates[:tries]]
+    return [(domain, names) for _, domain, names in candidates[:tries]]
 
 
 def _demand(pods: Sequence[PodInfo], need: int) -> int:
@@ -173,13 +192,15 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
     if not levels or len(pods) <= 1:
         return flat(pods, capacity, need)
     eligible = _eligible(pods, capacity)
-    demand = _demand(pods, need)
+    threshold = _threshold(pods, need)
     for level in levels:
+        if level != required and len(domains(capacity, level)) == len(capacity.nodes):
+            continue  # one node per domain (hostname): few nodes is the packer's own business
         # Every domain of the required level that could hold the gang is tried (a gang must
         # not wait while one would do); a few, least waste first, of the narrower levels.
         tries = len(capacity.nodes) if level == required else DOMAIN_TRIES
-        for names in _candidates(capacity, level, demand, eligible, tries):
-            result = _plan_within(pods, capacity, need, names, flat)
+        for domain, names in _candidates(capacity, level, threshold, eligible, tries):
+            result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", names, flat)
             if not isinstance(result, Unfit):
                 return result
     result = flat(pods, capacity, need)
@@ -195,15 +216,14 @@ def _request(pods: Sequence[PodInfo], key: str) -> Mapping[str, int]:
 
 
 def _plan_within(
-    pods: Sequence[PodInfo], capacity: Capacity, need: int, names: Sequence[str], flat: Planner
+    pods: Sequence[PodInfo], capacity: Capacity, need: int, domain: str, names: Sequence[str], flat: Planner
 ) -> dict[str, str] | Unfit:
-    """The flat packer on these nodes alone; a placement is taken from `capacity`."""
-    sub = capacity.restricted(names, pods)
-    result = flat(pods, sub, need)
-    if not isinstance(result, Unfit):
-        for key, node in result.items():
-            capacity.take(node, _request(pods, key))
-    return result
+    """The flat packer on the domain's nodes alone (Capacity.scope); a placement is taken."""
+    capacity.scope = (domain, frozenset(names))
+    try:
+        return flat(pods, capacity, need)
+    finally:
+        capacity.scope = None
 
 
 def required_message(
@@ -234,7 +254,17 @@ def placement_domain(capacity: Capacity, placement: Mapping[str, str | None]) ->
     if not nodes:
         return None
     for level in reversed(capacity.topology_levels):
-        found = {domain_of(capacity.nodes[n], level, capacity.topology_levels) for n in nodes}
+        of_node = _domain_of_node(capacity, level)
+        found = {of_node[n] for n in nodes}
         if len(found) == 1:
             return found.pop()
     return None
+
+
+def _domain_of_node(capacity: Capacity, level: str) -> dict[str, str]:
+    """node -> its domain at the level (cached for the round)."""
+    key = f"{level}\x00nodes"
+    found = capacity.topology_free.get(key)
+    if not isinstance(found, dict):
+        found = capacity.topology_free[key] = {n: d for d, names in domains(capacity, level).items() for n in names}
+    return found
