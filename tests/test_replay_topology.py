@@ -84,3 +84,17 @@ async def test_a_replay_on_a_topology_records_where_each_gang_ran():
         assert set(records["two-nodes"].nodes) <= {n.name for n in NODES}
         placed = summarise_topology(result.summary, jobs, result.records, NODES)
         assert placed.multi_node_gangs == 1 and placed.could_fit_one_rack == 2
+
+
+async def test_mode_topology_keeps_a_gang_in_one_rack_where_best_fit_spreads_it():
+    # One GPU used on node-0 (rack 0) and on node-2 (rack 1): best fit takes the two tightest
+    # nodes for a gang of 2 x 7 GPUs, one in each rack; topology-aware keeps it in one rack.
+    jobs = [Job("pair", 0.0, 2, 7, "1", "1Gi", 100.0)]
+    used = [engine.Background("used-0", "node-0", 1), engine.Background("used-2", "node-2", 1)]
+    scenario = engine.Scenario(jobs, NODES, background=used, topology_levels=SHAPE.levels)
+    spans = {}
+    for mode in ("ganggate", "topology"):
+        result = await engine.run_scenario(scenario, mode, exact_webhook=False)
+        assert result.summary.completed == 1
+        spans[mode] = summarise_topology(result.summary, jobs, result.records, NODES).mean_racks
+    assert spans == {"ganggate": 2.0, "topology": 1.0}

@@ -71,15 +71,8 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
 
 
 def _topology_settings(options: UpOptions) -> dict[str, Any]:
-    """The controller's --topology-levels from the cluster's shape, where the controller has them."""
-    from dataclasses import fields
-
-    from ganggate.controller.config import ControllerConfig
-
+    """The controller's --topology-levels from the cluster's shape (none without one)."""
     if options.topology is None:
-        return {}
-    if "topology_levels" not in {f.name for f in fields(ControllerConfig)}:
-        log.warning("the controller has no topology levels yet (#10): nodes are labelled, placement ignores them")
         return {}
     return {"topology_levels": tuple(options.topology.levels)}
 
