@@ -262,3 +262,25 @@ async def test_plan_on_a_kubectl_snapshot_of_a_live_cluster(tmp_path) -> None:
     assert report["default/trio"]["why"] == (
         "GangUnschedulable: needs 4 nvidia.com/gpu on one node; the largest free is 2"
     )
+
+
+# ---- topology, as the controller sees it with --topology-levels ----------------------------
+
+RACK = "example.com/rack"
+
+
+def test_topology_levels_make_the_plan_name_the_domain_and_bad_levels_are_refused(capsys, tmp_path) -> None:
+    nodes = [make_node(name, gpus=8, labels={RACK: rack}) for name, rack in (("a1", "a"), ("a2", "a"), ("b1", "b"))]
+    pods = [make_pod(f"w-{i}", namespace="ml", gang="w", pod_num=2, gpus=8) for i in range(2)]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
+    code, out, _ = run(capsys, "--snapshot", str(path), "-o", "json", "--topology-levels", RACK)
+    assert code == 0
+    (gang,) = json.loads(out)["gangs"]
+    assert gang["fits"] and set(gang["placement"].values()) == {"a1", "a2"}  # the one rack the gang fits in
+    assert gang["why"] == f"2 pods on 2 nodes in {RACK}=a"
+    code, out, _ = run(capsys, "--snapshot", str(path), "-o", "json")
+    assert json.loads(out)["gangs"][0]["why"] == "2 pods on 2 nodes"  # no levels: no domains
+    code, out, err = run(capsys, "--snapshot", str(path), "--topology-levels", "not a key!")
+    assert code == 2 and out == ""
+    assert err == "ganggate plan: --topology-levels: topology_levels: 'not a key!' is not a node label key\n"

@@ -144,3 +144,10 @@ def test_status_says_a_running_gang_is_protected_by_a_users_budget_not_ganggates
     [line] = [line for line in text.splitlines() if line.startswith("ml/run")]
     assert line.endswith("protected by PodDisruptionBudget team (not ganggate's)")
     assert "protected" not in format_status(state, *decide(state, NOW), NOW, budgets=[ours])
+
+
+def test_status_refuses_bad_topology_levels_before_reaching_the_cluster(capsys):
+    from ganggate.cli import main
+
+    assert main(["status", "--kubeconfig", "/nonexistent", "--topology-levels", "rack,rack"]) == 2
+    assert capsys.readouterr().err == "error: --topology-levels: topology_levels: a level is listed twice\n"

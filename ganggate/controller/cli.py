@@ -69,6 +69,8 @@ def register(subparsers: Any) -> None:
     st.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
     st.add_argument("--namespace", "-n", help="only gangs of this namespace")
     st.add_argument("--scheduler-name", action="append", metavar="NAME", help="served schedulers (repeatable)")
+    st.add_argument("--topology-levels", default="", metavar="LABEL,...",
+                    help="the controller's --topology-levels, so waits and fits read as the controller sees them")
     _lease_flags(st)
     st.set_defaults(func=_run_status)
 
@@ -87,13 +89,13 @@ def _run_status(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    from ganggate.controller.config import ControllerConfig
+    from ganggate.controller.config import ControllerConfig, parse_topology_levels
     from ganggate.kube.leader import lease_namespace
 
     cfg = ControllerConfig(
         policy=args.policy, placement=args.placement, on_bind_timeout=args.on_bind_timeout,
         bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
-        topology_levels=tuple(level.strip() for level in args.topology_levels.split(",") if level.strip()),
+        topology_levels=parse_topology_levels(args.topology_levels),
         scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,
         max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,
         lease_name=args.lease_name, lease_namespace=lease_namespace(args.lease_namespace),

@@ -6,6 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def parse_topology_levels(text: str) -> tuple[str, ...]:
+    """`--topology-levels a,b,c` as a checked tuple (ValueError says what is wrong)."""
+    levels = tuple(level.strip() for level in text.split(",") if level.strip())
+    check_topology_levels(levels)
+    return levels
+
+
+def check_topology_levels(levels: tuple[str, ...]) -> None:
+    """Each level a node label key, none twice."""
+    from ganggate.contract import is_label_key
+
+    for level in levels:
+        if not is_label_key(level):
+            raise ValueError(f"topology_levels: {level!r} is not a node label key")
+    if len(set(levels)) != len(levels):
+        raise ValueError("topology_levels: a level is listed twice")
+
+
 @dataclass
 class ControllerConfig:
     """How the controller decides and behaves; see docs/controller.md."""
@@ -53,12 +71,6 @@ class ControllerConfig:
                 raise ValueError(f"{name} must be positive")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
-        from ganggate.contract import is_label_key
-
-        for level in self.topology_levels:
-            if not is_label_key(level):
-                raise ValueError(f"topology_levels: {level!r} is not a node label key")
-        if len(set(self.topology_levels)) != len(self.topology_levels):
-            raise ValueError("topology_levels: a level is listed twice")
+        check_topology_levels(self.topology_levels)
         if not self.scheduler_names:
             raise ValueError("at least one scheduler name is needed")

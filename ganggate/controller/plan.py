@@ -56,13 +56,14 @@ def plan_snapshot(
     starvation_seconds: float = 300.0,
     max_pod_num: int = DEFAULT_MAX_POD_NUM,
     policy: str = "plan",
+    topology_levels: tuple[str, ...] = (),
 ) -> PlanReport:
     """Run one decision round on the snapshot (pure: the snapshot is not changed)."""
     from ganggate.core.cluster import ClusterState
     from ganggate.core.nodematch import node_is_ready
     from ganggate.core.planner import decide, gpus
 
-    state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num)
+    state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
     state.reset(nodes, pods)
     now = time.time() if now is None else now
     decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds)
@@ -159,12 +160,20 @@ def register(subparsers: Any) -> None:
                         "for comparison (no placement)")
     parser.add_argument("--max-pod-num", type=int, default=DEFAULT_MAX_POD_NUM,
                         help=f"largest group-pod-num accepted (default {DEFAULT_MAX_POD_NUM})")
+    parser.add_argument("--topology-levels", default="", metavar="LABEL,...",
+                        help="the controller's --topology-levels: plan gangs into as few domains as they fit")
     parser.set_defaults(func=run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from ganggate.controller.config import parse_topology_levels
     from ganggate.core.snapshot import SnapshotError, check_objects, load_snapshot, parse_snapshot
 
+    try:
+        levels = parse_topology_levels(args.topology_levels)
+    except ValueError as exc:
+        print(f"ganggate plan: --topology-levels: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.snapshot == "-":
             nodes, pods = parse_snapshot(sys.stdin.read(), "stdin")
@@ -181,6 +190,7 @@ def run_plan(args: argparse.Namespace) -> int:
         starvation_seconds=args.starvation_seconds,
         max_pod_num=args.max_pod_num,
         policy=args.policy,
+        topology_levels=levels,
     )
     sys.stdout.write(format_json(report) if args.output == "json" else format_table(report))
     return 0

@@ -206,14 +206,14 @@ async def list_all(list_fn: Any, page_size: int = 500) -> list[dict]:
 
 
 async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-scheduler",),
-                  max_pod_num: int = 10000) -> ClusterState:
+                  max_pod_num: int = 10000, topology_levels: tuple[str, ...] = ()) -> ClusterState:
     """List nodes and pods once into a ClusterState."""
     from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
     nodes = await list_all(core.list_node)
     pods = await list_all(core.list_pod_for_all_namespaces)
-    state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num)
+    state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
     state.reset(nodes, pods)
     return state
 
@@ -248,11 +248,11 @@ async def read_lease_line(api_client: Any, name: str, namespace: str) -> str:
 
 async def status_text(api_client: Any, namespace: str | None = None, policy: str = "plan",
                       scheduler_names: tuple[str, ...] = ("default-scheduler",),
-                      lease: tuple[str, str] | None = None) -> str:
+                      lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] = ()) -> str:
     """What `ganggate status` prints; lease (name, namespace) adds who leads."""
     from ganggate.core.planner import decide
 
-    state = await collect(api_client, scheduler_names)
+    state = await collect(api_client, scheduler_names, topology_levels=topology_levels)
     budgets = await list_budgets(api_client)
     now = time.time()
     decisions, waitings = decide(state, now, policy=policy)
@@ -269,6 +269,14 @@ def run_status(args: argparse.Namespace) -> int:
     from ganggate.kube.client import ConfigError, make_api_client
     from ganggate.kube.calls import ApiCallError
 
+    from ganggate.controller.config import parse_topology_levels
+
+    try:
+        levels = parse_topology_levels(args.topology_levels)
+    except ValueError as exc:
+        print(f"error: --topology-levels: {exc}", file=sys.stderr)
+        return 2
+
     async def main() -> int:
         try:
             api_client = await make_api_client(args.kubeconfig)
@@ -280,7 +288,8 @@ def run_status(args: argparse.Namespace) -> int:
 
             names = tuple(args.scheduler_name or ["default-scheduler"])
             text = await status_text(api_client, args.namespace, scheduler_names=names,
-                                     lease=(args.lease_name, lease_namespace(args.lease_namespace)))
+                                     lease=(args.lease_name, lease_namespace(args.lease_namespace)),
+                                     topology_levels=levels)
         except ApiCallError as exc:
             print(f"error: cannot list the cluster: {exc}", file=sys.stderr)
             return 1
