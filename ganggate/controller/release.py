@@ -17,16 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Mapping
-
-import aiohttp
 
 from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
 from ganggate.core.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
-from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
+from ganggate.kube.calls import ApiCallError, Backoff, call_json, with_retries
 
 log = logging.getLogger(__name__)
 
