@@ -104,7 +104,7 @@ def _serve(args: argparse.Namespace) -> int:
         ) as sim:
             nodes = f"{args.nodes} node" if args.nodes == 1 else f"{args.nodes} nodes"
             if shape is not None:
-                nodes += (f" in {shape.blocks} blocks x {shape.racks_per_block} racks x {shape.nodes_per_rack} "
+                nodes += (f" in {shape.blocks} blocks x {shape.racks_per_block} racks x {shape.nodes_per_rack} nodes "
                           f"(topology levels {','.join(shape.levels)})")
             print(f"kubesim serving {sim.url} with {nodes}; kubeconfig: {sim.kubeconfig}", flush=True)
             print(f"  kubectl --kubeconfig {sim.kubeconfig} get nodes", flush=True)
