@@ -283,21 +283,38 @@ async def test_kubectl_drain_evicts_and_waits_for_the_budget(cluster: tuple[Simu
         "--delete-emptydir-data", "--force", "--timeout=60s",
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "KUBECONFIG": sim.kubeconfig})
 
+    refused = asyncio.Event()
+    err_lines: list[bytes] = []
+
+    async def read_stderr() -> None:
+        async for line in proc.stderr:
+            err_lines.append(line)
+            if b"error when evicting pods/" in line and b"disruption budget" in line:
+                refused.set()
+
     async def kubelet_and_replicas() -> None:
-        # Standing in for the kubelet (finish what is terminating) and a ReplicaSet (replace it on node-1).
+        # Standing in for the kubelet (finish what is terminating) and a ReplicaSet (replace it on
+        # node-1). The replacement comes only once kubectl has been refused: otherwise, on a slow
+        # machine, the budget could recover before kubectl's second eviction and never refuse it.
         while True:
             for pod in sim.store.list("pods", "default"):
                 if pod["metadata"].get("deletionTimestamp"):
                     sim.store.delete("pods", "default", pod["metadata"]["name"])
+                    await refused.wait()
                     await running_pod(raw, "r-" + pod["metadata"]["name"], {"app": "a"}, node="node-1")
             await asyncio.sleep(0.05)
 
     helper = asyncio.ensure_future(kubelet_and_replicas())
+    reader = asyncio.ensure_future(read_stderr())
     try:
         async with asyncio.timeout(90):
-            out, err = await proc.communicate()
+            out = await proc.stdout.read()
+            await proc.wait()
+            await reader
     finally:
         helper.cancel()
+        reader.cancel()
+    err = b"".join(err_lines)
     assert proc.returncode == 0, err.decode()
     text = out.decode()
     assert "node/node-0 cordoned" in text
