@@ -11,13 +11,13 @@ controller's recheck queue does.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 import aiohttp
 
 from ganggate.sim import disruption
 from ganggate.sim.sched_informer import Reflector, object_key, run_synced
+from ganggate.sim.workqueue import WorkQueue, put_status
 
 log = logging.getLogger(__name__)
 
@@ -27,19 +27,15 @@ class DisruptionController:
 
     def __init__(self, base_url: str, *, retry_seconds: float = 0.5) -> None:
         self.base_url = base_url.rstrip("/")
-        self.retry_seconds = retry_seconds
         self._session: aiohttp.ClientSession | None = None
         self._pdbs: Reflector | None = None
         self._pods: Reflector | None = None
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: set[str] = set()
+        self._queue = WorkQueue(retry_seconds)
         self.ready = asyncio.Event()
         """Set once the pods and the budgets have been listed."""
 
     def enqueue(self, key: str) -> None:
-        if key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+        self._queue.add(key)
 
     def on_pdb(self, kind: str, pdb: dict, old: dict | None) -> None:
         if kind != "DELETED":
@@ -59,28 +55,15 @@ class DisruptionController:
             return
         status = disruption.compute_status(pdb, self._pods.store.values())
         if status.get("disruptedPods"):
-            asyncio.get_running_loop().call_later(disruption.DELETION_TIMEOUT.total_seconds() + 1, self.enqueue, key)
+            self._queue.add_after(disruption.DELETION_TIMEOUT.total_seconds() + 1, key)
         if status == (pdb.get("status") or {}):
             return
-        body = dict(pdb, status=status)
         meta = pdb["metadata"]
         url = f"{self.base_url}/apis/policy/v1/namespaces/{meta['namespace']}/poddisruptionbudgets/{meta['name']}/status"
-        async with self._session.put(url, data=json.dumps(body), headers={"Content-Type": "application/json"}) as response:
-            await response.read()
-            if response.status == 409:
-                return  # the watch brings the newer budget, which requeues it
-            if response.status >= 300 and response.status != 404:
-                raise RuntimeError(f"status of {key}: HTTP {response.status}")
+        await put_status(self._session, url, pdb, status, key)  # type: ignore[arg-type]
 
     async def _work(self) -> None:
-        while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
-            try:
-                await self.sync(key)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
-                log.info("pdb %s: %s; retrying", key, exc)
-                asyncio.get_running_loop().call_later(self.retry_seconds, self.enqueue, key)
+        await self._queue.run(self.sync, log, "pdb")
 
     async def run(self) -> None:
         """Watch budgets and pods and sync budgets until cancelled."""

@@ -28,6 +28,7 @@ import aiohttp
 
 from ganggate.sim import job_pods
 from ganggate.sim.sched_informer import Reflector, object_key, run_synced
+from ganggate.sim.workqueue import WorkQueue, put_status
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,10 @@ class JobController:
 
     def __init__(self, base_url: str, *, retry_seconds: float = 0.5) -> None:
         self.base_url = base_url.rstrip("/")
-        self.retry_seconds = retry_seconds
         self._session: aiohttp.ClientSession | None = None
         self._jobs: Reflector | None = None
         self._pods: Reflector | None = None
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: set[str] = set()
+        self._queue = WorkQueue(retry_seconds)
         self._expect: dict[str, set[str]] = {}  # job key -> names (creates) and uids (deletes) not yet seen
         self._finished: dict[str, dict[str, tuple[str, int | None]]] = {}  # job uid -> pod uid -> (phase, index)
         self.ready = asyncio.Event()
@@ -55,9 +54,7 @@ class JobController:
     # -- informer handlers ---------------------------------------------------------------
 
     def enqueue(self, key: str) -> None:
-        if key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+        self._queue.add(key)
 
     def on_job(self, kind: str, job: dict, old: dict | None) -> None:
         key = object_key(job)
@@ -171,25 +168,12 @@ class JobController:
     async def _write_status(self, key: str, job: dict, status: dict[str, Any]) -> None:
         meta = job["metadata"]
         url = f"{self.base_url}/apis/batch/v1/namespaces/{meta.get('namespace')}/jobs/{meta['name']}/status"
-        update = dict(job, status=status)
-        async with self._session.put(url, json=update) as response:  # type: ignore[union-attr]
-            await response.read()
-            if response.status == 409:
-                return  # a newer Job is on its way through the watch, which enqueues it again
-            if response.status >= 300 and response.status != 404:
-                raise RuntimeError(f"status of {key}: {response.status}")
+        await put_status(self._session, url, job, status, key)  # type: ignore[arg-type]
 
     # -- the loop ------------------------------------------------------------------------
 
     async def _work(self) -> None:
-        while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
-            try:
-                await self.sync(key)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
-                log.info("job %s: %s; retrying", key, exc)
-                asyncio.get_running_loop().call_later(self.retry_seconds, self.enqueue, key)
+        await self._queue.run(self.sync, log, "job")
 
     async def run(self) -> None:
         """Watch Jobs and pods and sync Jobs until cancelled."""
