@@ -53,7 +53,7 @@ def job_controller_busy(sim: Any, max_pod_rv: int) -> str | None:
     max_job_rv = max((int(s.obj["metadata"]["resourceVersion"]) for _, s in sim.store.iter("jobs.batch")), default=0)
     if as_rv(pods.resource_version) < max_pod_rv or as_rv(jobs.resource_version) < max_job_rv:
         return "job controller (watch)"
-    if jc._queue.qsize() or jc._queued or any(jc._expect.values()):
+    if jc.has_work():
         return "job controller"
     return None
 

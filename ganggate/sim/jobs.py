@@ -53,6 +53,10 @@ class JobController:
 
     # -- informer handlers ---------------------------------------------------------------
 
+    def has_work(self) -> bool:
+        """Jobs queued to sync, or pod creations and deletions sent but not yet seen in the watch."""
+        return bool(len(self._queue)) or any(self._expect.values())
+
     def enqueue(self, key: str) -> None:
         self._queue.add(key)
 

@@ -25,6 +25,10 @@ class WorkQueue:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
 
+    def __len__(self) -> int:
+        """Keys queued and not yet taken by a worker."""
+        return len(self._queued)
+
     def add(self, key: str) -> None:
         if key not in self._queued:
             self._queued.add(key)
