@@ -14,6 +14,7 @@ Run: .venv/bin/python bench/bench_decide.py (--help for a smaller cluster).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -173,6 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     topology = timed(topo_round, repeat)
     topo_decisions, topo_waiting = topo_out["out"]
     ratio = statistics.median(topology.cpu) / statistics.median(rounds.cpu)
+    topo_released = sum(len(d.placement) for d in topo_decisions)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
+          "(figures are noisy on a shared machine; CPU time less so)")
     print(f"cluster: {args.nodes} nodes x 8 GPUs, {len(pods) - args.waiting_pods} running pods, "
           f"{args.waiting_pods} waiting pods in {gangs} gangs")
     print(f"ClusterState.reset:        {reset.ms()}")
@@ -185,9 +189,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"decide(), {distinct} constraints: {per_constraint.ms()}  "
           "(every gang its own tolerations and selector)")
     print(f"decide() with topology:    {topology.ms()}  "
-          f"({len(topo_decisions)} gangs released, {len(topo_waiting)} wait; {BLOCKS} blocks x "
-          f"{RACKS_PER_BLOCK} racks; every 4th gang requires a rack, every 4th prefers one)")
-    print(f"topology / plain round:    {ratio:.2f}x CPU (the goal: at most 1.5x)")
+          f"({len(topo_decisions)} gangs / {topo_released} pods released, {len(topo_waiting)} gangs wait; "
+          f"same nodes and gangs in {BLOCKS} blocks x {RACKS_PER_BLOCK} racks; every 4th gang requires a rack, "
+          "every 4th prefers one)")
+    print(f"topology / plain round:    {ratio:.2f}x CPU (the goal: at most 1.5x); plain released "
+          f"{len(decisions)} gangs, topology {len(topo_decisions)}: a gang that requires a rack and fits in "
+          "none waits, and smaller gangs behind it go instead")
     print(f"apply_pod (one event):     {apply.us() if apply else 'not measured: nothing was released'}")
 
 

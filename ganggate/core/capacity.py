@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections import Counter
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState
 from ganggate.core.nodematch import (
@@ -35,16 +35,16 @@ class NodeIndex:
         self.levels: list[int] = []
         self.buckets: dict[int, list[tuple[int, int, str]]] = {}
 
-    def add(self, name: str, free: Mapping[str, int]) -> None:
-        level = gpus(free)
+    def add(self, name: str, free: Mapping[str, int], level: int | None = None) -> None:
+        level = gpus(free) if level is None else level  # (take works it out once for all)
         bucket = self.buckets.get(level)
         if bucket is None:
             bucket = self.buckets[level] = []
             bisect.insort(self.levels, level)
         bisect.insort(bucket, (free.get(CPU, 0), free.get(MEMORY, 0), name))
 
-    def remove(self, name: str, free: Mapping[str, int]) -> None:
-        level = gpus(free)
+    def remove(self, name: str, free: Mapping[str, int], level: int | None = None) -> None:
+        level = gpus(free) if level is None else level
         bucket = self.buckets[level]
         entry = (free.get(CPU, 0), free.get(MEMORY, 0), name)
         del bucket[bisect.bisect_left(bucket, entry)]
@@ -136,8 +136,8 @@ class Capacity:
         # While set (topology.place), index() is of these nodes alone: (name, nodes).
         self.scope: tuple[str, frozenset[str]] | None = None
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
-        # Called as (node, free GPU before, free GPU after) by every take.
-        self.listeners: list[Callable[[str, int, int], None]] = []
+        # (node, its free GPU after) of every take, in order: topology catches up from it.
+        self.changed: list[tuple[str, int]] = []
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
         self._classes: list[dict] = []
@@ -167,7 +167,7 @@ class Capacity:
         sub.free = {name: dict(self.free[name]) for name in sub.nodes}
         sub._node_indexes = {name: [] for name in sub.nodes}
         sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
-        sub.topology_levels, sub.topology_cache, sub.topology_free, sub.listeners = (), {}, {}, []
+        sub.topology_levels, sub.topology_cache, sub.topology_free, sub.changed = (), {}, {}, []
         sub._class_of = {name: self._class_of[name] for name in sub.nodes}
         sub._classes = self._classes
         for pod in pods:
@@ -258,14 +258,15 @@ class Capacity:
     def take(self, node: str, request: Mapping[str, int], sign: int = 1) -> None:
         """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
         indexes = self._node_indexes[node]
-        before = gpus(self.free[node])
+        free = self.free[node]
+        level = gpus(free)
         for index in indexes:
-            index.remove(node, self.free[node])
-        add_into(self.free[node], request, -sign)
+            index.remove(node, free, level)
+        add_into(free, request, -sign)
+        level = gpus(free)
         for index in indexes:
-            index.add(node, self.free[node])
-        for listen in self.listeners:
-            listen(node, before, gpus(self.free[node]))
+            index.add(node, free, level)
+        self.changed.append((node, level))
 
     def _best_among(
         self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str]

@@ -76,12 +76,53 @@ def domains(capacity: Capacity, level: str, names: Sequence[str] | None = None) 
     cache = capacity.topology_cache
     if names is None and level in cache:
         return cache[level]
-    groups: dict[str, list[str]] = {}
-    for name in capacity.nodes if names is None else names:
-        groups.setdefault(domain_of(capacity.nodes[name], level, capacity.topology_levels), []).append(name)
+    nodes, levels = capacity.nodes, capacity.topology_levels
+    groups = {domain_of(nodes[members[0]], level, levels): members
+              for members in _by_label_values(capacity, level, names).values()}
     if names is None:
         cache[level] = groups
     return groups
+
+
+def domain_count(capacity: Capacity, level: str) -> int:
+    """How many domains the level has (without naming them: hostname has one per node)."""
+    if level in capacity.topology_cache:
+        return len(capacity.topology_cache[level])
+    key = f"{level}\x00count"
+    found = capacity.topology_free.get(key)
+    if not isinstance(found, int):
+        found = capacity.topology_free[key] = len(_by_label_values(capacity, level, None))
+    return found
+
+
+def _by_label_values(capacity: Capacity, level: str, names: Sequence[str] | None) -> dict[object, list[str]]:
+    """The nodes grouped by their values of the level's label and the wider levels' (a node
+    missing one by its name): domain_of's grouping, before the groups are named."""
+    levels = capacity.topology_levels
+    if level in levels:
+        depth = list(levels).index(level) + 1
+        values_of = _label_values(capacity)
+    else:
+        depth, values_of = 1, {n: (_labels(capacity, n).get(level),) for n in (capacity.nodes if names is None else names)}
+    groups: dict[object, list[str]] = {}
+    for name in capacity.nodes if names is None else names:
+        values = values_of[name][:depth]
+        groups.setdefault(name if None in values else values, []).append(name)
+    return groups
+
+
+def _labels(capacity: Capacity, name: str) -> Mapping[str, str]:
+    return (capacity.nodes[name].get("metadata") or {}).get("labels") or {}
+
+
+def _label_values(capacity: Capacity) -> dict[str, tuple]:
+    """node -> its values of the configured levels' labels, widest first (read once a round)."""
+    found = capacity.topology_free.get("\x00labels")
+    if not isinstance(found, dict):
+        levels = capacity.topology_levels
+        found = capacity.topology_free["\x00labels"] = {
+            name: tuple(map(_labels(capacity, name).get, levels)) for name in capacity.nodes}
+    return found
 
 
 def free_gpus(capacity: Capacity, nodes: Sequence[str], eligible: set[str] | None) -> int:
@@ -96,26 +137,36 @@ def room(free_gpu: int, per: int) -> int:
 
 class DomainFree:
     """The free GPUs of each domain of one level over all nodes (or, per > 0, the pods of
-    `per` GPUs they hold), kept in order as the round takes capacity (a Capacity listener),
-    so the domains that could hold a gang are a bisect."""
+    `per` GPUs they hold), kept in order, so the domains that could hold a gang are a bisect.
+    `FreeGpus` moves a node's share when the round takes capacity from it."""
 
-    def __init__(self, capacity: Capacity, level: str, per: int = 0) -> None:
+    def __init__(self, tracker: "FreeGpus", level: str, per: int = 0) -> None:
+        capacity = tracker.capacity
         self.per = per
         self.groups = domains(capacity, level)
         self.domain_of_node = _domain_of_node(capacity, level)
-        self.free = {d: sum(room(gpus(capacity.free[n]), per) for n in names) for d, names in self.groups.items()}
+        node_gpus = tracker.gpus
+        if per:
+            self.free = {d: sum(node_gpus[n] // per for n in names) for d, names in self.groups.items()}
+        else:
+            self.free = {d: sum(node_gpus[n] for n in names) for d, names in self.groups.items()}
         self.order = sorted((f, d) for d, f in self.free.items())
-        capacity.listeners.append(self.update)
 
-    def update(self, node: str, before: int, after: int) -> None:
-        per = self.per
-        delta = (max(after, 0) // per - max(before, 0) // per) if per else max(after, 0) - max(before, 0)
-        if delta:
-            domain = self.domain_of_node[node]
-            old = self.free[domain]
-            del self.order[bisect.bisect_left(self.order, (old, domain))]
-            self.free[domain] = old + delta
-            bisect.insort(self.order, (old + delta, domain))
+    def move(self, moved: Sequence[tuple[str, int, int]]) -> None:
+        """Nodes' free GPUs went from `before` to `after` (node, before, after): their
+        domains' shares follow, each domain moved once."""
+        per, of_node, deltas = self.per, self.domain_of_node, {}
+        for node, before, after in moved:
+            delta = (after // per - before // per) if per else after - before
+            if delta:
+                domain = of_node[node]
+                deltas[domain] = deltas.get(domain, 0) + delta
+        for domain, delta in deltas.items():
+            if delta:
+                old = self.free[domain]
+                del self.order[bisect.bisect_left(self.order, (old, domain))]
+                self.free[domain] = old + delta
+                bisect.insort(self.order, (old + delta, domain))
 
     def at_least(self, amount: int) -> Iterator[tuple[int, str]]:
         """(free, domain) of the domains with at least `amount` free GPUs, least first."""
@@ -127,13 +178,44 @@ class DomainFree:
         return self.order[bisect.bisect_left(self.order, (top, ""))]
 
 
+class FreeGpus:
+    """Each node's free GPUs as last seen, and the round's DomainFree views of them; caught up
+    from Capacity.changed when a view is asked for, so a take costs topology nothing (a pod
+    tried in a domain and given back moves no domain at all)."""
+
+    def __init__(self, capacity: Capacity) -> None:
+        self.capacity = capacity
+        self.seen = len(capacity.changed)
+        self.gpus = {name: max(gpus(free), 0) for name, free in capacity.free.items()}  # negative: none
+        self.views: dict[tuple[str, int], DomainFree] = {}
+
+    def view(self, level: str, per: int) -> DomainFree:
+        self.catch_up()
+        found = self.views.get((level, per))
+        if found is None:
+            found = self.views[(level, per)] = DomainFree(self, level, per)
+        return found
+
+    def catch_up(self) -> None:
+        changed = self.capacity.changed
+        if self.seen == len(changed):
+            return
+        latest = dict(changed[self.seen:])  # each node's last free GPU
+        self.seen = len(changed)
+        known = self.gpus
+        moved = [(node, known[node], max(after, 0)) for node, after in latest.items() if max(after, 0) != known[node]]
+        for node, _, after in moved:
+            known[node] = after
+        for view in self.views.values():
+            view.move(moved)
+
+
 def domain_free(capacity: Capacity, level: str, per: int = 0) -> DomainFree:
-    """The level's DomainFree for this round (made on first use)."""
-    key = f"{level}\x00{per}"
-    found = capacity.topology_free.get(key)
-    if not isinstance(found, DomainFree):
-        found = capacity.topology_free[key] = DomainFree(capacity, level, per)
-    return found
+    """The level's DomainFree for this round, up to date with the round's takes."""
+    tracker = capacity.topology_free.get("\x00free")
+    if not isinstance(tracker, FreeGpus):
+        tracker = capacity.topology_free["\x00free"] = FreeGpus(capacity)
+    return tracker.view(level, per)
 
 
 def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
@@ -194,7 +276,7 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
     eligible = _eligible(pods, capacity)
     threshold = _threshold(pods, need)
     for level in levels:
-        if level != required and len(domains(capacity, level)) == len(capacity.nodes):
+        if level != required and domain_count(capacity, level) == len(capacity.nodes):
             continue  # one node per domain (hostname): few nodes is the packer's own business
         # Every domain of the required level that could hold the gang is tried (a gang must
         # not wait while one would do); a few, least waste first, of the narrower levels.
@@ -203,6 +285,10 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
             result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", names, flat)
             if not isinstance(result, Unfit):
                 return result
+    per, amount = threshold
+    if required is not None and per and len({p.constraint_key for p in pods}) == 1:
+        if capacity.index(pods[0]).room_for(per) >= amount:  # room across domains: the level is why
+            return Unfit(required_message(pods, capacity, need, required, eligible))
     result = flat(pods, capacity, need)
     if required is None or isinstance(result, Unfit):
         return result  # soft: anywhere; hard and not even anywhere: the flat packer's reason
@@ -253,9 +339,14 @@ def placement_domain(capacity: Capacity, placement: Mapping[str, str | None]) ->
     nodes = sorted({n for n in placement.values() if n is not None and n in capacity.nodes})
     if not nodes:
         return None
-    for level in reversed(capacity.topology_levels):
-        of_node = _domain_of_node(capacity, level)
-        found = {of_node[n] for n in nodes}
+    levels = capacity.topology_levels
+    for level in reversed(levels):
+        if level in capacity.topology_cache:  # the round's map; else this placement's nodes only
+            of_node = _domain_of_node(capacity, level)
+            found = {of_node[n] for n in nodes}
+        else:
+            first = domain_of(capacity.nodes[nodes[0]], level, levels)
+            found = {first} if all(domain_of(capacity.nodes[n], level, levels) == first for n in nodes[1:]) else set()
         if len(found) == 1:
             return found.pop()
     return None
