@@ -77,6 +77,10 @@ class GangSpec:
     name: str
     pod_num: int
     min_available: int
+    #: The group-topology-required and -preferred levels (node label keys), when set: part of
+    #: the spec, so pods of one gang that disagree on them put the gang in conflict.
+    topology_required: str | None = None
+    topology_preferred: str | None = None
 
     @property
     def is_partial(self) -> bool:
@@ -127,7 +131,7 @@ def parse_gang(
     if isinstance(topology, ContractError):
         return topology
     if min_av is None:
-        return GangSpec(name=name, pod_num=pod_num, min_available=pod_num)
+        return GangSpec(name, pod_num, pod_num, *topology)
     min_available = _parse_count(min_av, pod_num)
     if min_available is None:
         return ContractError(
@@ -135,7 +139,7 @@ def parse_gang(
             min_av,
             f"must be a plain decimal integer from 1 to {GROUP_POD_NUM} ({pod_num})",
         )
-    return GangSpec(name=name, pod_num=pod_num, min_available=min_available)
+    return GangSpec(name, pod_num, min_available, *topology)
 
 
 def parse_timeout(annotations: Mapping[str, str] | None) -> int | ContractError | None:

@@ -144,3 +144,30 @@ def test_the_controller_takes_topology_levels_from_its_flag_and_checks_them():
         ControllerConfig(topology_levels=("rack/",)).validate()
     with pytest.raises(ValueError, match="listed twice"):
         ControllerConfig(topology_levels=(RACK, RACK)).validate()
+
+
+def test_pods_that_disagree_on_topology_put_the_gang_in_conflict_naming_both_values():
+    nodes, busy = two_racks(32, 32)
+    pods = gang("ddp", 3, 8, required=RACK)
+    pods[2]["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = BLOCK
+    pods[1]["metadata"]["annotations"][GROUP_TOPOLOGY_PREFERRED] = RACK
+    decisions, waiting = decide(state(nodes, busy + pods), NOW)
+    assert decisions == []
+    (w,) = waiting
+    assert w.event_reason == "GangConflict"
+    assert w.message == (
+        f"pods disagree on {GROUP_TOPOLOGY_REQUIRED}: {BLOCK} (ddp-2), {RACK} (ddp-0, ddp-1); "
+        f"{GROUP_TOPOLOGY_PREFERRED}: (none) (ddp-0, ddp-2), {RACK} (ddp-1)"
+    )
+
+
+def test_a_gang_whose_pods_agree_again_leaves_the_conflict():
+    nodes, busy = two_racks(32, 32)
+    pods = gang("ddp", 2, 8, required=RACK)
+    pods[1]["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = BLOCK
+    current = state(nodes, busy + pods)
+    assert decide(current, NOW)[1][0].event_reason == "GangConflict"
+    current.apply_pod("DELETED", pods[1])
+    current.apply_pod("ADDED", gang("ddp", 2, 8, required=RACK)[1])
+    (d,), waiting = decide(current, NOW)
+    assert waiting == [] and "in example.com/rack=" in d.reason

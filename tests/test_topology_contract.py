@@ -20,7 +20,8 @@ BASE = {GROUP_NAME: "ddp", GROUP_POD_NUM: "4"}
 
 @pytest.mark.parametrize("level", ["example.com/rack", "topology.kubernetes.io/zone", "kubernetes.io/hostname", "rack"])
 def test_a_label_key_is_accepted_as_a_level(level):
-    assert parse_gang({**BASE, GROUP_TOPOLOGY_REQUIRED: level}) == GangSpec("ddp", 4, 4)
+    assert parse_gang({**BASE, GROUP_TOPOLOGY_REQUIRED: level}) == GangSpec("ddp", 4, 4, topology_required=level)
+    assert parse_gang({**BASE, GROUP_TOPOLOGY_PREFERRED: level}) == GangSpec("ddp", 4, 4, topology_preferred=level)
     assert parse_topology({GROUP_TOPOLOGY_REQUIRED: level, GROUP_TOPOLOGY_PREFERRED: level}) == (level, level)
 
 

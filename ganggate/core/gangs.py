@@ -13,7 +13,13 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ganggate.contract import GROUP_MIN_AVAILABLE, GROUP_POD_NUM, GangSpec
+from ganggate.contract import (
+    GROUP_MIN_AVAILABLE,
+    GROUP_POD_NUM,
+    GROUP_TOPOLOGY_PREFERRED,
+    GROUP_TOPOLOGY_REQUIRED,
+    GangSpec,
+)
 from ganggate.core.pods import PodInfo
 
 GangKey = tuple[str, str]
@@ -201,15 +207,18 @@ def _agree(pods: list[PodInfo]) -> tuple[GangSpec | None, str | None]:
     if len(specs) == 1:
         return next(iter(specs)), None
     parts = []
-    for annotation, attr in ((GROUP_POD_NUM, "pod_num"), (GROUP_MIN_AVAILABLE, "min_available")):
-        values: dict[int, list[str]] = {}
+    for annotation, attr in ((GROUP_POD_NUM, "pod_num"), (GROUP_MIN_AVAILABLE, "min_available"),
+                             (GROUP_TOPOLOGY_REQUIRED, "topology_required"),
+                             (GROUP_TOPOLOGY_PREFERRED, "topology_preferred")):
+        values: dict[int | str | None, list[str]] = {}
         for spec, names in specs.items():
             values.setdefault(getattr(spec, attr), []).extend(names)
         if attr == "min_available" and not any(spec.is_partial for spec in specs):
             continue  # min-available only follows group-pod-num: not a disagreement of its own
         if len(values) > 1:
             shown = ", ".join(
-                f"{value} ({_names(sorted(names))})" for value, names in sorted(values.items())
+                f"{'(none)' if value is None else value} ({_names(sorted(names))})"
+                for value, names in sorted(values.items(), key=lambda found: str(found[0]))
             )
             parts.append(f"{annotation}: {shown}")
     return None, "pods disagree on " + "; ".join(parts)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 from typing import Callable, Iterator, Mapping, Sequence
 
-from ganggate.contract import parse_topology
+from ganggate.contract import GangSpec
 from ganggate.core.capacity import Capacity
 from ganggate.core.explain import plural
 from ganggate.core.outcome import Unfit
@@ -49,13 +49,15 @@ def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:
 
 
 def gang_request(pods: Sequence[PodInfo]) -> tuple[str | None, str | None]:
-    """The gang's (required, preferred) level, read from its first pod (the webhook keeps the
-    annotations valid and immutable; a malformed one counts as absent)."""
+    """The gang's (required, preferred) level, as its first pod's spec says (pods that
+    disagree put the gang in conflict, core.gangs, and are not placed; a malformed
+    annotation makes no spec: absent)."""
     if not pods:
         return None, None
-    annotations = (pods[0].raw.get("metadata") or {}).get("annotations") or {}
-    found = parse_topology(annotations)
-    return (None, None) if not isinstance(found, tuple) else found
+    spec = pods[0].gang
+    if not isinstance(spec, GangSpec):
+        return None, None
+    return spec.topology_required, spec.topology_preferred
 
 
 def search_levels(levels: Sequence[str], required: str | None, preferred: str | None) -> list[str]:
