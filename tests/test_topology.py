@@ -171,3 +171,94 @@ def test_a_gang_whose_pods_agree_again_leaves_the_conflict():
     current.apply_pod("ADDED", gang("ddp", 2, 8, required=RACK)[1])
     (d,), waiting = decide(current, NOW)
     assert waiting == [] and "in example.com/rack=" in d.reason
+
+
+def members(name: str, n: int, gpus: int, *, released_on: list[str], min_available: int | None = None,
+            required: str | None = None, preferred: str | None = None, bound: bool = True) -> list[dict]:
+    """A gang of n pods whose first len(released_on) are released onto those nodes (bound and
+    running, or, bound=False, released but unbound with a decision naming the node: a release
+    cut short); the rest still gated."""
+    pods = gang(name, n, gpus, required=required, preferred=preferred)
+    for pod, node_name in zip(pods, released_on):
+        spec, annotations = pod["spec"], pod["metadata"]["annotations"]
+        if min_available is not None:
+            annotations["scheduling.k8s.io/group-min-available"] = str(min_available)
+        spec["schedulingGates"] = []
+        annotations["ganggate.io/decision"] = (
+            '{"id":"d1","time":"2024-01-01T00:00:00Z","node":"%s","gang":"ml/%s","pods":%d}'
+            % (node_name, name, len(released_on)))
+        if bound:
+            spec["nodeName"] = node_name
+            pod["status"] = {"phase": "Running"}
+    if min_available is not None:
+        for pod in pods[len(released_on):]:
+            pod["metadata"]["annotations"]["scheduling.k8s.io/group-min-available"] = str(min_available)
+    return pods
+
+
+def test_the_extras_of_a_started_gang_that_requires_a_rack_go_into_its_rack_or_wait():
+    # Rack b is fuller (best fit alone would pick it); the gang runs in rack a.
+    nodes, busy = two_racks(32, 8)
+    pods = members("elastic", 4, 8, released_on=["a0", "a1"], min_available=2, required=RACK)
+    current = state(nodes, busy + pods)
+    assert current.gangs[("ml", "elastic")].state == "started"
+    decisions, _ = decide(current, NOW)
+    assert [racks_of(d.placement, nodes) for d in decisions] == [{"a"}]
+    # Rack a full: the extras wait quietly, although rack b has room.
+    full = state(nodes, busy + pods + [running("ra2", "a2", 8), running("ra3", "a3", 8)])
+    assert decide(full, NOW) == ([], [])
+
+
+def test_the_extras_of_a_started_gang_that_prefers_a_rack_go_there_first_else_elsewhere():
+    # The gang runs in rack b; best fit alone would take a3 (as full, and first by name).
+    nodes, busy = two_racks(8, 32)
+    pods = members("elastic", 3, 8, released_on=["b0", "b1"], min_available=2, preferred=RACK)
+    (d,), _ = decide(state(nodes, busy + pods), NOW)
+    assert racks_of(d.placement, nodes) == {"b"}
+    full = state(nodes, busy + pods + [running("rb2", "b2", 8), running("rb3", "b3", 8)])
+    (d,), _ = decide(full, NOW)
+    assert racks_of(d.placement, nodes) == {"a"}
+
+
+def test_without_annotations_the_extras_of_a_started_gang_stay_in_its_rack_when_they_can():
+    nodes, busy = two_racks(32, 8)
+    pods = members("elastic", 3, 8, released_on=["a0"], min_available=1)
+    (d,), _ = decide(state(nodes, busy + pods), NOW)
+    assert racks_of(d.placement, nodes) == {"a"}
+
+
+def test_the_rest_of_a_cut_short_release_goes_into_the_rack_of_the_pods_released_before():
+    # Rack a has 24 GPUs left beside the 8 promised to the released pods on a0; rack b has 16:
+    # least waste alone would pick rack b.
+    nodes, busy = two_racks(32, 16)
+    pods = members("ddp", 4, 4, released_on=["a0", "a0"], required=RACK, bound=False)
+    current = state(nodes, busy + pods)
+    assert current.gangs[("ml", "ddp")].state == "partial"
+    (d,), _ = decide(current, NOW)
+    assert d.roll_forward and racks_of(d.placement, nodes) == {"a"}
+    assert "a0" not in d.placement.values()  # promised to the released pods
+
+
+def test_the_rest_of_a_cut_short_release_waits_for_its_rack_naming_it():
+    nodes, busy = two_racks(32, 32)
+    pods = members("ddp", 4, 8, released_on=["a0", "a1"], required=RACK, bound=False)
+    current = state(nodes, busy + pods + [running("ra2", "a2", 4)])
+    decisions, waiting = decide(current, NOW)
+    assert decisions == []
+    (w,) = waiting
+    assert w.message.startswith(
+        "finishing decision d1: needs 16 GPUs in its rack (example.com/rack=a in example.com/block=b1), "
+        "where its released pods are; it has 12 free")
+
+
+def test_a_cut_short_release_that_starves_holds_back_room_in_its_own_rack():
+    # Rack a (the gang's) has 12 GPUs free and needs 16; rack b has 24. The hold-back is in rack a:
+    # a later small gang still gets rack b.
+    nodes, busy = two_racks(32, 24)
+    pods = members("ddp", 4, 8, released_on=["a0", "a1"], required=RACK, bound=False)
+    small = gang("small", 1, 8, created="2024-01-01T00:00:30Z")
+    decisions, waiting = decide(state(nodes, busy + pods + small + [running("ra2", "a2", 4)]), NOW)
+    (w,) = waiting
+    assert "capacity held back on 2 nodes" in w.message
+    (d,) = decisions
+    assert d.gang_key[1] == "small" and racks_of(d.placement, nodes) == {"b"}

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from ganggate.core.cluster import ClusterState
 from ganggate.core.planner import decide
-from ganggate.core.topology import domain_of
-from tests.test_topology import BLOCK, LEVELS, NOW, RACK, gang, node, running
+from ganggate.core.domains import domain_of
+from tests.test_topology import BLOCK, LEVELS, NOW, RACK, gang, members, node, running
 
 LABEL = st.one_of(st.none(), st.sampled_from(["x", "y", "z"]))
 
@@ -71,3 +71,45 @@ def test_preferred_topology_never_makes_a_gang_wait(cluster, level):
         pod["metadata"]["annotations"]["scheduling.k8s.io/group-topology-preferred"] = level
     _, (with_pref, _) = run(nodes, plain + ours)
     assert bool(without) == bool(with_pref)
+
+
+@st.composite
+def gangs_under_way(draw):
+    """A random cluster (as clusters()) plus gangs with members already released into one domain
+    of their required level: bound (a started gang's extras wait) or released unbound with a
+    decision (a release cut short, to roll forward)."""
+    nodes, pods = draw(clusters())
+    with_levels = draw(st.booleans())
+    levels = LEVELS if with_levels else ()
+    for g in range(draw(st.integers(1, 3))):
+        level = draw(st.sampled_from([BLOCK, RACK]))
+        anchor = draw(st.sampled_from(nodes))
+        domain = domain_of(anchor, level, levels)
+        same = [n["metadata"]["name"] for n in nodes if domain_of(n, level, levels) == domain]
+        n, released = draw(st.integers(2, 5)), draw(st.integers(1, 4))
+        released = min(released, n - 1)
+        started = draw(st.booleans())  # min-available reached (extras) or not (cut short)
+        kind = draw(st.sampled_from(["required", "preferred", "none"]))
+        ours = members(f"u{g}", n, draw(st.sampled_from([1, 2, 4])),
+                       released_on=[draw(st.sampled_from(same)) for _ in range(released)],
+                       min_available=released if started else n, bound=started,
+                       required=level if kind == "required" else None,
+                       preferred=level if kind == "preferred" else None)
+        pods += ours
+    return nodes, pods, levels
+
+
+@settings(max_examples=300, deadline=None)
+@given(gangs_under_way(), st.booleans())
+def test_extras_and_the_rest_of_a_cut_short_release_never_leave_the_required_domain(cluster, starving):
+    nodes, pods, levels = cluster
+    state, (decisions, _) = run(nodes, pods, levels, 0.0 if starving else 300.0)
+    raw = {n["metadata"]["name"]: n for n in nodes}
+    for d in decisions:
+        gang = state.gangs[d.gang_key]
+        required = gang.spec.topology_required
+        if not required:
+            continue
+        already = {p.node_name or p.decision["node"] for p in gang.released_pods()}
+        placed = set(d.placement.values()) | already
+        assert len({domain_of(raw[n], required, levels) for n in placed}) == 1, (d, already)

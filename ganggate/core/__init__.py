@@ -11,7 +11,8 @@ Lowest first (each module imports only those above it in this list):
   outcome     Decision, Waiting, Unfit: what a round returns
   capacity    Capacity: the nodes' free capacity as a round uses it up, indexed for best fit
   explain     the messages a user reads: why a gang does not fit, what it waits for
-  topology    levels and domains from node labels; a gang in the fewest, narrowest domains
+  domains     topology domains from node labels, and each one's free GPUs as a round goes
+  topology    a gang in the fewest, narrowest domains; its later pods beside its first
   packing     plan_gang: place one gang's pods, or say why not
   lifecycle   after admission: room of terminating pods, what a member loss means, timeouts
   contention  keep a gang out of room a pending pod may bind into first

@@ -133,6 +133,8 @@ class Capacity:
         self.topology_levels: tuple[str, ...] = ()
         self.topology_cache: dict[str, dict[str, list[str]]] = {}
         self.topology_free: dict[str, object] = {}  # level -> topology.DomainFree
+        # Gang -> the nodes of its released members (topology.released_nodes), for the rest.
+        self.topology_placed: dict[tuple[str, str], frozenset[str]] = {}
         # While set (topology.place), index() is of these nodes alone: (name, nodes).
         self.scope: tuple[str, frozenset[str]] | None = None
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
@@ -168,6 +170,7 @@ class Capacity:
         sub._node_indexes = {name: [] for name in sub.nodes}
         sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
         sub.topology_levels, sub.topology_cache, sub.topology_free, sub.changed = (), {}, {}, []
+        sub.topology_placed = {}
         sub._class_of = {name: self._class_of[name] for name in sub.nodes}
         sub._classes = self._classes
         for pod in pods:

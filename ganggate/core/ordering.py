@@ -15,7 +15,8 @@ from ganggate.core.gangs import Gang
 from ganggate.core.packing import largest_first
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import add_into, fits, gpus
-from ganggate.core.topology import domains, free_gpus, gang_request
+from ganggate.core.domains import domains, free_gpus
+from ganggate.core.topology import gang_request, placed_domains
 
 
 def round_order(gangs: Iterable[Gang]) -> list[Gang]:
@@ -41,11 +42,15 @@ def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Clu
     from this round's capacity. Later gangs may only use the rest; free capacity on the
     chosen nodes goes negative until enough running pods there finish. Nothing is held if
     the gang would not fit even then. A gang that requires one domain of a topology level
-    holds its room inside one domain: the one with the most free GPU where it would fit.
+    holds its room inside one domain: the one with the most free GPU where it would fit, or
+    the one its released members are in.
     """
     required, _ = gang_request(pods)
-    if required is None or len(pods) <= 1:
+    placed = placed_domains(pods, capacity, required) if required is not None else None
+    if required is None or (len(pods) <= 1 and placed is None):
         return _hold(pods, capacity, need, state, None)
+    if placed is not None:  # the rest of a gang with members placed: in their domain
+        return _hold(pods, capacity, need, state, set(placed))
     eligible: set[str] | None = capacity.index(largest_first(pods)[0]).members
     groups = sorted(domains(capacity, required).items(), key=lambda g: (-free_gpus(capacity, g[1], eligible), g[0]))
     for _, names in groups:

@@ -46,9 +46,10 @@ def plan_gang(
     On success the placement's requests are taken from `candidates` (so the next gang of
     the round sees what is left) and pod key -> node is returned; otherwise nothing is taken
     and Unfit says why. With topology levels (or a gang topology annotation) the gang goes
-    into as few domains as `ganggate.core.topology.place` can find, or waits when required.
+    into as few domains as `ganggate.core.topology.place` can find, or waits when required;
+    more pods of a gang already placed go near its released members.
     """
-    if len(pods) > 1 and (candidates.topology_levels or any(gang_topology(pods[:1]))):
+    if (len(pods) > 1 or candidates.topology_placed) and (candidates.topology_levels or any(gang_topology(pods[:1]))):
         return place(pods, candidates, _need(pods, min_count), plan_flat)
     return plan_flat(pods, candidates, min_count)
 

@@ -24,7 +24,8 @@ from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
 from ganggate.core.reservation import active_reservations, hold, place_reserved
 from ganggate.core.resources import gpus
-from ganggate.core.topology import placement_domain
+from ganggate.core.domains import placement_domain
+from ganggate.core.topology import released_nodes
 
 __all__ = [
     "POLICIES",
@@ -64,6 +65,7 @@ def decide(
         return decisions, waiting + unfit
     capacity = Capacity.from_state(state)
     capacity.topology_levels = state.topology_levels
+    capacity.topology_placed = {g.key: released_nodes(g, state) for g in rolls + rest if g.state != "waiting"}
     reserved = active_reservations(state, now)  # room preemptors hold (core.reservation)
     for reservation in reserved.values():
         hold(capacity, state, reservation)

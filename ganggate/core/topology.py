@@ -1,24 +1,34 @@
-"""Topology: nodes grouped into domains (zone, block, rack, ...) and a gang kept in few of them.
+"""Topology: a gang kept in few domains (zone, block, rack, ...; `ganggate.core.domains`).
 
-The levels are node label keys, widest first (`--topology-levels`); the nodes with the same
-value of a level's label form one domain of that level, and a node without the label is a
-domain of its own. A gang may ask (`scheduling.k8s.io/group-topology-required`) to be placed
+A gang may ask (`scheduling.k8s.io/group-topology-required`) to be placed
 in one domain of a level, or wait; or prefer (`group-topology-preferred`) few domains of a
 level, never waiting for it; with levels configured and neither asked, it prefers the
 narrowest domain it fits in. `place` searches the levels narrowest first (from the required
 or preferred level; from the narrowest configured otherwise) and, at each level, tries the
 domains that could hold the gang, least free GPU first (least waste), packing the gang with
-the flat packer on that domain's nodes alone. Pure: no I/O.
+the flat packer on that domain's nodes alone. More pods of a gang that has members released
+already (a started gang's extras, the rest of a release cut short) go into those members'
+domain: only there at the required level; there first otherwise. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import bisect
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ganggate.contract import GangSpec
 from ganggate.core.capacity import Capacity
+from ganggate.core.cluster import ClusterState
+from ganggate.core.domains import (
+    domain_count,
+    domain_free,
+    domain_of,
+    domains,
+    free_gpus,
+    level_name,
+    room,
+)
 from ganggate.core.explain import plural
+from ganggate.core.gangs import Gang
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import GPU, format_amount, gpus
@@ -26,26 +36,6 @@ from ganggate.core.resources import GPU, format_amount, gpus
 # How many domains of one level are tried, least waste first, before the next level.
 DOMAIN_TRIES = 2
 Planner = Callable[[Sequence[PodInfo], Capacity, int], "dict[str, str] | Unfit"]
-
-
-def level_name(level: str) -> str:
-    """How a message names a level: its label key's name part ('example.com/rack' -> 'rack')."""
-    name = level.rsplit("/", 1)[-1]
-    return "node" if name == "hostname" else name
-
-
-def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:
-    """The node's domain at a level, named by its label value and, for a configured level,
-    those of the wider levels ('example.com/rack=r3 in example.com/block=b1': racks of two
-    blocks are two domains even when their labels agree); a node without one of those
-    labels is a domain of its own ('node gpu-7')."""
-    metadata = node.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    path = list(levels[: list(levels).index(level) + 1]) if level in levels else [level]
-    values = [labels.get(key) for key in path]
-    if any(value is None for value in values):
-        return f"node {metadata.get('name', '')}"
-    return " in ".join(f"{key}={value}" for key, value in reversed(list(zip(path, values))))
 
 
 def gang_request(pods: Sequence[PodInfo]) -> tuple[str | None, str | None]:
@@ -71,153 +61,6 @@ def search_levels(levels: Sequence[str], required: str | None, preferred: str | 
     if required:  # any one domain of the level or of a narrower one is one domain of it
         return list(reversed(levels[at:]))
     return list(reversed(levels[: at + 1]))
-
-
-def domains(capacity: Capacity, level: str, names: Sequence[str] | None = None) -> dict[str, list[str]]:
-    """The nodes (all, or the given ones) grouped by their domain at a level."""
-    cache = capacity.topology_cache
-    if names is None and level in cache:
-        return cache[level]
-    nodes, levels = capacity.nodes, capacity.topology_levels
-    groups = {domain_of(nodes[members[0]], level, levels): members
-              for members in _by_label_values(capacity, level, names).values()}
-    if names is None:
-        cache[level] = groups
-    return groups
-
-
-def domain_count(capacity: Capacity, level: str) -> int:
-    """How many domains the level has (without naming them: hostname has one per node)."""
-    if level in capacity.topology_cache:
-        return len(capacity.topology_cache[level])
-    key = f"{level}\x00count"
-    found = capacity.topology_free.get(key)
-    if not isinstance(found, int):
-        found = capacity.topology_free[key] = len(_by_label_values(capacity, level, None))
-    return found
-
-
-def _by_label_values(capacity: Capacity, level: str, names: Sequence[str] | None) -> dict[object, list[str]]:
-    """The nodes grouped by their values of the level's label and the wider levels' (a node
-    missing one by its name): domain_of's grouping, before the groups are named."""
-    levels = capacity.topology_levels
-    if level in levels:
-        depth = list(levels).index(level) + 1
-        values_of = _label_values(capacity)
-    else:
-        depth, values_of = 1, {n: (_labels(capacity, n).get(level),) for n in (capacity.nodes if names is None else names)}
-    groups: dict[object, list[str]] = {}
-    for name in capacity.nodes if names is None else names:
-        values = values_of[name][:depth]
-        groups.setdefault(name if None in values else values, []).append(name)
-    return groups
-
-
-def _labels(capacity: Capacity, name: str) -> Mapping[str, str]:
-    return (capacity.nodes[name].get("metadata") or {}).get("labels") or {}
-
-
-def _label_values(capacity: Capacity) -> dict[str, tuple]:
-    """node -> its values of the configured levels' labels, widest first (read once a round)."""
-    found = capacity.topology_free.get("\x00labels")
-    if not isinstance(found, dict):
-        levels = capacity.topology_levels
-        found = capacity.topology_free["\x00labels"] = {
-            name: tuple(map(_labels(capacity, name).get, levels)) for name in capacity.nodes}
-    return found
-
-
-def free_gpus(capacity: Capacity, nodes: Sequence[str], eligible: set[str] | None) -> int:
-    """The free GPUs of the eligible nodes (None: all) among these."""
-    return sum(max(gpus(capacity.free[n]), 0) for n in nodes if eligible is None or n in eligible)
-
-
-def room(free_gpu: int, per: int) -> int:
-    """A node's free GPUs (per=0), or how many pods of `per` GPUs they hold."""
-    return max(free_gpu, 0) // per if per else max(free_gpu, 0)
-
-
-class DomainFree:
-    """The free GPUs of each domain of one level over all nodes (or, per > 0, the pods of
-    `per` GPUs they hold), kept in order, so the domains that could hold a gang are a bisect.
-    `FreeGpus` moves a node's share when the round takes capacity from it."""
-
-    def __init__(self, tracker: "FreeGpus", level: str, per: int = 0) -> None:
-        capacity = tracker.capacity
-        self.per = per
-        self.groups = domains(capacity, level)
-        self.domain_of_node = _domain_of_node(capacity, level)
-        node_gpus = tracker.gpus
-        if per:
-            self.free = {d: sum(node_gpus[n] // per for n in names) for d, names in self.groups.items()}
-        else:
-            self.free = {d: sum(node_gpus[n] for n in names) for d, names in self.groups.items()}
-        self.order = sorted((f, d) for d, f in self.free.items())
-
-    def move(self, moved: Sequence[tuple[str, int, int]]) -> None:
-        """Nodes' free GPUs went from `before` to `after` (node, before, after): their
-        domains' shares follow, each domain moved once."""
-        per, of_node, deltas = self.per, self.domain_of_node, {}
-        for node, before, after in moved:
-            delta = (after // per - before // per) if per else after - before
-            if delta:
-                domain = of_node[node]
-                deltas[domain] = deltas.get(domain, 0) + delta
-        for domain, delta in deltas.items():
-            if delta:
-                old = self.free[domain]
-                del self.order[bisect.bisect_left(self.order, (old, domain))]
-                self.free[domain] = old + delta
-                bisect.insort(self.order, (old + delta, domain))
-
-    def at_least(self, amount: int) -> Iterator[tuple[int, str]]:
-        """(free, domain) of the domains with at least `amount` free GPUs, least first."""
-        return iter(self.order[bisect.bisect_left(self.order, (amount, "")):])
-
-    def largest(self) -> tuple[int, str]:
-        """(free, domain) of the largest free domain (the first by name among equals)."""
-        top = self.order[-1][0]
-        return self.order[bisect.bisect_left(self.order, (top, ""))]
-
-
-class FreeGpus:
-    """Each node's free GPUs as last seen, and the round's DomainFree views of them; caught up
-    from Capacity.changed when a view is asked for, so a take costs topology nothing (a pod
-    tried in a domain and given back moves no domain at all)."""
-
-    def __init__(self, capacity: Capacity) -> None:
-        self.capacity = capacity
-        self.seen = len(capacity.changed)
-        self.gpus = {name: max(gpus(free), 0) for name, free in capacity.free.items()}  # negative: none
-        self.views: dict[tuple[str, int], DomainFree] = {}
-
-    def view(self, level: str, per: int) -> DomainFree:
-        self.catch_up()
-        found = self.views.get((level, per))
-        if found is None:
-            found = self.views[(level, per)] = DomainFree(self, level, per)
-        return found
-
-    def catch_up(self) -> None:
-        changed = self.capacity.changed
-        if self.seen == len(changed):
-            return
-        latest = dict(changed[self.seen:])  # each node's last free GPU
-        self.seen = len(changed)
-        known = self.gpus
-        moved = [(node, known[node], max(after, 0)) for node, after in latest.items() if max(after, 0) != known[node]]
-        for node, _, after in moved:
-            known[node] = after
-        for view in self.views.values():
-            view.move(moved)
-
-
-def domain_free(capacity: Capacity, level: str, per: int = 0) -> DomainFree:
-    """The level's DomainFree for this round, up to date with the round's takes."""
-    tracker = capacity.topology_free.get("\x00free")
-    if not isinstance(tracker, FreeGpus):
-        tracker = capacity.topology_free["\x00free"] = FreeGpus(capacity)
-    return tracker.view(level, per)
 
 
 def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
@@ -273,7 +116,12 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
     anywhere as the flat packer would; takes the placement from `capacity` like plan_gang."""
     required, preferred = gang_request(pods)
     levels = search_levels(capacity.topology_levels, required, preferred)
-    if not levels or len(pods) <= 1:
+    if not levels:
+        return flat(pods, capacity, need)
+    placed = _placed_members(pods, capacity)
+    if placed:
+        return _place_near(pods, capacity, need, flat, placed, levels, required)
+    if len(pods) <= 1:
         return flat(pods, capacity, need)
     eligible = _eligible(pods, capacity)
     threshold = _threshold(pods, need)
@@ -297,6 +145,69 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
     for key, node in result.items():
         capacity.take(node, _request(pods, key), -1)
     return Unfit(required_message(pods, capacity, need, required, eligible))
+
+
+def released_nodes(gang: Gang, state: ClusterState) -> frozenset[str]:
+    """The nodes of the gang's released members: bound to, promised, or named by their
+    decision (a release cut short, then a restart): where its extras and the rest of a cut-short
+    release should go near."""
+    found = set()
+    for pod in gang.released_pods():
+        promise = state.promises.get(pod.key)
+        node = pod.node_name or (promise.node if promise is not None else None)
+        if node is None and isinstance(pod.decision, dict) and isinstance(pod.decision.get("node"), str):
+            node = pod.decision["node"]
+        if node:
+            found.add(node)
+    return frozenset(found)
+
+
+def _placed_members(pods: Sequence[PodInfo], capacity: Capacity) -> frozenset[str]:
+    """The nodes (of this round's) where the gang of these pods already has released members."""
+    spec = pods[0].gang if pods else None
+    if not isinstance(spec, GangSpec):
+        return frozenset()
+    found = capacity.topology_placed.get((pods[0].namespace, spec.name), frozenset())
+    return frozenset(n for n in found if n in capacity.nodes)
+
+
+def placed_domains(pods: Sequence[PodInfo], capacity: Capacity, level: str) -> list[str] | None:
+    """The nodes of the level's domain(s) where the gang of these pods has released members,
+    or None when it has none."""
+    placed = _placed_members(pods, capacity)
+    if not placed:
+        return None
+    around = {domain_of(capacity.nodes[n], level, capacity.topology_levels) for n in placed}
+    groups = domains(capacity, level)
+    return [n for domain in sorted(around) for n in groups.get(domain, ())]
+
+
+def _place_near(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner, placed: frozenset[str],
+                levels: Sequence[str], required: str | None) -> dict[str, str] | Unfit:
+    """More pods of a gang that has members placed already: in the domain(s) of those members,
+    narrowest level first; at the required level, there or nowhere; else anywhere at last."""
+    nodes, configured = capacity.nodes, capacity.topology_levels
+    for level in levels:
+        around = sorted({domain_of(nodes[n], level, configured) for n in placed})
+        names = placed_domains(pods, capacity, level) or []
+        result = _plan_within(pods, capacity, need, f"{level}\x00{'|'.join(around)}", names, flat)
+        if not isinstance(result, Unfit) or level == required:
+            return result if not isinstance(result, Unfit) else Unfit(near_message(pods, capacity, need, level, around, names))
+    return flat(pods, capacity, need)
+
+
+def near_message(pods: Sequence[PodInfo], capacity: Capacity, need: int, level: str, around: Sequence[str],
+                 names: Sequence[str]) -> str:
+    """Why more pods of a gang wait for room beside its released members: 'needs 8 GPUs in
+    its rack (example.com/rack=a), where its released pods are; it has 4 free'."""
+    noun = level_name(level)
+    where = ", ".join(around)
+    demand = _demand(pods, need)
+    if demand > 0:
+        free = free_gpus(capacity, names, _eligible(pods, capacity))
+        return (f"needs {format_amount(GPU, demand)} GPUs in its {noun} ({where}), where its released pods are; "
+                f"it has {format_amount(GPU, free)} free")
+    return f"needs {plural(need, 'pod')} in its {noun} ({where}), where its released pods are; it has no room for them"
 
 
 def _request(pods: Sequence[PodInfo], key: str) -> Mapping[str, int]:
@@ -333,31 +244,3 @@ def required_message(
             f"({largest[1]}) has {format_amount(GPU, largest[0])}"
         )
     return f"needs {plural(need, 'pod')} in one {noun}; no {noun} has room for them all"
-
-
-def placement_domain(capacity: Capacity, placement: Mapping[str, str | None]) -> str | None:
-    """The narrowest configured domain that holds the whole placement ('example.com/rack=r3'),
-    or None when there are no levels or it spans the widest."""
-    nodes = sorted({n for n in placement.values() if n is not None and n in capacity.nodes})
-    if not nodes:
-        return None
-    levels = capacity.topology_levels
-    for level in reversed(levels):
-        if level in capacity.topology_cache:  # the round's map; else this placement's nodes only
-            of_node = _domain_of_node(capacity, level)
-            found = {of_node[n] for n in nodes}
-        else:
-            first = domain_of(capacity.nodes[nodes[0]], level, levels)
-            found = {first} if all(domain_of(capacity.nodes[n], level, levels) == first for n in nodes[1:]) else set()
-        if len(found) == 1:
-            return found.pop()
-    return None
-
-
-def _domain_of_node(capacity: Capacity, level: str) -> dict[str, str]:
-    """node -> its domain at the level (cached for the round)."""
-    key = f"{level}\x00nodes"
-    found = capacity.topology_free.get(key)
-    if not isinstance(found, dict):
-        found = capacity.topology_free[key] = {n: d for d, names in domains(capacity, level).items() for n in names}
-    return found
