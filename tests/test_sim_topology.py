@@ -56,3 +56,37 @@ def test_sim_serve_refuses_a_bad_topology(capsys):
     assert main(["sim", "serve", "--topology", "1x1x1", "--rack-label", "ganggate.io/block"]) == 2
     out = capsys.readouterr().out
     assert "BLOCKSxRACKSxNODES" in out and "distinct" in out
+
+
+def test_nvlink_cliques_split_each_rack_and_are_labelled_as_gpu_feature_discovery_does():
+    shape = parse_shape("1x2x4", cliques_per_rack=2)
+    assert shape.levels == ("topology.kubernetes.io/zone", "ganggate.io/block", "ganggate.io/rack",
+                            "nvidia.com/gpu.clique", "kubernetes.io/hostname")
+    cliques = [shape.labels(i)["nvidia.com/gpu.clique"] for i in range(8)]
+    # <ClusterUUID>.<CliqueId>: one fabric per rack, cliques numbered within it.
+    fabric, _, clique = cliques[0].rpartition(".")
+    assert len(fabric) == 36 and clique == "0"
+    assert cliques[0] == cliques[1] != cliques[2] == cliques[3]
+    assert {c.rpartition(".")[0] for c in cliques[:4]} == {fabric} != {c.rpartition(".")[0] for c in cliques[4:]}
+    assert [c.rpartition(".")[2] for c in cliques] == ["0", "0", "1", "1", "0", "0", "1", "1"]
+    assert shape.cliques == 4
+    assert parse_shape("1x1x5", cliques_per_rack=2).cliques == 2  # 3 + 2 nodes
+    assert "nvidia.com/gpu.clique" not in parse_shape("1x1x4").labels(0)
+
+
+def test_a_bad_clique_count_is_refused():
+    with pytest.raises(ValueError, match="cliques per rack"):
+        parse_shape("1x1x4", cliques_per_rack=5)
+    with pytest.raises(ValueError, match="cliques per rack"):
+        parse_shape("1x1x4", cliques_per_rack=-1)
+    with pytest.raises(ValueError, match="distinct"):
+        parse_shape("1x1x4", cliques_per_rack=2, clique_label="ganggate.io/rack")
+
+
+def test_sim_serve_refuses_cliques_without_a_topology(capsys):
+    from ganggate.cli import main
+
+    assert main(["sim", "serve", "--nvlink-cliques", "2"]) == 2
+    assert main(["sim", "serve", "--topology", "1x1x2", "--nvlink-cliques", "3"]) == 2
+    out = capsys.readouterr().out
+    assert "--nvlink-cliques needs --topology" in out and "cliques per rack" in out

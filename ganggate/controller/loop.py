@@ -364,6 +364,7 @@ class Controller:
             for pod_key in outcome.released:
                 node = request.placement.get(pod_key)
                 where = f"{together}this one onto node {node} " if node and request.pinned else together
+                where += f"in {decision.domain} " if decision.domain else ""
                 self.events.emit(request.pods[pod_key], "GangReleased",
                                  f"gang {request.gang} released: {plural(request.pod_count, 'pod')} "
                                  f"{where}(decision {request.decision_id})", log_it=False)

@@ -19,7 +19,7 @@ from ganggate.core.resources import gpus
 
 def level_name(level: str) -> str:
     """How a message names a level: its label key's name part ('example.com/rack' -> 'rack')."""
-    name = level.rsplit("/", 1)[-1]
+    name = level.rsplit("/", 1)[-1].rsplit(".", 1)[-1]  # nvidia.com/gpu.clique -> clique
     return "node" if name == "hostname" else name
 
 

@@ -16,6 +16,8 @@ class Decision:
     placement: dict[str, str | None]
     reason: str
     roll_forward: bool = False
+    #: The narrowest topology domain that holds the whole placement, when levels are set.
+    domain: str | None = None
 
 
 @dataclass

@@ -89,11 +89,11 @@ def decide(
                 hold(capacity, state, reserved[gang.key])
                 waiting.append(Waiting(gang.key, "GangWaiting", result.message))
             else:
-                decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity)))
+                decisions.append(_decision(gang, result, capacity, False))
             continue
         result, contested = place_uncontested(pods, capacity, need, rivals)
         if not isinstance(result, Unfit):
-            decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity), gang.state == "partial"))
+            decisions.append(_decision(gang, result, capacity, gang.state == "partial"))
             continue
         if contested:
             if gang.state != "started":  # a started gang's extras wait quietly
@@ -117,8 +117,8 @@ def decide(
     return decisions, waiting
 
 
-def _reason(gang: Gang, placement: dict[str, str], capacity: Capacity) -> str:
-    """The release's Event text; with topology levels, the narrowest domain that holds it."""
+def _decision(gang: Gang, placement: dict[str, str], capacity: Capacity, roll_forward: bool) -> Decision:
+    """The release, its Event text and, with topology levels, the narrowest domain that holds it."""
     reason = decision_reason(gang, placement)
     where = placement_domain(capacity, placement) if capacity.topology_levels else None
-    return f"{reason} in {where}" if where else reason
+    return Decision(gang.key, dict(placement), f"{reason} in {where}" if where else reason, roll_forward, where)

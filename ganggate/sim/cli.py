@@ -54,6 +54,11 @@ def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zone-label", default=topology.ZONE_LABEL, help="with --topology: the zone label key")
     parser.add_argument("--block-label", default=topology.BLOCK_LABEL, help="with --topology: the block label key")
     parser.add_argument("--rack-label", default=topology.RACK_LABEL, help="with --topology: the rack label key")
+    parser.add_argument("--nvlink-cliques", type=int, default=0, metavar="N",
+                        help=f"with --topology: split each rack into N NVLink domains, labelled {topology.CLIQUE_LABEL} "
+                             "as NVIDIA's GPU feature discovery does (a level narrower than the rack; default 0: none)")
+    parser.add_argument("--clique-label", default=topology.CLIQUE_LABEL,
+                        help="with --nvlink-cliques: the clique label key")
 
 
 def topology_shape(args: argparse.Namespace):
@@ -61,9 +66,12 @@ def topology_shape(args: argparse.Namespace):
     from ganggate.sim.topology import parse_shape
 
     if not args.topology:
+        if args.nvlink_cliques:
+            raise ValueError("--nvlink-cliques needs --topology (the racks to split)")
         return None
     return parse_shape(args.topology, zone_label=args.zone_label, block_label=args.block_label,
-                       rack_label=args.rack_label)
+                       rack_label=args.rack_label, cliques_per_rack=args.nvlink_cliques,
+                       clique_label=args.clique_label)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -104,8 +112,9 @@ def _serve(args: argparse.Namespace) -> int:
         ) as sim:
             nodes = f"{args.nodes} node" if args.nodes == 1 else f"{args.nodes} nodes"
             if shape is not None:
-                nodes += (f" in {shape.blocks} blocks x {shape.racks_per_block} racks x {shape.nodes_per_rack} nodes "
-                          f"(topology levels {','.join(shape.levels)})")
+                cliques = f", {shape.cliques} NVLink cliques" if shape.cliques else ""
+                nodes += (f" in {shape.blocks} blocks x {shape.racks_per_block} racks x {shape.nodes_per_rack} nodes"
+                          f"{cliques} (topology levels {','.join(shape.levels)})")
             print(f"kubesim serving {sim.url} with {nodes}; kubeconfig: {sim.kubeconfig}", flush=True)
             print(f"  kubectl --kubeconfig {sim.kubeconfig} get nodes", flush=True)
             await stop.wait()
