@@ -98,3 +98,99 @@ async def test_mode_topology_keeps_a_gang_in_one_rack_where_best_fit_spreads_it(
         assert result.summary.completed == 1
         spans[mode] = summarise_topology(result.summary, jobs, result.records, NODES).mean_racks
     assert spans == {"ganggate": 2.0, "topology": 1.0}
+
+
+# ---- jobs that carry topology annotations -------------------------------------------------
+
+RACK = "ganggate.io/rack"
+
+
+def test_a_trace_carries_topology_levels_in_two_optional_columns():
+    import io
+
+    from ganggate.replay.trace import COLUMNS, TraceError, format_trace, read_trace
+
+    jobs = [Job("a", 0.0, 2, 8, "1", "1Gi", 100.0, topology_required=RACK),
+            Job("b", 1.0, 2, 4, "1", "1Gi", 100.0, topology_preferred="ganggate.io/block"), job("c", 2, 1)]
+    text = format_trace(jobs)
+    assert text.splitlines()[0] == ",".join(COLUMNS) + ",topology_required,topology_preferred"
+    assert read_trace(io.StringIO(text)) == sorted(jobs, key=lambda j: j.submit_time)
+    assert "topology" not in format_trace([job("c", 2, 1)]).splitlines()[0]  # old traces stay as they were
+    bad = text.replace(f",{RACK},", ",Rack/,")
+    with pytest.raises(TraceError, match="line 2: topology_required='Rack/' is not a node label key"):
+        read_trace(io.StringIO(bad))
+
+
+def test_a_synthetic_trace_gives_a_share_of_its_multi_pod_jobs_a_level_and_changes_nothing_else():
+    from dataclasses import replace
+
+    from ganggate.replay.synth import SynthConfig, generate
+
+    plain = generate(SynthConfig(jobs=400, nodes=32, seed=3))
+    marked = generate(SynthConfig(jobs=400, nodes=32, seed=3, require_share=0.5, prefer_share=0.25))
+    assert [replace(j, topology_required=None, topology_preferred=None) for j in marked] == plain
+    multi = [j for j in marked if j.pods > 1]
+    required = [j for j in multi if j.topology_required == RACK]
+    preferred = [j for j in multi if j.topology_preferred == RACK]
+    assert all(j.pods > 1 for j in marked if j.topology_required or j.topology_preferred)
+    assert 0.35 < len(required) / len(multi) < 0.65 and 0.1 < len(preferred) / len(multi) < 0.4
+    assert not any(j.topology_required and j.topology_preferred for j in marked)
+    with pytest.raises(ValueError, match="from 0 to 1"):
+        generate(SynthConfig(require_share=1.5))
+
+
+def test_a_replayed_job_s_pods_carry_its_topology_annotations():
+    from ganggate.replay.observe import pod_manifest
+
+    pod = pod_manifest(Job("a", 0.0, 2, 8, "1", "1Gi", 100.0, topology_required=RACK), 0, "replay")
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-topology-required"] == RACK
+    assert "scheduling.k8s.io/group-topology-preferred" not in pod["metadata"]["annotations"]
+    assert "scheduling.k8s.io/group-topology-required" not in pod_manifest(job("b", 2, 8), 0, "replay")["metadata"]["annotations"]
+
+
+def test_the_checker_names_a_job_that_left_its_required_rack():
+    jobs = [Job("kept", 0.0, 2, 8, "1", "1Gi", 100.0, topology_required=RACK),
+            Job("left", 0.0, 2, 8, "1", "1Gi", 100.0, topology_required=RACK),
+            Job("waits", 0.0, 2, 8, "1", "1Gi", 100.0, topology_required=RACK), job("free", 2, 8)]
+    records = [JobRecord("kept", 0, 16, started_at=1, nodes=("node-0", "node-1")),
+               JobRecord("left", 0, 16, started_at=1, nodes=("node-1", "node-2")),
+               JobRecord("waits", 0, 16), JobRecord("free", 0, 16, started_at=1, nodes=("node-1", "node-6"))]
+    from ganggate.replay.topology import required_line, required_violations
+
+    assert required_violations(jobs, records, NODES) == [
+        "job left requires one ganggate.io/rack and started in 2: node-1, node-2"]
+    assert required_line(jobs, records, NODES).startswith(
+        "3 jobs require one domain of a level, 2 started, 1 across domains (job left requires")
+
+
+async def test_a_replay_never_breaks_a_required_rack_where_best_fit_alone_would():
+    # As above: best fit spreads the pair over two racks (the checker sees it, had it required
+    # one); when the job requires a rack, ganggate and topology both keep it in one.
+    from ganggate.replay.topology import required_violations
+
+    used = [engine.Background("used-0", "node-0", 1), engine.Background("used-2", "node-2", 1)]
+    plain = [Job("pair", 0.0, 2, 7, "1", "1Gi", 100.0)]
+    required = [Job("pair", 0.0, 2, 7, "1", "1Gi", 100.0, topology_required=RACK)]
+    spread = await engine.run_scenario(engine.Scenario(plain, NODES, background=used), "ganggate",
+                                       exact_webhook=False)
+    assert len(required_violations(required, spread.records, NODES)) == 1
+    scenario = engine.Scenario(required, NODES, background=used, topology_levels=SHAPE.levels)
+    for mode in ("ganggate", "topology"):
+        result = await engine.run_scenario(scenario, mode, exact_webhook=False)
+        assert result.summary.completed == 1
+        assert required_violations(required, result.records, NODES) == []
+
+
+def test_ganggate_replay_runs_a_synthetic_trace_whose_jobs_require_a_rack(tmp_path):
+    from tests.test_replay_cli import ganggate
+
+    result = ganggate("replay", "--synth", "--jobs", "30", "--seed", "2", "--topology", "1x2x2", "--gpus-per-node", "4",
+                      "--require-share", "0.5", "--modes", "topology", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "  topology: " in result.stdout and " across domains" in result.stdout
+    line = next(x for x in result.stdout.splitlines() if "jobs require one domain of a level" in x)
+    assert line.endswith(", 0 across domains") and not line.strip().startswith("topology: 0 jobs")
+    assert "topology_required" in (tmp_path / "out" / "trace.csv").read_text().splitlines()[0]
+    refused = ganggate("replay", "--synth", "--require-share", "0.5", "--out", str(tmp_path / "o"))
+    assert refused.returncode == 2 and "need --synth and --topology" in refused.stderr
+    assert not (tmp_path / "o").exists()

@@ -54,6 +54,12 @@ def register(subparsers: Any) -> None:
     from ganggate.sim.cli import add_topology_arguments
 
     add_topology_arguments(replay)
+    replay.add_argument("--require-share", type=float, default=0.0, metavar="SHARE",
+                        help="with --synth and --topology: this share (0-1) of the multi-pod jobs requires one rack "
+                             "(scheduling.k8s.io/group-topology-required; default 0)")
+    replay.add_argument("--prefer-share", type=float, default=0.0, metavar="SHARE",
+                        help="with --synth and --topology: this share (0-1) of the multi-pod jobs prefers one rack "
+                             "(group-topology-preferred; default 0)")
     replay.add_argument("--modes", default="none,count,ganggate",
                         help="comma-separated admission modes: none, count, ganggate, free (planner admits, "
                              "scheduler places), topology (needs --topology) (default none,count,ganggate)")
@@ -117,7 +123,7 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.replay import engine, report
     from ganggate.replay.plot import plot_modes
     from ganggate.replay.synth import SynthConfig, generate
-    from ganggate.replay.topology import markdown_table, summarise_topology, topology_nodes
+    from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
     from ganggate.replay.trace import TraceError, load_trace, write_trace
     from ganggate.sim.cli import topology_shape
 
@@ -129,6 +135,8 @@ def _replay(args: argparse.Namespace) -> int:
             args.nodes = shape.nodes
         elif "topology" in modes:
             raise ValueError("--modes topology needs a cluster with a topology: --topology BLOCKSxRACKSxNODES")
+        if (args.require_share or args.prefer_share) and (shape is None or not args.synth):
+            raise ValueError("--require-share and --prefer-share need --synth and --topology (the racks to keep to)")
         for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
             try:
                 parse_quantity(value)
@@ -144,7 +152,9 @@ def _replay(args: argparse.Namespace) -> int:
             source = f"{args.alibaba}, one job per pod"
         else:
             jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                                        seed=args.seed, load=args.load))
+                                        seed=args.seed, load=args.load, require_share=args.require_share,
+                                        prefer_share=args.prefer_share,
+                                        topology_level=shape.rack_label if shape else "ganggate.io/rack"))
             source = f"synthetic: {args.jobs} jobs, seed {args.seed}, load {args.load:g}"
         nodes = engine.uniform_nodes(args.nodes, args.gpus_per_node, args.node_cpu, args.node_memory)
         if shape is not None:
@@ -188,6 +198,10 @@ def _replay(args: argparse.Namespace) -> int:
         print("\nPlacement on the topology (docs/replay.md):\n")
         print(markdown_table([summarise_topology(r.summary, jobs, r.records, scenario.nodes, shape.rack_label,
                                                  shape.block_label) for r in results.values()]))
+        if any(job.topology_required for job in jobs):
+            print()
+            for mode, result in results.items():
+                print(f"  {mode}: {required_line(jobs, result.records, scenario.nodes)}")
     print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
           + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
     return 0

@@ -10,7 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from ganggate.contract import (
+    GATE_NAME,
+    GROUP_NAME,
+    GROUP_POD_NUM,
+    GROUP_TOPOLOGY_PREFERRED,
+    GROUP_TOPOLOGY_REQUIRED,
+)
 from ganggate.core.nodematch import HOSTNAME_LABEL
 from ganggate.core.resources import GPU
 from ganggate.replay.metrics import JobProgress
@@ -39,6 +45,10 @@ def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True) -> 
     if gang:
         annotations[GROUP_NAME] = job.job_id
         annotations[GROUP_POD_NUM] = str(job.pods)
+        if job.topology_required:
+            annotations[GROUP_TOPOLOGY_REQUIRED] = job.topology_required
+        if job.topology_preferred:
+            annotations[GROUP_TOPOLOGY_PREFERRED] = job.topology_preferred
     resources: dict[str, dict[str, str]] = {"requests": requests}
     if limits:
         resources["limits"] = limits

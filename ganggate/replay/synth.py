@@ -11,13 +11,16 @@
 - Arrivals: a Poisson process whose rate gives the requested offered load.
 
 Everything is drawn from one `random.Random(seed)`: the same arguments give the same trace.
+With `require_share` / `prefer_share`, that share of the multi-pod jobs requires (or prefers)
+one domain of `topology_level`, drawn from a second generator of the same seed, so the jobs
+themselves are the same as without.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ganggate.replay.trace import Job
 
@@ -49,6 +52,9 @@ class SynthConfig:
     per_gpu_pods: float = 0.5  # chance a multi-GPU job runs one pod per GPU (else whole nodes)
     cpu_per_gpu: int = 4  # cores
     memory_per_gpu_gi: int = 16
+    require_share: float = 0.0  # of the multi-pod jobs: require one domain of topology_level
+    prefer_share: float = 0.0  # of the others: prefer one
+    topology_level: str = "ganggate.io/rack"
 
 
 def size_mix(capacity: int) -> dict[int, float]:
@@ -76,6 +82,8 @@ def generate(config: SynthConfig) -> list[Job]:
         raise ValueError("jobs, nodes and gpus_per_node must be at least 1")
     if config.load <= 0:
         raise ValueError("load must be positive")
+    if not (0 <= config.require_share <= 1 and 0 <= config.prefer_share <= 1):
+        raise ValueError("require_share and prefer_share must be from 0 to 1")
     rng = random.Random(config.seed)
     capacity = config.nodes * config.gpus_per_node
     mix = size_mix(capacity)
@@ -112,4 +120,20 @@ def generate(config: SynthConfig) -> list[Job]:
             )
         )
         now += rng.expovariate(rate)
+    if config.require_share or config.prefer_share:
+        jobs = with_topology(jobs, config)
     return jobs
+
+
+def with_topology(jobs: list[Job], config: SynthConfig) -> list[Job]:
+    """The jobs, a share of the multi-pod ones requiring or preferring one domain of the level."""
+    rng = random.Random(f"{config.seed}-topology")
+    out = []
+    for job in jobs:
+        draw = rng.random()
+        if job.pods > 1 and draw < config.require_share:
+            job = replace(job, topology_required=config.topology_level)
+        elif job.pods > 1 and draw < config.require_share + config.prefer_share:
+            job = replace(job, topology_preferred=config.topology_level)
+        out.append(job)
+    return out

@@ -8,7 +8,10 @@ what they measure about placement, as pure functions over the jobs, the nodes an
 - **one rack when it could**: of the gangs of more than one pod whose pods fit in one rack (by
   GPUs, pod by pod: the rack's nodes can hold all of them at once on an empty rack), the share
   that ran in one rack;
-- utilisation and p95 queueing delay are the replay's own (ganggate/replay/metrics.py).
+- utilisation and p95 queueing delay are the replay's own (ganggate/replay/metrics.py);
+- **required kept**: a job that requires a level (scheduling.k8s.io/group-topology-required)
+  started with all its pods in one domain of it (one value of that label; kubesim's rack
+  values name their block, so one value is one rack); any other start is a violation.
 
 CPU and memory are not counted in "fits": the replay's pods are GPU-bound.
 """
@@ -113,3 +116,28 @@ def markdown_table(rows: Sequence[TopologySummary]) -> str:
                      f"{num(r.mean_blocks)} | {num(r.p95_blocks, 0)} | {share} | {r.mean_utilisation:.1%} | "
                      f"{num(r.p95_queue_delay, 0)} |")
     return "\n".join(lines)
+
+
+def required_violations(jobs: Sequence[Job], records: Sequence[JobRecord], nodes: Sequence[NodeSpec]) -> list[str]:
+    """The jobs that require a topology level and started across more than one of its domains."""
+    labels = {n.name: dict(n.labels) for n in nodes}
+    by_id = {j.job_id: j for j in jobs}
+    found = []
+    for record in records:
+        job = by_id.get(record.job_id)
+        if job is None or not job.topology_required or record.started_at is None or not record.nodes:
+            continue
+        spanned = span(record.nodes, labels, job.topology_required)
+        if spanned > 1:
+            found.append(f"job {job.job_id} requires one {job.topology_required} and started in {spanned}: "
+                         f"{', '.join(sorted(set(record.nodes)))}")
+    return found
+
+
+def required_line(jobs: Sequence[Job], records: Sequence[JobRecord], nodes: Sequence[NodeSpec]) -> str:
+    """'12 jobs require one domain of a level, 11 started, 0 across domains' (and which)."""
+    required = {j.job_id for j in jobs if j.topology_required}
+    started = sum(1 for r in records if r.job_id in required and r.started_at is not None)
+    broken = required_violations(jobs, records, nodes)
+    line = f"{len(required)} jobs require one domain of a level, {started} started, {len(broken)} across domains"
+    return line + (f" ({'; '.join(broken[:3])})" if broken else "")

@@ -6,7 +6,10 @@ A trace is one CSV row per job (a gang of identical pods):
 
 `submit_time` and `run_time` are seconds (decimals allowed); `cpu_per_pod` is a Kubernetes
 quantity or plain cores ("500m", "4", "2.5"); `memory_per_pod` a quantity ("16Gi");
-`priority` an integer (optional column, default 0). Bad input is reported as a
+`priority` an integer (optional column, default 0). Two more optional columns,
+`topology_required` and `topology_preferred`, give a job's topology level (a node label key,
+e.g. ganggate.io/rack; empty: none), which its pods carry as the annotations
+scheduling.k8s.io/group-topology-required / -preferred. Bad input is reported as a
 `TraceError` naming the line and the column, and nothing is returned.
 """
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, TextIO
 
+from ganggate.contract import is_label_key
 from ganggate.core.resources import QuantityError, parse_quantity
 
 COLUMNS = (
@@ -33,6 +37,8 @@ COLUMNS = (
     "priority",
 )
 OPTIONAL_COLUMNS = ("priority",)
+#: Optional columns after COLUMNS, written only when a job has a value in them.
+TOPOLOGY_COLUMNS = ("topology_required", "topology_preferred")
 
 # The job id names the gang (scheduling.k8s.io/group-name) and prefixes its pods' names,
 # so it must be a DNS-1123 label short enough to leave room for "-<index>"
@@ -58,6 +64,9 @@ class Job:
     memory_per_pod: str
     run_time: float
     priority: int = 0
+    #: Topology levels (node label keys) the gang requires / prefers to sit in one domain of.
+    topology_required: str | None = None
+    topology_preferred: str | None = None
 
     @property
     def gpus(self) -> int:
@@ -116,7 +125,19 @@ def parse_row(row: dict[str, str], line: int) -> Job:
         memory_per_pod=_quantity(values["memory_per_pod"], line, "memory_per_pod"),
         run_time=_number(values["run_time"], line, "run_time", positive=True),
         priority=_integer(values["priority"] or "0", line, "priority", -(2**31), 10**9),
+        topology_required=_level(row.get("topology_required"), line, "topology_required"),
+        topology_preferred=_level(row.get("topology_preferred"), line, "topology_preferred"),
     )
+
+
+def _level(text: str | None, line: int, column: str) -> str | None:
+    """An optional topology level: empty is none, else a node label key."""
+    value = (text or "").strip()
+    if not value:
+        return None
+    if not is_label_key(value):
+        raise TraceError(f"line {line}: {column}={value!r} is not a node label key (e.g. ganggate.io/rack)")
+    return value
 
 
 def read_trace(stream: TextIO) -> list[Job]:
@@ -139,7 +160,7 @@ def read_trace(stream: TextIO) -> list[Job]:
     missing = [c for c in COLUMNS if c not in header and c not in OPTIONAL_COLUMNS]
     if missing:
         raise TraceError(f"line {header_line}: the header lacks column(s) {', '.join(missing)}")
-    unknown = [c for c in header if c not in COLUMNS]
+    unknown = [c for c in header if c not in COLUMNS + TOPOLOGY_COLUMNS]
     if unknown or len(set(header)) != len(header):
         bad = unknown or sorted({c for c in header if header.count(c) > 1})
         raise TraceError(f"line {header_line}: unknown or repeated column(s) {', '.join(bad)}")
@@ -175,22 +196,23 @@ def load_trace(path: str | Path) -> list[Job]:
 
 def format_trace(jobs: Iterable[Job]) -> str:
     """The CSV text of a trace (header included)."""
+    jobs = list(jobs)
+    topology = any(job.topology_required or job.topology_preferred for job in jobs)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    writer.writerow(COLUMNS + (TOPOLOGY_COLUMNS if topology else ()))
     for job in jobs:
-        writer.writerow(
-            [
-                job.job_id,
-                _seconds(job.submit_time),
-                job.pods,
-                job.gpus_per_pod,
-                job.cpu_per_pod,
-                job.memory_per_pod,
-                _seconds(job.run_time),
-                job.priority,
-            ]
-        )
+        row = [
+            job.job_id,
+            _seconds(job.submit_time),
+            job.pods,
+            job.gpus_per_pod,
+            job.cpu_per_pod,
+            job.memory_per_pod,
+            _seconds(job.run_time),
+            job.priority,
+        ]
+        writer.writerow(row + ([job.topology_required or "", job.topology_preferred or ""] if topology else []))
     return out.getvalue()
 
 
