@@ -194,3 +194,24 @@ def test_ganggate_replay_runs_a_synthetic_trace_whose_jobs_require_a_rack(tmp_pa
     refused = ganggate("replay", "--synth", "--require-share", "0.5", "--out", str(tmp_path / "o"))
     assert refused.returncode == 2 and "need --synth and --topology" in refused.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_gang_checker_finds_a_gang_whose_bound_pods_leave_the_required_domain():
+    from ganggate.core.snapshot import make_pod
+    from ganggate.replay.gangcheck import required_topology_broken
+
+    def pod(name, gang, node, *, phase="Running", level=RACK):
+        raw = make_pod(name, gang=gang, pod_num=2, gpus=1, gated=False, node_name=node, phase=phase)
+        if level:
+            raw["metadata"]["annotations"]["scheduling.k8s.io/group-topology-required"] = level
+        return raw
+
+    labels = {n.name: dict(n.labels) for n in NODES}
+    pods = [pod("kept-0", "kept", "node-0"), pod("kept-1", "kept", "node-1"),
+            pod("left-0", "left", "node-1"), pod("left-1", "left", "node-2"),
+            pod("done-0", "done", "node-1", phase="Succeeded"), pod("done-1", "done", "node-2"),
+            pod("free-0", "free", "node-1", level=None), pod("free-1", "free", "node-6", level=None),
+            pod("bare-0", "bare", "elsewhere"), pod("bare-1", "bare", "node-0")]
+    assert required_topology_broken(pods, labels) == [
+        "gang default/bare requires one ganggate.io/rack: on 2 (elsewhere, node-0)",
+        "gang default/left requires one ganggate.io/rack: on 2 (node-1, node-2)"]

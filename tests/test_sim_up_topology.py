@@ -36,6 +36,7 @@ def test_sim_up_with_nvlink_cliques_places_a_gang_that_requires_one_in_one(tmp_p
     saying which level and the largest free clique."""
     import json
 
+    from ganggate.replay.gangcheck import required_topology_broken
     from tests.test_sim_up import KUBECTL, eventually, released_and_running, start_up
 
     if KUBECTL is None:
@@ -65,6 +66,8 @@ def test_sim_up_with_nvlink_cliques_places_a_gang_that_requires_one_in_one(tmp_p
 
         ddp = eventually(ddp_running, "gang ddp released and running")
         assert len({clique[p["spec"]["nodeName"]] for p in ddp}) == 1
+        labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+        assert required_topology_broken(up.pods("default"), labels) == []
 
         def events(reason, prefix):
             listed = json.loads(up.kubectl("get", "events", "-n", "default", "-o", "json").stdout)["items"]

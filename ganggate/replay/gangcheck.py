@@ -16,6 +16,9 @@ done its share (a gang finishing pod by pod is not broken).
   or a gang none of whose pods is bound but those terminating. Anything else is partly bound.
   A terminating pod is on its way out (a restart, an eviction, a node lost for good): its
   GPUs count as held, but it is not part of the gang's shape.
+- **required topology broken**: a gang whose pods require one domain of a level
+  (`group-topology-required`, a node label key) with its bound, not-ended pods on nodes of more
+  than one value of that label (a node without the label is a domain of its own).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from ganggate.contract import GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
+from ganggate.contract import GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED
 from ganggate.core.resources import GPU, pod_requests
 
 ENDED = ("Succeeded", "Failed")
@@ -123,6 +126,24 @@ def incomplete_gpus(pods: Iterable[Mapping], scheduler: str = SCHEDULER) -> int:
 def partly_bound(pods: Iterable[Mapping], scheduler: str = SCHEDULER) -> list[str]:
     """A description of each gang that is neither whole and running nor wholly waiting."""
     return [s.describe() for s in gang_states(pods, scheduler).values() if not (s.whole_running or s.waiting)]
+
+
+def required_topology_broken(pods: Iterable[Mapping], node_labels: Mapping[str, Mapping[str, str]],
+                             scheduler: str = SCHEDULER) -> list[str]:
+    """A description of each gang whose bound, not-ended pods leave the one domain it requires."""
+    found: dict[str, tuple[str, dict[str, set[str]]]] = {}
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        ann = meta.get("annotations") or {}
+        level, node = ann.get(GROUP_TOPOLOGY_REQUIRED), spec.get("nodeName")
+        if (GROUP_NAME not in ann or not level or not node or (spec.get("schedulerName") or SCHEDULER) != scheduler
+                or ((pod.get("status") or {}).get("phase") in ENDED)):
+            continue
+        key = f"{meta.get('namespace', 'default')}/{ann[GROUP_NAME]}"
+        domain = (node_labels.get(node) or {}).get(level, f"node {node}")
+        found.setdefault(key, (level, {}))[1].setdefault(domain, set()).add(node)
+    return [f"gang {key} requires one {level}: on {len(where)} ({', '.join(sorted(n for s in where.values() for n in s))})"
+            for key, (level, where) in sorted(found.items()) if len(where) > 1]
 
 
 class GpuSecondsMeter:
