@@ -132,7 +132,7 @@ class Capacity:
         # ganggate.core.topology; none unless the planner sets them.
         self.topology_levels: tuple[str, ...] = ()
         self.topology_cache: dict[str, dict[str, list[str]]] = {}
-        self.topology_free: dict[str, object] = {}  # level -> topology.DomainFree
+        self.topology_free: dict[str, object] = {}  # the round's core.domains caches (FreeGpus, ...)
         # Gang -> the nodes of its released members (topology.released_nodes), for the rest.
         self.topology_placed: dict[tuple[str, str], frozenset[str]] = {}
         # While set (topology.place), index() is of these nodes alone: (name, nodes).

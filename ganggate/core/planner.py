@@ -16,6 +16,7 @@ from ganggate.core.baseline import count_only_fits, decide_count, totals_only_fi
 from ganggate.core.capacity import Capacity
 from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import find_rivals, place_uncontested
+from ganggate.core.domains import placement_domain
 from ganggate.core.explain import contested_message, decision_reason, plural
 from ganggate.core.gangs import Gang
 from ganggate.core.lifecycle import waits_for_terminating
@@ -24,7 +25,6 @@ from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
 from ganggate.core.reservation import active_reservations, hold, place_reserved
 from ganggate.core.resources import gpus
-from ganggate.core.domains import placement_domain
 from ganggate.core.topology import released_nodes
 
 __all__ = [
