@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -147,7 +148,8 @@ def run_required(args: argparse.Namespace, shape, nodes: Sequence) -> int:
         violations += len(broken)
         print(f"  seed {seed}, topology: {result.summary.completed}/{result.summary.jobs} jobs completed; "
               f"{required_line(jobs, result.records, nodes)}", flush=True)
-        rows.append(summarise_topology(result.summary, jobs, result.records, nodes))
+        rows.append(replace(summarise_topology(result.summary, jobs, result.records, nodes),
+                            mode=f"topology, seed {seed}"))
     print()
     print(markdown_table(rows))
     return violations
