@@ -65,13 +65,14 @@ def _by_label_values(capacity: Capacity, level: str, names: Sequence[str] | None
     """The nodes grouped by their values of the level's label and the wider levels' (a node
     missing one by its name): domain_of's grouping, before the groups are named."""
     levels = capacity.topology_levels
+    chosen = capacity.nodes if names is None else names
     if level in levels:
         depth = list(levels).index(level) + 1
         values_of = _label_values(capacity)
     else:
-        depth, values_of = 1, {n: (_labels(capacity, n).get(level),) for n in (capacity.nodes if names is None else names)}
+        depth, values_of = 1, {n: (_labels(capacity, n).get(level),) for n in chosen}
     groups: dict[object, list[str]] = {}
-    for name in capacity.nodes if names is None else names:
+    for name in chosen:
         values = values_of[name][:depth]
         groups.setdefault(name if None in values else values, []).append(name)
     return groups

@@ -191,8 +191,10 @@ def _place_near(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Pl
         around = sorted({domain_of(nodes[n], level, configured) for n in placed})
         names = placed_domains(pods, capacity, level) or []
         result = _plan_within(pods, capacity, need, f"{level}\x00{'|'.join(around)}", names, flat)
-        if not isinstance(result, Unfit) or level == required:
-            return result if not isinstance(result, Unfit) else Unfit(near_message(pods, capacity, need, level, around, names))
+        if not isinstance(result, Unfit):
+            return result
+        if level == required:  # there or nowhere
+            return Unfit(near_message(pods, capacity, need, level, around, names))
     return flat(pods, capacity, need)
 
 

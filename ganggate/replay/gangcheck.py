@@ -142,8 +142,12 @@ def required_topology_broken(pods: Iterable[Mapping], node_labels: Mapping[str, 
         key = f"{meta.get('namespace', 'default')}/{ann[GROUP_NAME]}"
         domain = (node_labels.get(node) or {}).get(level, f"node {node}")
         found.setdefault(key, (level, {}))[1].setdefault(domain, set()).add(node)
-    return [f"gang {key} requires one {level}: on {len(where)} ({', '.join(sorted(n for s in where.values() for n in s))})"
-            for key, (level, where) in sorted(found.items()) if len(where) > 1]
+    broken = []
+    for key, (level, where) in sorted(found.items()):
+        if len(where) > 1:
+            on = ", ".join(sorted(node for nodes in where.values() for node in nodes))
+            broken.append(f"gang {key} requires one {level}: on {len(where)} ({on})")
+    return broken
 
 
 class GpuSecondsMeter:
