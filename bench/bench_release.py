@@ -8,6 +8,12 @@ apply). The webhook is not in the loop: pods are created already carrying the ga
 webhook would leave them. For gangs of 8, 100 and 1,000 one-GPU pods on 8-GPU nodes with just
 enough room; each size in a fresh cluster, a few repetitions, median and worst printed.
 
+In the same run, on the same cluster and through the controller's own API client, the bare-PATCH
+floor: as many no-op JSON patches (a lone `test` of the pod's uid) as the gang has pods, at the
+controller's concurrency (`max_in_flight`), from the first sent to the last answered. The
+release time's ratio to it says what the release costs beyond the API's own price per patch.
+The load average is printed beside the figures (the machine is shared).
+
     .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process]
 """
 
@@ -17,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -78,8 +85,24 @@ async def simulator(nodes: int, in_process: bool):
                 await proc.wait()
 
 
-async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float]:
-    """Seconds from the last pod created to (all gates removed, all pods bound)."""
+async def patch_floor(core: object, names: list[str], concurrency: int) -> float:
+    """Seconds to send one no-op JSON patch to each pod, `concurrency` in flight."""
+    sem = asyncio.Semaphore(concurrency)
+    pods = {p["metadata"]["name"]: p for p in (await call_json(core.list_namespaced_pod, "default"))["items"]}
+
+    async def noop(name: str) -> None:
+        async with sem:
+            body = [{"op": "test", "path": "/metadata/uid", "value": pods[name]["metadata"]["uid"]}]
+            await call_json(core.patch_namespaced_pod, name, "default", body)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(noop(n) for n in names))
+    return time.perf_counter() - start
+
+
+async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float, float, int]:
+    """Seconds from the last pod created to (all gates removed, all pods bound); the bare-PATCH
+    floor for as many pods; the dry runs the release sent."""
     from kubernetes_asyncio import client
 
     nodes = (size + 7) // 8
@@ -134,25 +157,33 @@ async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float]:
                   file=sys.stderr, flush=True)
         released = max(ungated.values(), default=start + float("nan")) - start
         all_bound = max(bound.values()) - start if len(bound) == size else float("nan")
+        floor = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)],
+                                  controller.config.max_in_flight)
         for task in (ctl_task, watch_task):
             task.cancel()
         await asyncio.gather(ctl_task, watch_task, return_exceptions=True)
         await api.close()
         await ctl_api.close()
-        return released, all_bound
+        return released, all_bound, floor, controller.releaser.dry_runs
 
 
 async def main(sizes: list[int], repeat: int, in_process: bool) -> None:
     where = "in this process" if in_process else "in its own process (ganggate sim serve)"
-    print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated)")
-    print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} {'worst':>8}")
+    print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated); "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} "
+          f"{'worst':>8} {'PATCH floor':>12} {'ratio':>6} {'dry runs':>8}")
     for size in sizes:
         # Every run ends by itself: a stuck run is reported, not waited for.
         results = [await asyncio.wait_for(one_run(size, r, in_process), 400) for r in range(repeat)]
         rel = [r[0] for r in results]
         bnd = [r[1] for r in results]
+        floor = statistics.median(r[2] for r in results)
+        ratio = statistics.median(r[0] / r[2] for r in results)
         print(f"{size:>6} {repeat:>4} {statistics.median(rel) * 1000:>19.0f} ms {max(rel) * 1000:>5.0f} ms "
-              f"{statistics.median(bnd) * 1000:>15.0f} ms {max(bnd) * 1000:>5.0f} ms", flush=True)
+              f"{statistics.median(bnd) * 1000:>15.0f} ms {max(bnd) * 1000:>5.0f} ms {floor * 1000:>9.0f} ms "
+              f"{ratio:>5.2f}x {max(r[3] for r in results):>8}", flush=True)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -122,7 +122,8 @@ def run_controller(args: argparse.Namespace) -> int:
         return 2
 
     async def main() -> None:
-        api_client = await make_api_client(args.kubeconfig)
+        # The releases' patches in flight, and the deletions of a restart beside them.
+        api_client = await make_api_client(args.kubeconfig, concurrency=2 * cfg.max_in_flight)
         loop = asyncio.get_running_loop()
         signals = (signal.SIGTERM, signal.SIGINT)
         try:
