@@ -106,6 +106,10 @@ class GangLifecycle:
         self._restarting.discard(key)
         return False
 
+    def timed_out_gangs(self) -> list[GangKey]:
+        """Gangs already reported as timed out (no second report: nothing is due for them)."""
+        return list(self._timed_out)
+
     def handle_losses(self, losses: Iterable[MemberLoss]) -> None:
         for loss in losses:
             self._on_loss(loss)

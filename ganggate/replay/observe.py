@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS as GROUP_TIMEOUT
 from ganggate.core.nodematch import HOSTNAME_LABEL
 from ganggate.core.resources import GPU
 from ganggate.replay.metrics import JobProgress
@@ -25,8 +25,9 @@ PRIORITY_ANNOTATION = "replay.ganggate.io/priority"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True) -> dict:
-    """Pod `index` of a job: its resources, its job label and (for a gang) the gang annotations.
+def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True, timeout_seconds: int | None = None) -> dict:
+    """Pod `index` of a job: its resources, its job label and (for a gang) the gang annotations,
+    with timeout_seconds its group-timeout-seconds.
 
     The same pods are created in every mode; without the webhook the annotations are inert.
     """
@@ -39,6 +40,8 @@ def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True) -> 
     if gang:
         annotations[GROUP_NAME] = job.job_id
         annotations[GROUP_POD_NUM] = str(job.pods)
+        if timeout_seconds is not None:
+            annotations[GROUP_TIMEOUT] = str(timeout_seconds)
     resources: dict[str, dict[str, str]] = {"requests": requests}
     if limits:
         resources["limits"] = limits
@@ -148,3 +151,9 @@ def unsettled(pods: Iterable[PodView]) -> list[PodView]:
     (the kubelet's turn). Ungated unbound pods are the scheduler's and are judged by the
     caller, since a pod that fits nowhere stays unbound for good."""
     return [p for p in pods if p.bound and not p.running]
+
+
+def event_rows(events: Iterable[Mapping]) -> list[tuple[str, str, str, int]]:
+    """Events as `kubectl get events` lists them: (reason, object name, message, count), sorted."""
+    return sorted((str(e.get("reason") or ""), str((e.get("involvedObject") or {}).get("name") or ""),
+                   str(e.get("message") or ""), int(e.get("count") or 1)) for e in events)
