@@ -22,6 +22,7 @@ preemption, member loss); each part's logic lives in a module of its own, hooked
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import socket
@@ -185,6 +186,10 @@ class Controller:
     def _reset(self, nodes: list[dict], pods: list[dict]) -> None:
         self.state.reset(nodes, pods)
         self.bypass.reset(self.state.pods.values())
+        # The picture a relist builds is long-lived: out of the collector's way (gc.freeze), else
+        # every full collection walks all of it, holding the GIL for hundreds of milliseconds at
+        # 20,000 nodes and stalling the loop whichever thread plans (bench/bench_loop_stall.py).
+        gc.freeze()
 
     def _on_node_event(self, kind: str, node: dict) -> None:
         self._changes.apply(self.state.apply_node, kind, node)
@@ -275,9 +280,9 @@ class Controller:
             await asyncio.sleep(max(0.0, wait))
             self._dirty.clear()
             self._last_loop = time.monotonic()
-            if self.synced:
-                self._update_gauges()
             if self._held or self._stopping or not self.synced or not self.is_leader:
+                if self.synced:
+                    await self._gauges()
                 continue
             self._last_round = time.monotonic()
             try:
@@ -301,16 +306,34 @@ class Controller:
         """`round`, with `decide()` in a worker thread: the loop stays free while it plans, and
         the state changes that arrive meanwhile are applied after the round. A leader whose
         lease lapsed while it planned (or a controller told to stop) acts on nothing."""
-        self._before_round(now)
+        self._before_round(now, timeouts=False)
         started = time.perf_counter()
         self._changes.planning = True
+        timed_out: list[Any] = []
+
+        def also() -> None:  # more reads of the whole state, in the same thread
+            timed_out.extend(self.lifecycle.due_timeouts(now))
+            self._update_gauges()
+
         try:
-            decisions, waitings, due = await plan_in_thread(self.state, now, **self._plan_settings())
+            decisions, waitings, due = await plan_in_thread(self.state, now, then=also, **self._plan_settings())
             self.metrics.decide_seconds.observe(time.perf_counter() - started)
             if self._stopping or not self.is_leader:
                 log.info("round planned but not acted on: %s", "stopping" if self._stopping else "not leading")
                 return
-            self._after_round(decisions, waitings, due, now)
+            self.lifecycle.report_timeouts(timed_out)
+            self._after_round(decisions, waitings, due, now, gauges=False)  # the thread did them
+        finally:
+            self._changes.flush()
+
+    async def _gauges(self) -> None:
+        """Update the gauges (a read of the whole state: off the loop when rounds plan off it)."""
+        if self.config.planning != "thread":
+            self._update_gauges()
+            return
+        self._changes.planning = True
+        try:
+            await asyncio.to_thread(self._update_gauges)
         finally:
             self._changes.flush()
 
@@ -318,11 +341,12 @@ class Controller:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
                 "timed_out": self.lifecycle.timed_out_gangs()}
 
-    def _before_round(self, now: float) -> None:
+    def _before_round(self, now: float, timeouts: bool = True) -> None:
         self.rounds += 1
-        self.lifecycle.handle(now)  # first: a gang being restarted is not rolled forward
+        self.lifecycle.handle(now, timeouts)  # first: a gang being restarted is not rolled forward
 
-    def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float) -> None:
+    def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
+                     gauges: bool = True) -> None:
         for decision in decisions:
             if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
                 continue
@@ -332,7 +356,8 @@ class Controller:
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
-        self._update_gauges()
+        if gauges:
+            self._update_gauges()
         self._wake_at(due)
 
     def _wake_at(self, due: float | None) -> None:

@@ -49,6 +49,15 @@ def plan(state: ClusterState, now: float, *, policy: str, starvation_seconds: fl
     return decisions, waitings, next_due(state, now, starvation_seconds=starvation_seconds, timed_out=timed_out)
 
 
-async def plan_in_thread(state: ClusterState, now: float, **kwargs: Any) -> tuple[list[Any], list[Any], float | None]:
-    """`plan` in a worker thread; the caller holds every state change until it returns."""
-    return await asyncio.to_thread(plan, state, now, **kwargs)
+async def plan_in_thread(state: ClusterState, now: float, *, then: Callable[[], Any] | None = None,
+                         **kwargs: Any) -> tuple[list[Any], list[Any], float | None]:
+    """`plan` in a worker thread, then `then` there too (another read of the whole state, such
+    as the gauges); the caller holds every state change until it returns."""
+
+    def work() -> tuple[list[Any], list[Any], float | None]:
+        out = plan(state, now, **kwargs)
+        if then is not None:
+            then()
+        return out
+
+    return await asyncio.to_thread(work)
