@@ -10,7 +10,8 @@ a release cut short (crash, lost leadership, exhausted retries) is finished by t
 roll-forward decision in a later round, under the same decision id. Released pods that do not
 bind in time are ganggate.controller.bindtimeout's; the settings are ganggate.controller.config's.
 Time comes from one clock (ganggate.kube.clock): the wall clock, or a replay's simulated one; a
-round is also due when a deadline falls (ganggate.controller.timers).
+round is also due when a deadline falls (ganggate.controller.timers). Only the lease keeps to
+real time (LeaderElector takes a clock of its own, the wall clock by default).
 
 `stop()` (SIGTERM, SIGINT) is a clean stop: no new round, releases not yet validated are not
 applied, releases being applied get `shutdown_grace_seconds` to finish, then the lease is given up.
@@ -100,7 +101,9 @@ class Controller:
                 client.CoordinationV1Api(api_client), name=config.lease_name, namespace=config.lease_namespace,
                 identity=self.identity, lease_duration=config.lease_duration_seconds,
                 retry_period=config.renew_seconds, metrics=self.metrics, on_change=lambda _: self._poke(),
-                clock=clock,
+                # The lease stays on real time whatever the controller's clock: it proves a live
+                # process to the other replicas, and its renewals are real requests; on a
+                # simulated clock that jumps hours a leader would lose it at every jump.
             )
         self.metrics_port: int | None = None  # the bound port once serving
         self.rounds = 0

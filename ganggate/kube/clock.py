@@ -1,10 +1,12 @@
 """The clock a component reads: the wall clock in production, a simulated one in replays and tests.
 
 Everything the controller times by policy (bind timeouts, gang timeouts, starvation, promises'
-deadlines, the decision's time, Events' timestamps, the lease's timing) reads one `Clock`, so a
+deadlines, the decision's time, Events' timestamps) reads one `Clock`, so a
 replay that runs a day of simulated time in minutes sees every policy fire on that day's clock.
 Waits that pace the API itself (retry backoff, rate limits, an echo awaited from a watch) stay
-on the real clock: they are about how fast the API server answers, not about the simulated day.
+on the real clock: they are about how fast the API server answers, not about the simulated day;
+so does the controller's lease (ganggate.kube.leader takes a clock, the wall clock unless told),
+which proves a live process to the other replicas.
 """
 
 from __future__ import annotations
