@@ -3,10 +3,22 @@
 On kubesim over HTTP (by default in its own process, `ganggate sim serve`, so that the API
 server and the controller use separate cores as they would in a cluster; `--in-process` runs
 everything on one event loop) with the default scheduler stand-in running (kubelet off), the
-controller in this process with its defaults (plan policy, pinned placement, 32 patches in flight, dry-run then
-apply). The webhook is not in the loop: pods are created already carrying the gate, as the
-webhook would leave them. For gangs of 8, 100 and 1,000 one-GPU pods on 8-GPU nodes with just
-enough room; each size in a fresh cluster, a few repetitions, median and worst printed.
+controller in this process with its defaults (plan policy, pinned placement, 32 patches in flight,
+one dry run per pod shape, then the patches). The webhook is not in the loop: pods are created already carrying the gate, as the
+webhook would leave them. For gangs of 8, 100 and 1,000 one-GPU pods on 8-GPU nodes with twice
+the room they need; each size in a fresh cluster, a few repetitions, median and worst printed.
+
+In the same run, on the same cluster and through the controller's own API client, the bare-PATCH
+floor: as many no-op JSON patches (a lone `test` of the pod's uid) as the gang has pods, at the
+controller's concurrency (`max_in_flight`), from the first sent to the last answered. The
+release time's ratio to it (gates/PATCH) says what the release costs beyond the API's price of
+a patch that writes nothing. A release's patches do write: each is a watch event to every
+watcher and a scheduling and binding by the scheduler. So the run also measures the ungate
+floor: the same client releasing as many gated pods of no gang (the controller leaves them
+alone) with the same release patch, at the same concurrency, no dry run, until all are bound,
+on the other half of the cluster (twice the nodes the gang needs); bound/ungate is the release
+(last pod created -> all bound) over it: what the controller adds to the API's own price of
+the release's writes. The load average is printed beside the figures (the machine is shared).
 
     .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process]
 """
@@ -17,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -28,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
 from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
 from ganggate.controller.informer import Informer  # noqa: E402
+from ganggate.controller.release import build_patch, decision_annotation  # noqa: E402
 from ganggate.kube.calls import call_json  # noqa: E402
 
 
@@ -78,11 +92,74 @@ async def simulator(nodes: int, in_process: bool):
                 await proc.wait()
 
 
-async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float]:
-    """Seconds from the last pod created to (all gates removed, all pods bound)."""
+async def patch_floor(core: object, names: list[str], concurrency: int) -> float:
+    """Seconds to send one no-op JSON patch to each pod, `concurrency` in flight."""
+    sem = asyncio.Semaphore(concurrency)
+    pods = {p["metadata"]["name"]: p for p in (await call_json(core.list_namespaced_pod, "default"))["items"]}
+
+    async def noop(name: str) -> None:
+        async with sem:
+            body = [{"op": "test", "path": "/metadata/uid", "value": pods[name]["metadata"]["uid"]}]
+            await call_json(core.patch_namespaced_pod, name, "default", body)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(noop(n) for n in names))
+    return time.perf_counter() - start
+
+
+async def free_slots(core: object, nodes: int) -> list[str]:
+    """One node name per free GPU (8-GPU nodes, one-GPU pods)."""
+    used: dict[str, int] = {}
+    for pod in (await call_json(core.list_namespaced_pod, "default"))["items"]:
+        node = pod["spec"].get("nodeName")
+        if node:
+            used[node] = used.get(node, 0) + 1
+    return [f"node-{n}" for n in range(nodes) for _ in range(8 - used.get(f"node-{n}", 0))]
+
+
+async def ungate_floor(core: object, size: int, slots: list[str], concurrency: int,
+                       ungated: dict[str, float], bound: dict[str, float]) -> float:
+    """Seconds for this client alone to release `size` gated pods that belong to no gang (so the
+    controller leaves them alone): the same release patch (build_patch: test uid and gate, remove
+    the gate, pin to a node with room, record a decision), one per pod, no dry run, at the
+    controller's concurrency, until the watch shows every gate removed and every pod bound. The
+    API's own price of a release's writes, the scheduler's bindings included."""
+    sem = asyncio.Semaphore(concurrency)
+    names = [f"direct-{i}" for i in range(size)]
+
+    async def create(name: str) -> dict:
+        pod = gated_pod(name, "unused", size)
+        pod["metadata"]["annotations"] = {}
+        async with sem:
+            return await call_json(core.create_namespaced_pod, "default", pod)
+
+    created = await asyncio.gather(*(create(n) for n in names))
+    while not all(n in WATCHED for n in names):
+        await asyncio.sleep(0.005)
+
+    async def release(i: int, pod: dict) -> None:
+        body = build_patch(pod, decision_annotation("floor", "2027-01-01T00:00:00Z", None, "default/floor", size),
+                           slots[i])
+        async with sem:
+            await call_json(core.patch_namespaced_pod, pod["metadata"]["name"], "default", body)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(release(i, p) for i, p in enumerate(created)))
+    while not all(n in ungated and n in bound for n in names):
+        await asyncio.sleep(0.005)
+    return max(max(ungated[n], bound[n]) for n in names) - start
+
+
+WATCHED: set[str] = set()  # pods the bench's watch has shown
+
+
+async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float, float, int, float]:
+    """Seconds from the last pod created to (all gates removed, all pods bound); the bare-PATCH
+    floor for as many pods; the dry runs the release sent; the ungate floor (`ungate_floor`,
+    on the cluster's other half)."""
     from kubernetes_asyncio import client
 
-    nodes = (size + 7) // 8
+    nodes = 2 * ((size + 7) // 8)  # half for the gang, half for the ungate floor's pods
     async with simulator(nodes, in_process) as api_client:
         api = api_client()
         ctl_api = api_client()
@@ -92,6 +169,7 @@ async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float]:
 
         def see(pod: dict) -> None:
             name = pod["metadata"]["name"]
+            WATCHED.add(name)
             now = time.perf_counter()
             if not any(g.get("name") == GATE_NAME for g in pod["spec"].get("schedulingGates") or []):
                 ungated.setdefault(name, now)
@@ -134,25 +212,39 @@ async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float]:
                   file=sys.stderr, flush=True)
         released = max(ungated.values(), default=start + float("nan")) - start
         all_bound = max(bound.values()) - start if len(bound) == size else float("nan")
+        floor = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)],
+                                  controller.config.max_in_flight)
+        slots = await free_slots(core, nodes)
+        direct = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, controller.config.max_in_flight,
+                                    ungated, bound)
         for task in (ctl_task, watch_task):
             task.cancel()
         await asyncio.gather(ctl_task, watch_task, return_exceptions=True)
         await api.close()
         await ctl_api.close()
-        return released, all_bound
+        return released, all_bound, floor, controller.releaser.dry_runs, direct
 
 
 async def main(sizes: list[int], repeat: int, in_process: bool) -> None:
     where = "in this process" if in_process else "in its own process (ganggate sim serve)"
-    print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated)")
-    print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} {'worst':>8}")
+    print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated); "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} "
+          f"{'worst':>8} {'PATCH floor':>12} {'gates/PATCH':>12} {'dry runs':>8} {'ungate floor':>13} {'bound/ungate':>13}")
     for size in sizes:
         # Every run ends by itself: a stuck run is reported, not waited for.
         results = [await asyncio.wait_for(one_run(size, r, in_process), 400) for r in range(repeat)]
         rel = [r[0] for r in results]
         bnd = [r[1] for r in results]
+        floor = statistics.median(r[2] for r in results)
+        ratio = statistics.median(r[0] / r[2] for r in results)
+        direct = statistics.median(r[4] for r in results)
+        direct_ratio = statistics.median(max(r[0], r[1]) / r[4] for r in results)
         print(f"{size:>6} {repeat:>4} {statistics.median(rel) * 1000:>19.0f} ms {max(rel) * 1000:>5.0f} ms "
-              f"{statistics.median(bnd) * 1000:>15.0f} ms {max(bnd) * 1000:>5.0f} ms", flush=True)
+              f"{statistics.median(bnd) * 1000:>15.0f} ms {max(bnd) * 1000:>5.0f} ms {floor * 1000:>9.0f} ms "
+              f"{ratio:>11.2f}x {max(r[3] for r in results):>8} {direct * 1000:>10.0f} ms {direct_ratio:>12.2f}x",
+              flush=True)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

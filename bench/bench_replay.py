@@ -1,6 +1,9 @@
-"""Benchmark the trace replay: wall time and steps per second of each admission mode, and
-the figures the replay measures, for the sample trace and a 500-job synthetic trace on
-64 nodes x 8 GPUs.
+"""Benchmark the trace replay: wall time, steps per second and simulated hours per wall second
+of each admission mode, and the figures the replay measures, for the sample trace and a 500-job
+synthetic trace on 64 nodes x 8 GPUs. The controller runs on the replay's simulated clock, so its
+policies fire in simulated time: each gated mode also prints how many gangs its starvation
+hold-back held capacity for (their GangUnschedulable Event says "capacity held back"), and the
+GangBindTimeout and GangTimedOut Events. The load average is printed beside the figures.
 
     .venv/bin/python bench/bench_replay.py            # both (a few minutes on 2 cores)
     .venv/bin/python bench/bench_replay.py --quick    # the sample trace only
@@ -26,6 +29,15 @@ from ganggate.replay.trace import load_trace  # noqa: E402
 MODES = ("none", "count", "ganggate")
 
 
+def policy_line(result: engine.RunResult) -> str:
+    """What the controller's time-driven policies did, from the Events it left."""
+    held = {pod.rsplit("-", 1)[0] for reason, pod, message, _ in result.events
+            if reason == "GangUnschedulable" and "capacity held back" in message}
+    count = lambda reason: sum(1 for r, *_ in result.events if r == reason)  # noqa: E731
+    return (f"starvation hold-back for {len(held)} gangs, {count('GangBindTimeout')} GangBindTimeout, "
+            f"{count('GangTimedOut')} GangTimedOut")
+
+
 async def bench(name: str, scenario: engine.Scenario) -> None:
     pods = sum(j.pods for j in scenario.jobs)
     print(f"\n== {name}: {len(scenario.jobs)} jobs, {pods} pods, {len(scenario.nodes)} nodes, "
@@ -36,8 +48,10 @@ async def bench(name: str, scenario: engine.Scenario) -> None:
         result = await engine.run_scenario(scenario, mode, exact_webhook=False)
         wall = time.perf_counter() - started
         summaries.append(result.summary)
+        simulated = (result.end - min((j.submit_time for j in scenario.jobs), default=0.0)) / 3600
         print(f"{mode:>9}: {result.steps:5d} steps in {wall:6.1f} s wall = {result.steps / wall:6.1f} steps/s; "
-              f"{result.end / 3600:.1f} h simulated", flush=True)
+              f"{simulated:.1f} h simulated = {simulated / wall:.3f} simulated h per wall s; "
+              f"{policy_line(result)}; load average {os.getloadavg()[0]:.1f}", flush=True)
     print(report.markdown_table(summaries), flush=True)
 
 
@@ -49,7 +63,7 @@ def main() -> int:
     parser.add_argument("--load", type=float, default=1.5)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    for name in ("gate", "webhook", "kubesim", "certs", "aiohttp"):
+    for name in ("gate", "webhook", "kubesim", "certs", "aiohttp", "ganggate"):
         logging.getLogger(name).setLevel(logging.ERROR)
     print(f"bench_replay: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     sample = engine.Scenario(load_trace(ROOT / "examples/traces/sample.csv"), engine.uniform_nodes(4, 8))

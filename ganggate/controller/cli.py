@@ -52,6 +52,9 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="a scheduler whose pods ganggate serves (repeatable; default default-scheduler)")
     ctl.add_argument("--max-in-flight", type=int, default=32, help="concurrent release patches (default 32)")
+    ctl.add_argument("--planning", choices=["thread", "loop"], default="thread",
+                     help="thread: plan each round in a worker thread, so watches and lease renewals never wait "
+                     "for it (default); loop: on the event loop")
     ctl.add_argument("--no-leader-election", action="store_true", help="decide without holding the lease")
     _lease_flags(ctl)
     ctl.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS",
@@ -103,6 +106,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
         on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
+        planning=args.planning,
     )
     cfg.validate()
     return cfg
@@ -122,7 +126,8 @@ def run_controller(args: argparse.Namespace) -> int:
         return 2
 
     async def main() -> None:
-        api_client = await make_api_client(args.kubeconfig)
+        # The releases' patches in flight, and the deletions of a restart beside them.
+        api_client = await make_api_client(args.kubeconfig, concurrency=2 * cfg.max_in_flight)
         loop = asyncio.get_running_loop()
         signals = (signal.SIGTERM, signal.SIGINT)
         try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
+from ganggate.kube.clock import WALL, Clock
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,9 @@ class EventRecorder:
     """Queues Events and sends them at most `rate` per second (burst `burst`); drops when full."""
 
     def __init__(self, core_api: Any, *, rate: float = 50.0, burst: int = 200, queue_size: int = 5000,
-                 metrics: Any = None, host: str = "") -> None:
+                 metrics: Any = None, host: str = "", clock: Clock = WALL) -> None:
         self.core = core_api
+        self.clock = clock  # the Events' timestamps; the rate limit stays on real time (API pacing)
         self.rate = rate
         self.burst = burst
         self.metrics = metrics
@@ -94,7 +96,7 @@ class EventRecorder:
 
     async def send(self, ref: PodRef, reason: str, message: str) -> None:
         """Create the Event, or bump the count of the one already sent for this pod and reason."""
-        now = rfc3339(time.time())
+        now = rfc3339(self.clock.now())
         key = (ref, reason)
         sent = self._sent.get(key)
         if sent is not None:

@@ -1,12 +1,17 @@
 """The gate controller's async shell: informers in, decisions out, releases, events, metrics.
 
-Two informers keep the pure `ClusterState` in step with the API server. After events
-(debounced), the leader runs the core's `decide()`, promises each decision's placement in the
+Two informers keep the pure `ClusterState` in step with the API server. After events (at most
+one round per `debounce_seconds`), the leader runs the core's `decide()` in a worker thread
+(ganggate.controller.offloop: the changes that arrive meanwhile are held and applied after the
+round, so the planner never sees the state change under it), promises each decision's placement in the
 state (before the first patch), and releases it (ganggate.controller.release). A gang whose release is in
 flight is not re-decided until the release has finished and its effect is seen in the watch;
 a release cut short (crash, lost leadership, exhausted retries) is finished by the core's
 roll-forward decision in a later round, under the same decision id. Released pods that do not
 bind in time are ganggate.controller.bindtimeout's; the settings are ganggate.controller.config's.
+Time comes from one clock (ganggate.kube.clock): the wall clock, or a replay's simulated one; a
+round is also due when a deadline falls (ganggate.controller.timers). Only the lease keeps to
+real time (LeaderElector takes a clock of its own, the wall clock by default).
 
 `stop()` (SIGTERM, SIGINT) is a clean stop: no new round, releases not yet validated are not
 applied, releases being applied get `shutdown_grace_seconds` to finish, then the lease is given up.
@@ -18,6 +23,7 @@ preemption, member loss); each part's logic lives in a module of its own, hooked
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import socket
@@ -38,7 +44,9 @@ from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
 from ganggate.controller.release import Releaser, ReleaseRequest
 from ganggate.core.preemption import PreemptionOptions
+from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread
 from ganggate.kube.calls import ApiCallError, Backoff, rfc3339
+from ganggate.kube.clock import WALL, Clock
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +62,12 @@ def _decision_of_gang(gang: Any) -> dict | None:
 class Controller:
     """Releases whole gangs when they fit; see the module docstring."""
 
-    def __init__(self, api_client: Any, config: ControllerConfig) -> None:
+    def __init__(self, api_client: Any, config: ControllerConfig, clock: Clock = WALL) -> None:
         from kubernetes_asyncio import client
 
         config.validate()
         self.config = config
+        self.clock = clock
         self.api_client = api_client
         self.identity = config.identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.core = client.CoreV1Api(api_client)
@@ -67,7 +76,7 @@ class Controller:
                                   bind_timeout_seconds=config.bind_timeout_seconds,
                                   topology_levels=config.topology_levels)
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
-                                    metrics=self.metrics, host=self.identity)
+                                    metrics=self.metrics, host=self.identity, clock=clock)
         self.notifier = WaitNotifier()
         self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
@@ -92,6 +101,9 @@ class Controller:
                 client.CoordinationV1Api(api_client), name=config.lease_name, namespace=config.lease_namespace,
                 identity=self.identity, lease_duration=config.lease_duration_seconds,
                 retry_period=config.renew_seconds, metrics=self.metrics, on_change=lambda _: self._poke(),
+                # The lease stays on real time whatever the controller's clock: it proves a live
+                # process to the other replicas, and its renewals are real requests; on a
+                # simulated clock that jumps hours a leader would lose it at every jump.
             )
         self.metrics_port: int | None = None  # the bound port once serving
         self.rounds = 0
@@ -100,6 +112,10 @@ class Controller:
         self._release_tasks: set[asyncio.Task] = set()
         self._last_loop = time.monotonic()
         self._held = False
+        self._changes = ChangeBuffer()  # holds state changes while a round plans off the loop
+        self._last_round = float("-inf")  # time.monotonic() of the last round's start
+        self._timer: asyncio.Task | None = None  # wakes the loop when a deadline falls (timers)
+        self._timer_due: float | None = None
         self._stopping = False
         self._stop_requested: asyncio.Event | None = None
         if self.leader is None:
@@ -144,7 +160,7 @@ class Controller:
     def idle(self) -> bool:
         """True when no round is due and no release is in flight (a driver's "settled")."""
         dirty = self._dirty is not None and self._dirty.is_set()
-        return not dirty and not self._releasing and not self._release_tasks
+        return not dirty and not self._changes.planning and not self._releasing and not self._release_tasks
 
     def hold(self) -> None:
         """Run no decision round until `resume` (a replay lets one instant's changes land first,
@@ -166,22 +182,33 @@ class Controller:
             self._dirty.set()
 
     def _on_list(self, _items: list[dict]) -> None:
-        self.state.reset(list(self.nodes.store.values()), list(self.pods.store.values()))
-        self.bypass.reset(self.state.pods.values())
+        # The stores as they are now: a relist held during a round must not take in later events.
+        self._changes.apply(self._reset, list(self.nodes.store.values()), list(self.pods.store.values()))
         self._poke()
 
+    def _reset(self, nodes: list[dict], pods: list[dict]) -> None:
+        self.state.reset(nodes, pods)
+        self.bypass.reset(self.state.pods.values())
+        # The picture a relist builds is long-lived: out of the collector's way (gc.freeze), else
+        # every full collection walks all of it, holding the GIL for hundreds of milliseconds at
+        # 20,000 nodes and stalling the loop whichever thread plans (bench/bench_loop_stall.py).
+        gc.freeze()
+
     def _on_node_event(self, kind: str, node: dict) -> None:
-        self.state.apply_node(kind, node)
+        self._changes.apply(self.state.apply_node, kind, node)
         self._poke()
 
     def _on_pod_event(self, kind: str, pod: dict) -> None:
+        self._changes.apply(self._apply_pod, kind, pod)
+        self._poke()
+
+    def _apply_pod(self, kind: str, pod: dict) -> None:
         self.state.apply_pod(kind, pod)
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
         self.bypass.update(key, None if kind == "DELETED" else self.state.pods.get(key))
         if kind == "DELETED":
             self.events.forget((pod.get("metadata") or {}).get("uid") or "")
-        self._poke()
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -213,6 +240,8 @@ class Controller:
                     task.result()  # a component failed: let its error out
         finally:
             stopper.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
             # gather() has already cancelled its children when we were cancelled; a second
             # cancel would interrupt their clean-up (giving the lease up).
             for task in tasks + list(self._release_tasks):
@@ -248,28 +277,79 @@ class Controller:
                     await self._dirty.wait()
             except TimeoutError:
                 pass
-            await asyncio.sleep(self.config.debounce_seconds)
+            # At most one round per debounce interval; the first after a quiet spell at once (a
+            # gang's last pod is released without waiting), a burst's changes batched.
+            wait = self._last_round + self.config.debounce_seconds - time.monotonic()
+            await asyncio.sleep(max(0.0, wait))
             self._dirty.clear()
             self._last_loop = time.monotonic()
-            if self.synced:
-                self._update_gauges()
             if self._held or self._stopping or not self.synced or not self.is_leader:
+                if self.synced:
+                    await self._gauges()
                 continue
+            self._last_round = time.monotonic()
             try:
-                self.round(time.time())
+                if self.config.planning == "thread":
+                    await self.round_off_loop(self.clock.now())
+                else:
+                    self.round(self.clock.now())
             except Exception:  # a bug in one round must not stop the controller
                 log.exception("decision round failed")
 
     def round(self, now: float) -> None:
-        """One decision round: decide, promise and start releases, report waits and timeouts."""
-        from ganggate.core.planner import decide
-
-        self.rounds += 1
-        self.lifecycle.handle(now)  # first: a gang being restarted is not rolled forward
+        """One decision round on the event loop: decide, promise and start releases, report
+        waits and timeouts."""
+        self._before_round(now)
         started = time.perf_counter()
-        decisions, waitings = decide(self.state, now, policy=self.config.policy,
-                                     starvation_seconds=self.config.starvation_seconds)
+        decisions, waitings, due = plan(self.state, now, **self._plan_settings())
         self.metrics.decide_seconds.observe(time.perf_counter() - started)
+        self._after_round(decisions, waitings, due, now)
+
+    async def round_off_loop(self, now: float) -> None:
+        """`round`, with `decide()` in a worker thread: the loop stays free while it plans, and
+        the state changes that arrive meanwhile are applied after the round. A leader whose
+        lease lapsed while it planned (or a controller told to stop) acts on nothing."""
+        self._before_round(now, timeouts=False)
+        started = time.perf_counter()
+        self._changes.planning = True
+        timed_out: list[Any] = []
+
+        def also() -> None:  # more reads of the whole state, in the same thread
+            timed_out.extend(self.lifecycle.due_timeouts(now))
+            self._update_gauges()
+
+        try:
+            decisions, waitings, due = await plan_in_thread(self.state, now, then=also, **self._plan_settings())
+            self.metrics.decide_seconds.observe(time.perf_counter() - started)
+            if self._stopping or not self.is_leader:
+                log.info("round planned but not acted on: %s", "stopping" if self._stopping else "not leading")
+                return
+            self.lifecycle.report_timeouts(timed_out)
+            self._after_round(decisions, waitings, due, now, gauges=False)  # the thread did them
+        finally:
+            self._changes.flush()
+
+    async def _gauges(self) -> None:
+        """Update the gauges (a read of the whole state: off the loop when rounds plan off it)."""
+        if self.config.planning != "thread":
+            self._update_gauges()
+            return
+        self._changes.planning = True
+        try:
+            await asyncio.to_thread(self._update_gauges)
+        finally:
+            self._changes.flush()
+
+    def _plan_settings(self) -> dict[str, Any]:
+        return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
+                "timed_out": self.lifecycle.timed_out_gangs()}
+
+    def _before_round(self, now: float, timeouts: bool = True) -> None:
+        self.rounds += 1
+        self.lifecycle.handle(now, timeouts)  # first: a gang being restarted is not rolled forward
+
+    def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
+                     gauges: bool = True) -> None:
         for decision in decisions:
             if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
                 continue
@@ -279,7 +359,25 @@ class Controller:
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
-        self._update_gauges()
+        if gauges:
+            self._update_gauges()
+        self._wake_at(due)
+
+    def _wake_at(self, due: float | None) -> None:
+        """Have a round when `due` comes on the clock (controller.timers), unless one is set
+        for then already; a replay's simulated clock jumps there."""
+        if due == self._timer_due and self._timer is not None and not self._timer.done():
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_due = None, due
+        if due is not None and self._dirty is not None:  # only under run()
+            self._timer = asyncio.get_running_loop().create_task(self._sleep_then_poke(due))
+
+    async def _sleep_then_poke(self, due: float) -> None:
+        await self.clock.sleep_until(due)
+        self._timer_due = None
+        self._poke()
 
     def _update_gauges(self) -> None:
         self.metrics.observe_cluster(self.state, set(self.bypass.gangs))
@@ -379,8 +477,9 @@ class Controller:
             self._poke()
 
     def _cancel_promises(self, placement: dict[str, str | None]) -> None:
-        """Give back the capacity promised to pods that were not released."""
-        self.state.cancel_promises(list(placement))
+        """Give back the capacity promised to pods that were not released (after the round
+        being planned, if any)."""
+        self._changes.apply(self.state.cancel_promises, list(placement))
 
     async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
         """Wait (bounded) until the watch shows the released pods without their gate."""

@@ -106,14 +106,20 @@ class GangLifecycle:
         self._restarting.discard(key)
         return False
 
+    def timed_out_gangs(self) -> list[GangKey]:
+        """Gangs already reported as timed out (no second report: nothing is due for them)."""
+        return list(self._timed_out)
+
     def handle_losses(self, losses: Iterable[MemberLoss]) -> None:
         for loss in losses:
             self._on_loss(loss)
 
-    def handle(self, now: float) -> None:
-        """Act on the losses the state recorded, then on timeouts; keep the budgets in step."""
+    def handle(self, now: float, timeouts: bool = True) -> None:
+        """Act on the losses the state recorded, then on timeouts (unless the caller looks for
+        them off the loop: `due_timeouts`, `report_timeouts`); keep the budgets in step."""
         self.handle_losses(self.state.take_losses())
-        self._timeouts(now)
+        if timeouts:
+            self.report_timeouts(self.due_timeouts(now))
         if self.protection is not None:
             self.protection.reconcile(now)
 
@@ -178,12 +184,21 @@ class GangLifecycle:
             if exc.status not in (404, 409):
                 log.warning("deleting %s: %s", pod_key, exc)
 
-    def _timeouts(self, now: float) -> None:
+    def due_timeouts(self, now: float) -> list[tuple[GangKey, int]]:
+        """Gangs past their timeout and not reported yet (a read of every gang: it may run in
+        a round's worker thread)."""
+        skip = [k for k, created in list(self._timed_out.items())
+                if k in self.state.gangs and self.state.gangs[k].created == created]
+        return gangs_timed_out(self.state.gangs, now, skip)
+
+    def report_timeouts(self, found: list[tuple[GangKey, int]]) -> None:
+        """One GangTimedOut Event and a WARNING per gang found by `due_timeouts`."""
         for key in [k for k in self._timed_out if k not in self.state.gangs]:
             del self._timed_out[key]
-        skip = [k for k, created in self._timed_out.items() if self.state.gangs[k].created == created]
-        for key, timeout in gangs_timed_out(self.state.gangs, now, skip):
-            gang = self.state.gangs[key]
+        for key, timeout in found:
+            gang = self.state.gangs.get(key)
+            if gang is None:
+                continue
             self._timed_out[key] = gang.created
             pods = sorted(gang.live_pods(), key=lambda p: (p.created, p.key))
             message = (f"gang {key[0]}/{key[1]} has waited more than {timeout}s "

@@ -21,11 +21,25 @@ def _default_kubeconfig_exists() -> bool:
     return any(Path(p).expanduser().is_file() for p in candidates)
 
 
-async def make_api_client(kubeconfig: str | None) -> Any:
-    """An ApiClient from the kubeconfig, else in-cluster config, else the default kubeconfig."""
+# Connections a component keeps open besides its request bursts: the long-running watches
+# (nodes, pods, PodDisruptionBudgets), the lease and the Event sender, with room to spare.
+STEADY_CONNECTIONS = 16
+
+
+def pool_size_for(concurrency: int) -> int:
+    """Connections an ApiClient needs so that `concurrency` requests in flight never queue
+    behind the watches for a free connection (kubernetes-asyncio's default pool is 100)."""
+    return max(1, concurrency) + STEADY_CONNECTIONS
+
+
+async def make_api_client(kubeconfig: str | None, *, concurrency: int | None = None) -> Any:
+    """An ApiClient from the kubeconfig, else in-cluster config, else the default kubeconfig;
+    with `concurrency`, its connection pool sized for that many requests in flight."""
     from kubernetes_asyncio import client, config
 
     configuration = client.Configuration()
+    if concurrency is not None:
+        configuration.connection_pool_maxsize = pool_size_for(concurrency)
     try:
         if kubeconfig:
             await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)

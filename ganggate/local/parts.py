@@ -84,11 +84,13 @@ async def ensure_namespace(api: Any, name: str) -> None:
             raise
 
 
-def start_controller(api: Any, config: Any, name: str = "ganggate-controller") -> tuple[Any, asyncio.Task]:
-    """Start the gate controller as a task; returns it and the task."""
+def start_controller(api: Any, config: Any, name: str = "ganggate-controller",
+                     clock: Any = None) -> tuple[Any, asyncio.Task]:
+    """Start the gate controller as a task (on `clock`, a ganggate.kube.clock.Clock; default the
+    wall clock); returns it and the task."""
     from ganggate.controller.loop import Controller
 
-    controller = Controller(api, config)
+    controller = Controller(api, config) if clock is None else Controller(api, config, clock=clock)
     return controller, asyncio.create_task(controller.run(), name=name)
 
 

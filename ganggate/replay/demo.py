@@ -19,6 +19,12 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ganggate.replay.engine import run_scenario
+
+# The controller runs on the replay's simulated clock, so its starvation hold-back fires in
+# simulated time. The big job cannot fit before the node joins at minute 40 (the inference
+# server never ends), and with the default limit (300 s) it would hold back the whole cluster
+# from minute 5 on, the small jobs waiting with it: the story is told with a limit of an hour.
+CONTROLLER_SETTINGS = {"starvation_seconds": 3600.0}
 from ganggate.replay.scenario import Background, NodeEvent, NodeSpec, RunResult, Scenario, StepView
 from ganggate.replay.trace import Job
 
@@ -160,7 +166,7 @@ async def play(out: TextIO, *, quiet: bool, style: Style, pace: float) -> tuple[
                         ("ganggate", "With ganggate: webhook + gate controller")):
         if not quiet:
             print(style.bold(f"\n== {title} =="), file=out, flush=True)
-        results[mode] = await run_scenario(scenario, mode, on_step=printer)
+        results[mode] = await run_scenario(scenario, mode, on_step=printer, controller_settings=CONTROLLER_SETTINGS)
     return facts(results["none"]), facts(results["ganggate"])
 
 

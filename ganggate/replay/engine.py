@@ -1,8 +1,10 @@
 """Run a job trace on kubesim over simulated time, through the real webhook and controller.
 
-Time moves only when the engine says so (`ManualClock`, shared with kubesim's kubelet): at each
+Time moves only when the engine says so (`ManualClock`, shared with kubesim's kubelet and API
+server, and the gate controller's clock through ganggate.replay.stack.SimulatedClock): at each
 step it finishes the jobs due, applies cluster events (a node added), submits the jobs due,
-waits until the cluster has settled, records a sample, then jumps to the next event. The run
+waits until the cluster has settled, records a sample, then jumps to the next event (a controller deadline is one: its bind timeouts, gang timeouts and
+starvation hold-back fire in simulated time). The run
 stops when nothing can happen any more: nothing running and nothing left to arrive; jobs that
 never completed by then are deadlocked.
 
@@ -12,6 +14,9 @@ each pod's `kubesim.io/run-seconds` on its own, so the engine finishes a job's p
 writing the Succeeded status the kubelet writes (ganggate.sim.kubelet.succeeded_status) through the
 pods/status subresource. What a replay runs and returns (Scenario, RunResult...) is in
 ganggate.replay.scenario.
+
+Why this module is long: it is the replay's one loop, and the steps of an instant (act, hold the
+deciders, settle, observe) share its state; each step is a method of a few lines.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import aiohttp
 
 from ganggate.replay.disruptions import Disruptor
 from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
-from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, job_nodes, pod_manifest, progress, view
+from ganggate.replay.observe import (JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest,
+                                     progress, view)
 from ganggate.replay.owners import as_rv, create_job, job_controller_busy
 from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
     Background,
@@ -39,7 +45,7 @@ from ganggate.replay.scenario import (  # the types also re-exported here, where
     check_fits,
     uniform_nodes,
 )
-from ganggate.replay.stack import MODES, Stack, start_gate
+from ganggate.replay.stack import MODES, SimulatedClock, Stack, start_gate
 from ganggate.replay.trace import Job
 
 NAMESPACE = "default"
@@ -47,7 +53,8 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 class _Engine:
     def __init__(self, scenario: Scenario, mode: str, on_step: Callable[[StepView], Any] | None,
-                 settle_timeout: float, exact_webhook: bool = True) -> None:
+                 settle_timeout: float, exact_webhook: bool = True, controller_settings: dict | None = None,
+                 gang_timeout_seconds: int | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.scenario = scenario
@@ -66,6 +73,8 @@ class _Engine:
         self.disruptor = Disruptor(self, scenario.disruptions)
         self.steps = 0
         self.exact_webhook = exact_webhook
+        self.controller_settings = dict(controller_settings or {})
+        self.gang_timeout_seconds = gang_timeout_seconds
         self._pods_cache: tuple[int, tuple[list[PodView], int, int]] | None = None
         self._view_cache: dict[Any, tuple[str, PodView | None]] = {}
         self._starting = 0
@@ -83,7 +92,8 @@ class _Engine:
         clock = ManualClock(start=first)
         sim = Simulator(nodes=0, scheduler=False, kubelet=False, clock=clock)
         await sim.start()
-        stack = Stack(mode=self.mode, sim=sim, topology_levels=tuple(self.scenario.topology_levels))
+        stack = Stack(mode=self.mode, sim=sim, topology_levels=tuple(self.scenario.topology_levels),
+                      clock=SimulatedClock(clock), settings=self.controller_settings)
         tasks: list[asyncio.Task] = []
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64),
                                         timeout=aiohttp.ClientTimeout(total=60))
@@ -152,6 +162,7 @@ class _Engine:
                     break
                 clock.advance_to(max(min(candidates), now))
             end = clock.now()
+            events = await self._events()
         finally:
             await session.close()
             await stack.close()
@@ -165,7 +176,7 @@ class _Engine:
         summary = summarise(self.mode, self.samples, records, self.scenario.capacity, end)
         return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
                          time.monotonic() - started, self.interruptions,
-                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions})
+                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events)
 
     # ---- acting on the cluster ---------------------------------------------------------
 
@@ -181,7 +192,8 @@ class _Engine:
         self.records[job.job_id] = JobRecord(job.job_id, job.submit_time, job.gpus)
         if self.owners:
             return await create_job(self.session, self.sim.url, job, NAMESPACE)
-        await _gather_bounded([self._create(pod_manifest(job, i, NAMESPACE)) for i in range(job.pods)])
+        await _gather_bounded([self._create(pod_manifest(job, i, NAMESPACE, timeout_seconds=self.gang_timeout_seconds))
+                               for i in range(job.pods)])
 
     async def _finish(self, job_id: str) -> None:
         """The job's processes exit 0: write Succeeded as the kubelet would."""
@@ -201,6 +213,14 @@ class _Engine:
                     raise ReplayError(f"finishing pod {name}: HTTP {response.status}: {body[:300]!r}")
 
         await _gather_bounded([finish(p) for p in pods])
+
+    async def _events(self) -> list[tuple[str, str, str, int]]:
+        """The cluster's Events once the controller has sent those it queued (bounded wait)."""
+        controller = self.stack.controller
+        deadline = time.monotonic() + self.settle_timeout
+        while controller is not None and not controller.events.queue.empty() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return event_rows(s.obj for _, s in self.sim.store.iter("events", NAMESPACE))
 
     # ---- one instant at a time ---------------------------------------------------------
     # Changes at one simulated instant are simultaneous, but they reach the API server one
@@ -382,15 +402,20 @@ async def _gather_bounded(coros: list[Awaitable[Any]], limit: int = 32) -> None:
 
 
 async def run_scenario(scenario: Scenario, mode: str, *, on_step: Callable[[StepView], Any] | None = None,
-                       settle_timeout: float = 60.0, exact_webhook: bool = True) -> RunResult:
+                       settle_timeout: float = 60.0, exact_webhook: bool = True,
+                       controller_settings: dict | None = None, gang_timeout_seconds: int | None = None) -> RunResult:
     """Replay the scenario in one admission mode (`none`, `count` or `ganggate`).
+
+    controller_settings override the gate controller's ControllerConfig (say starvation_seconds);
+    gang_timeout_seconds gives every gang that group-timeout-seconds.
 
     `exact_webhook=False` registers the webhook without deploy/'s matchConditions. Every pod
     of a trace carries the gang annotations, so the conditions always hold and the same
     requests reach the webhook; only kubesim's (interpreted, slow) CEL evaluation is saved.
     """
     check_fits(scenario)
-    return await _Engine(scenario, mode, on_step, settle_timeout, exact_webhook).run()
+    return await _Engine(scenario, mode, on_step, settle_timeout, exact_webhook, controller_settings,
+                         gang_timeout_seconds).run()
 
 
 async def run_modes(scenario: Scenario, modes: Sequence[str], **kwargs: Any) -> dict[str, RunResult]:

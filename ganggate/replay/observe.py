@@ -17,6 +17,7 @@ from ganggate.contract import (
     GROUP_TOPOLOGY_PREFERRED,
     GROUP_TOPOLOGY_REQUIRED,
 )
+from ganggate.contract import GROUP_TIMEOUT_SECONDS as GROUP_TIMEOUT
 from ganggate.core.nodematch import HOSTNAME_LABEL
 from ganggate.core.resources import GPU
 from ganggate.replay.metrics import JobProgress
@@ -31,8 +32,9 @@ PRIORITY_ANNOTATION = "replay.ganggate.io/priority"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True) -> dict:
-    """Pod `index` of a job: its resources, its job label and (for a gang) the gang annotations.
+def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True, timeout_seconds: int | None = None) -> dict:
+    """Pod `index` of a job: its resources, its job label and (for a gang) the gang annotations,
+    with timeout_seconds its group-timeout-seconds.
 
     The same pods are created in every mode; without the webhook the annotations are inert.
     """
@@ -49,6 +51,8 @@ def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True) -> 
             annotations[GROUP_TOPOLOGY_REQUIRED] = job.topology_required
         if job.topology_preferred:
             annotations[GROUP_TOPOLOGY_PREFERRED] = job.topology_preferred
+        if timeout_seconds is not None:
+            annotations[GROUP_TIMEOUT] = str(timeout_seconds)
     resources: dict[str, dict[str, str]] = {"requests": requests}
     if limits:
         resources["limits"] = limits
@@ -158,3 +162,9 @@ def unsettled(pods: Iterable[PodView]) -> list[PodView]:
     (the kubelet's turn). Ungated unbound pods are the scheduler's and are judged by the
     caller, since a pod that fits nowhere stays unbound for good."""
     return [p for p in pods if p.bound and not p.running]
+
+
+def event_rows(events: Iterable[Mapping]) -> list[tuple[str, str, str, int]]:
+    """Events as `kubectl get events` lists them: (reason, object name, message, count), sorted."""
+    return sorted((str(e.get("reason") or ""), str((e.get("involvedObject") or {}).get("name") or ""),
+                   str(e.get("message") or ""), int(e.get("count") or 1)) for e in events)

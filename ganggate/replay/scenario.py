@@ -112,6 +112,9 @@ class RunResult:
     interruptions: int = 0
     #: Disruptions applied, per kind, and evictions a disruption budget refused.
     disruptions: dict[str, int] = field(default_factory=dict)
+    #: The Events in the cluster at the end, as `kubectl get events` lists them:
+    #: (reason, pod, message, count), sorted.
+    events: list[tuple[str, str, str, int]] = field(default_factory=list)
 
 
 def uniform_nodes(count: int, gpus_per_node: int, cpu: str = "64", memory: str = "512Gi") -> list[NodeSpec]:

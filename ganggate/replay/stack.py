@@ -7,13 +7,17 @@ Modes: `none` (the default scheduler alone), `count` (webhook + controller with 
 count-only check), `ganggate` (webhook + controller with the planner, its placement pinned: best
 fit), `free` (the planner admits, the scheduler places: `--placement=free`) and `topology` (the
 planner pinned, with the scenario's topology levels: `--topology-levels`).
+
+The controller runs on the replay's clock: `SimulatedClock` adapts kubesim's ManualClock to the
+controller's Clock (ganggate.kube.clock), so its bind timeouts, gang timeouts and starvation
+hold-back happen in simulated time, and a deadline it sleeps for is a wake-up the replay jumps to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,24 @@ from ganggate.local.parts import (make_certificates, register_webhook, start_con
                                   stop_task, webhook_configuration)
 
 MODES = ("none", "count", "ganggate", "free", "topology")
+
+
+class SimulatedClock:
+    """The controller's Clock over kubesim's ManualClock: now() is the Unix time kubesim stamps
+    on objects (ManualClock.epoch), monotonic() the simulated seconds, and sleep_until a sleeper
+    on the manual clock (woken when the replay advances it)."""
+
+    def __init__(self, manual: Any) -> None:
+        self.manual = manual
+
+    def now(self) -> float:
+        return self.manual.epoch()
+
+    def monotonic(self) -> float:
+        return self.manual.now()
+
+    async def sleep_until(self, when: float) -> None:
+        await self.manual.sleep_until(self.manual.now() + (when - self.now()))
 POLICY = {"count": "count", "ganggate": "plan", "free": "plan", "topology": "plan"}
 PLACEMENT = {"free": "free"}  # every other gated mode pins (the controller's default)
 
@@ -36,6 +58,8 @@ class Stack:
     controller: Any = None
     controller_task: asyncio.Task | None = None
     topology_levels: tuple[str, ...] = ()  # for mode `topology`: the node label keys, widest first
+    clock: Any = None  # the controller's (ganggate.kube.clock.Clock); None: the wall clock
+    settings: dict[str, Any] = field(default_factory=dict)  # ControllerConfig overrides (a test's)
     workdir: tempfile.TemporaryDirectory | None = None
 
     async def close(self) -> None:
@@ -76,6 +100,6 @@ async def start_gate(stack: Stack, *, debounce: float | None = None, match_condi
     config = ControllerConfig(policy=POLICY[stack.mode], leader_election=False, metrics_port=None,
                               placement=PLACEMENT.get(stack.mode, "pinned"),
                               **({} if debounce is None else {"debounce_seconds": debounce}),
-                              **topology_settings(stack.mode, stack.topology_levels))
-    stack.controller, stack.controller_task = start_controller(stack.api, config,
+                              **topology_settings(stack.mode, stack.topology_levels), **stack.settings)
+    stack.controller, stack.controller_task = start_controller(stack.api, config, clock=stack.clock,
                                                                name=f"ganggate-controller-{stack.mode}")

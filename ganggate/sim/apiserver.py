@@ -731,7 +731,7 @@ class ApiServer:
             if self.store.lookup(info.key, meta.get("namespace", "") if info.namespaced else "", meta["name"]):
                 raise errors.already_exists(info.plural, meta["name"], info.group)
             meta.setdefault("uid", _uuid())
-            meta.setdefault("creationTimestamp", now_rfc3339())
+            meta.setdefault("creationTimestamp", self.store.timestamp())
             return obj
         return self.store.create(info.key, obj)
 

@@ -54,8 +54,9 @@ class JobController:
     # -- informer handlers ---------------------------------------------------------------
 
     def has_work(self) -> bool:
-        """Jobs queued to sync, or pod creations and deletions sent but not yet seen in the watch."""
-        return bool(len(self._queue)) or any(self._expect.values())
+        """Jobs queued or being synced (a sync creates its pods one request at a time), or pod
+        creations and deletions sent but not yet seen in the watch."""
+        return self._queue.busy or any(self._expect.values())
 
     def enqueue(self, key: str) -> None:
         self._queue.add(key)

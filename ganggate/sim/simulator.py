@@ -113,7 +113,7 @@ class Simulator:
         self.clock = clock
         self.host = host
         self.port = port
-        self.store = Store(watch_history=watch_history)
+        self.store = Store(watch_history=watch_history, epoch=getattr(clock, "epoch", None))
         self.faults = FaultInjector(self.store.hub.close_all, self.store.compact)
         self.server = ApiServer(self.store, self.faults, bookmark_seconds=bookmark_seconds)
         self._kubeconfig_path = kubeconfig_path

@@ -21,9 +21,11 @@ Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
 
 
-def now_rfc3339() -> str:
-    """A timestamp as the API server writes it: RFC3339 in UTC with a `Z`, whole seconds."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_rfc3339(epoch: float | None = None) -> str:
+    """A timestamp as the API server writes it: RFC3339 in UTC with a `Z`, whole seconds (of
+    `epoch`, Unix seconds; default the real time)."""
+    moment = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _type_first(obj: dict[str, Any], info: ResourceInfo) -> dict[str, Any]:
@@ -35,13 +37,20 @@ def _type_first(obj: dict[str, Any], info: ResourceInfo) -> dict[str, Any]:
 class Store:
     """Objects by resource key (`pods`, `leases.coordination.k8s.io`), with a watch hub."""
 
-    def __init__(self, watch_history: int = 10000) -> None:
+    def __init__(self, watch_history: int = 10000, epoch: Any = None) -> None:
+        # epoch: the API server's clock as Unix seconds (a callable; default the real time), for
+        # creationTimestamp (ganggate.sim.clock: a replay's simulated clock).
+        self.epoch = epoch
         self._objects: dict[str, dict[Key, Stored]] = {}
         self._by_namespace: dict[str, dict[str, dict[Key, Stored]]] = {}
         self._pods_by_node: dict[str, set[Key]] = {}
         self._sorted: dict[tuple[str, str | None], list[Key]] = {}
         self._rv = 0
         self.hub = WatchHub(history=watch_history)
+
+    def timestamp(self) -> str:
+        """Now on the API server's clock, as it stamps objects."""
+        return now_rfc3339(None if self.epoch is None else self.epoch())
 
     # ---- read access -------------------------------------------------------------------------
     @property
@@ -134,7 +143,7 @@ class Store:
             raise errors.already_exists(info.plural, meta["name"], info.group)
         rv = self._next_rv()
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", now_rfc3339())
+        meta.setdefault("creationTimestamp", self.timestamp())
         meta["resourceVersion"] = str(rv)
         obj = _type_first(obj, info)
         stored = Stored(obj)

@@ -24,10 +24,16 @@ class WorkQueue:
         self.retry_seconds = retry_seconds
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
+        self._syncing = 0  # keys taken by a worker and not yet synced (client-go's processing set)
 
     def __len__(self) -> int:
         """Keys queued and not yet taken by a worker."""
         return len(self._queued)
+
+    @property
+    def busy(self) -> bool:
+        """Keys queued, or one being synced (its writes may still be on their way)."""
+        return bool(self._queued) or self._syncing > 0
 
     def add(self, key: str) -> None:
         if key not in self._queued:
@@ -42,11 +48,14 @@ class WorkQueue:
         while True:
             key = await self._queue.get()
             self._queued.discard(key)
+            self._syncing += 1
             try:
                 await sync(key)
             except RETRYABLE as exc:
                 log.info("%s %s: %s; retrying", what, key, exc)
                 self.add_after(self.retry_seconds, key)
+            finally:
+                self._syncing -= 1
 
 
 async def put_status(session: aiohttp.ClientSession, url: str, obj: dict[str, Any], status: dict[str, Any],

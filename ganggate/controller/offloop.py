@@ -1,0 +1,63 @@
+"""Planning off the event loop: a round's `decide()` runs in a worker thread while the loop goes on
+serving watches, lease renewals, releases and metrics.
+
+The planner reads `ClusterState` without locks, so nothing may change it while it plans: every
+change that arrives meanwhile (a watch event, a relist, promises given back by a release that
+failed) is held by a `ChangeBuffer` and applied, in arrival order, once the round has acted on
+its decisions. That is the order the on-loop round gave them too: there, events that arrived
+during `decide()` waited in the loop's queue until the round returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from ganggate.controller.timers import next_due
+from ganggate.core.cluster import ClusterState
+
+
+class ChangeBuffer:
+    """Runs state changes at once, or holds them while a round plans (`planning`)."""
+
+    def __init__(self) -> None:
+        self.planning = False
+        self._held: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.held_total = 0  # changes that waited for a round, over the controller's life
+
+    def apply(self, change: Callable[..., Any], *args: Any) -> None:
+        if self.planning:
+            self._held.append((change, args))
+            self.held_total += 1
+        else:
+            change(*args)
+
+    def flush(self) -> None:
+        """Stop holding; apply what was held, in order."""
+        self.planning = False
+        held, self._held = self._held, []
+        for change, args in held:
+            change(*args)
+
+
+def plan(state: ClusterState, now: float, *, policy: str, starvation_seconds: float,
+         timed_out: Any = ()) -> tuple[list[Any], list[Any], float | None]:
+    """One round's decisions and waits, and when a round is next due on time alone."""
+    from ganggate.core.planner import decide
+
+    decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds)
+    return decisions, waitings, next_due(state, now, starvation_seconds=starvation_seconds, timed_out=timed_out)
+
+
+async def plan_in_thread(state: ClusterState, now: float, *, then: Callable[[], Any] | None = None,
+                         **kwargs: Any) -> tuple[list[Any], list[Any], float | None]:
+    """`plan` in a worker thread, then `then` there too (another read of the whole state, such
+    as the gauges); the caller holds every state change until it returns."""
+
+    def work() -> tuple[list[Any], list[Any], float | None]:
+        out = plan(state, now, **kwargs)
+        if then is not None:
+            then()
+        return out
+
+    return await asyncio.to_thread(work)

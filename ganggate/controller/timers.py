@@ -1,0 +1,38 @@
+"""When the controller must next run a round even if nothing in the cluster changes: the earliest
+promise deadline (bind timeout), gang timeout or start of a starvation hold-back still ahead.
+
+The controller sleeps on its clock until then (ganggate.kube.clock), so on a simulated clock a
+replay jumps straight to that instant instead of missing it, and on the wall clock a bind
+timeout is acted on when it falls due rather than at the next tick.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ganggate.core.cluster import ClusterState
+from ganggate.core.gangs import GangKey
+from ganggate.core.lifecycle import timeout_of
+
+# The core's tests are strict ("waited more than"): a round at the due instant itself would not
+# act yet, so the wake-up comes this much after it.
+PAST = 0.001
+
+
+def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
+             timed_out: Iterable[GangKey] = ()) -> float | None:
+    """The earliest instant after `now` at which a round would act on time alone, or None.
+
+    timed_out: gangs already reported as timed out (they are not reported again).
+    """
+    reported = set(timed_out)
+    due = [p.deadline for p in state.promises.values()]
+    for key, gang in state.gangs.items():
+        if gang.state == "waiting" and gang.complete_since is not None:
+            due.append(gang.complete_since + starvation_seconds + PAST)
+        if gang.state in ("incomplete", "waiting", "conflict") and gang.created and key not in reported:
+            timeout = timeout_of(gang)
+            if timeout is not None:
+                due.append(gang.created + timeout + PAST)
+    ahead = [t for t in due if t > now]
+    return min(ahead) if ahead else None
