@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Callable, Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState
+from ganggate.core.gpushare import CardPolicy, NodeCards, Workload, best_fit
 from ganggate.core.nodematch import (
     matches_node_selection,
     node_is_cordoned,
@@ -138,6 +139,13 @@ class Capacity:
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
         # Called as (node, free GPU before, free GPU after) by every take.
         self.listeners: list[Callable[[str, int, int], None]] = []
+        # GPU sharing (core.gpushare): the cards of the nodes that have them, as the round uses
+        # them; the policy that picks a card; the observed workload it may weigh; and the
+        # (node, card, amount) chosen so far for each sharing pod, by pod key.
+        self.cards: dict[str, NodeCards] = {}
+        self.card_policy: CardPolicy = best_fit
+        self.workload: Workload = ()
+        self.card_choices: dict[str, tuple[str, int, int]] = {}
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
         self._classes: list[dict] = []
@@ -169,6 +177,8 @@ class Capacity:
         sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
         sub.topology_levels, sub.topology_cache, sub.topology_free, sub.listeners = (), {}, {}, []
         sub._class_of = {name: self._class_of[name] for name in sub.nodes}
+        sub.cards = {name: self.cards[name].copy() for name in sub.nodes if name in self.cards}
+        sub.card_policy, sub.workload, sub.card_choices = self.card_policy, self.workload, {}
         sub._classes = self._classes
         for pod in pods:
             if pod.constraint_key in sub._by_constraint:
@@ -186,7 +196,12 @@ class Capacity:
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
         nodes = {name: info.raw for name, info in state.nodes.items()}
-        return cls(nodes, {name: state.free(name) for name in nodes})
+        capacity = cls(nodes, {name: state.free(name) for name in nodes})
+        for name in nodes:
+            cards = state.cards(name)
+            if cards is not None:
+                capacity.cards[name] = cards
+        return capacity
 
     def index(self, pod: PodInfo) -> NodeIndex:
         """The index of the nodes the pod may use (within the scope, when one is set)."""
@@ -264,6 +279,9 @@ class Capacity:
         add_into(self.free[node], request, -sign)
         for index in indexes:
             index.add(node, self.free[node])
+        cards = self.cards.get(node)
+        if cards is not None and (whole := gpus(request)):
+            cards.take_whole(sign * -(-whole // 1000))  # whole GPUs take whole cards
         for listen in self.listeners:
             listen(node, before, gpus(self.free[node]))
 
@@ -275,7 +293,7 @@ class Capacity:
         best: tuple[int, int, int, str] | None = None
         for name in names:
             free = self.free[name]
-            if name in index.members and fits(request, free):
+            if name in index.members and fits(request, free) and self._cards_allow(request, name):
                 key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
                 if best is None or key < best:
                     best = key
@@ -284,6 +302,8 @@ class Capacity:
     def best_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """Best fit for the pod: least GPU left, then a node the gang uses, then least CPU
         and memory left; None when no eligible node has room."""
+        if pod.shared_gpu > 0 and self.cards:
+            return self.shared_node(pod)
         index = self.index(pod)
         request = pod.request
         best_gang = self._best_among(index, request, gang_nodes)
@@ -296,13 +316,15 @@ class Capacity:
             bucket = index.buckets[level]
             for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
                 name = bucket[i][2]
-                if fits(request, self.free[name]):
+                if fits(request, self.free[name]) and self._cards_allow(request, name):
                     return name
         return best_gang[3] if best_gang is not None else None
 
     def filling_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """The fallback strategy: keep filling the gang's nodes (best fit among them), else
         open the emptiest node with room (most free GPU, then most free CPU)."""
+        if pod.shared_gpu > 0 and self.cards:
+            return self.shared_node(pod)
         index = self.index(pod)
         request = pod.request
         best_gang = self._best_among(index, request, gang_nodes)
@@ -315,6 +337,41 @@ class Capacity:
             bucket = index.buckets[level]
             for i in range(len(bucket) - 1, bisect.bisect_left(bucket, probe) - 1, -1):
                 name = bucket[i][2]
-                if fits(request, self.free[name]):
+                if fits(request, self.free[name]) and self._cards_allow(request, name):
                     return name
         return None
+
+    # ---- GPU sharing: cards ----------------------------------------------------------------
+
+    def _cards_allow(self, request: Mapping[str, int], name: str) -> bool:
+        """A whole-GPU request on a node with cards needs that many cards nobody shares."""
+        cards = self.cards.get(name) if self.cards else None
+        return cards is None or cards.idle() >= -(-gpus(request) // 1000)
+
+    def shared_node(self, pod: PodInfo) -> str | None:
+        """The node for a pod asking a share of one card (pod.shared_gpu): among the nodes it
+        may use where its whole request fits, the (node, card) the card policy picks among those
+        with a card holding it. The card is taken at once and recorded in card_choices; a pod
+        chosen again first gives its earlier card back."""
+        self.release_cards([pod.key])
+        amount = pod.shared_gpu
+        candidates = [
+            self.cards[name]
+            for name in sorted(self.index(pod).members)
+            if name in self.cards and fits(pod.request, self.free[name]) and self.cards[name].fits(amount)
+        ]
+        choice = self.card_policy(amount, candidates, self.workload) if candidates else None
+        if choice is None:
+            return None
+        node, card = choice
+        self.cards[node].take(card, amount, pod.key)
+        self.card_choices[pod.key] = (node, card, amount)
+        return node
+
+    def release_cards(self, pod_keys: Iterable[str]) -> None:
+        """Give back the cards chosen for these pods (placements the round gave up)."""
+        for key in pod_keys:
+            choice = self.card_choices.pop(key, None)
+            if choice is not None:
+                node, card, amount = choice
+                self.cards[node].give_back(card, amount, key)

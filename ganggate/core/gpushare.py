@@ -19,6 +19,7 @@ from ganggate.contract import (
     GPUSHARE_CARD_INDEX,
     GPUSHARE_CARD_TOTAL,
     GPUSHARE_POD_AMOUNT,
+    SHARED_GPU_COUNT,
     SHARED_GPU_MEMORY,
 )
 from ganggate.core.resources import GPU, QuantityError, parse_nanos, unit_value
@@ -56,7 +57,7 @@ class NodeCards:
     def whole_cards(self) -> set[int]:
         """The cards counted as given whole: the `whole` least used ones (lowest index first)."""
         order = sorted(range(len(self.capacity)), key=lambda card: (self.used[card], card))
-        return set(order[: self.whole])
+        return set(order[: max(0, self.whole)])
 
     def free(self, card: int) -> int:
         """Memory still free on one card (0 for a card given whole)."""
@@ -83,8 +84,16 @@ class NodeCards:
         if holder:
             self.holders.setdefault(card, []).append(holder)
 
+    def give_back(self, card: int, amount: int, holder: str = "") -> None:
+        """Undo `take`: a placement the round gave up."""
+        self.used[card] -= amount
+        if holder and holder in self.holders.get(card, []):
+            self.holders[card].remove(holder)
+            if not self.holders[card]:
+                del self.holders[card]
+
     def take_whole(self, count: int) -> None:
-        """Count `count` more cards as given whole."""
+        """Count `count` more cards as given whole (negative: give them back)."""
         self.whole += count
 
     def copy(self) -> "NodeCards":
@@ -105,6 +114,19 @@ def equal_cards(total: int, count: int) -> list[int]:
     if count <= 0 or total <= 0:
         return []
     return [total // count] * count
+
+
+def node_totals(node: Mapping) -> tuple[int, int]:
+    """A node's (total shared GPU memory, card count) from status.capacity, as the extender's
+    GetTotalGPUMemory and GetGPUCountInNode read them (pkg/utils/node.go; Value(), rounded up);
+    (0, 0) when absent or unreadable."""
+    capacity = (node.get("status") or {}).get("capacity") or {}
+    try:
+        total = unit_value(parse_nanos(capacity.get(SHARED_GPU_MEMORY, 0)))
+        count = unit_value(parse_nanos(capacity.get(SHARED_GPU_COUNT, 0)))
+    except QuantityError:
+        return 0, 0
+    return (total, count) if total > 0 and count > 0 else (0, 0)
 
 
 def shared_amount(pod: Mapping) -> int:
@@ -184,6 +206,24 @@ def mixes_whole_and_shared(pod: Mapping) -> list[str]:
     return out
 
 
+def card_shortfall(amount: int, candidates: Sequence[NodeCards]) -> str:
+    """Why a pod asking `amount` of one card's memory fits on no card of these nodes."""
+    head = f"needs {amount} {SHARED_GPU_MEMORY} on one GPU card"
+    if not candidates or not any(cards.capacity for cards in candidates):
+        return f"{head}; none of the nodes it may use has GPU cards for sharing"
+    largest = max((size, cards.node) for cards in candidates for size in cards.capacity)
+    if amount > largest[0]:
+        return f"{head}; the largest card of the nodes it may use holds {largest[0]} ({largest[1]}): it can never fit"
+    most = max(((cards.free(card), cards.node, card) for cards in candidates for card in range(len(cards.capacity))),
+               key=lambda found: found[0])
+    split = max(candidates, key=lambda cards: sum(cards.free(c) for c in range(len(cards.capacity))))
+    split_free = [split.free(c) for c in range(len(split.capacity))]
+    note = ""
+    if sum(split_free) >= amount:
+        note = f"; {split.node} has {sum(split_free)} free in all, split {' + '.join(map(str, split_free))} across cards"
+    return f"{head}; the most free on one card is {most[0]} ({most[1]} card {most[2]}){note}"
+
+
 # ---- policies ------------------------------------------------------------------------------
 
 #: Chooses, for a pod asking `amount` of one card's memory, a (node, card) among the candidates
@@ -231,11 +271,13 @@ __all__ = [
     "Workload",
     "best_fit",
     "card_of",
+    "card_shortfall",
     "decision_annotations",
     "equal_cards",
     "held_amount",
     "mixes_whole_and_shared",
     "node_cards",
+    "node_totals",
     "random_fit",
     "shared_amount",
 ]

@@ -18,6 +18,7 @@ from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import find_rivals, place_uncontested
 from ganggate.core.explain import contested_message, decision_reason, plural
 from ganggate.core.gangs import Gang
+from ganggate.core.gpushare import CardPolicy, Workload, card_shortfall, decision_annotations
 from ganggate.core.lifecycle import waits_for_terminating
 from ganggate.core.ordering import hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
@@ -43,9 +44,19 @@ POLICIES = ("plan", "count")
 
 
 def decide(
-    state: ClusterState, now: float, *, policy: str = "plan", starvation_seconds: float = 300.0
+    state: ClusterState,
+    now: float,
+    *,
+    policy: str = "plan",
+    starvation_seconds: float = 300.0,
+    card_policy: CardPolicy | None = None,
+    workload: Workload = (),
 ) -> tuple[list[Decision], list[Waiting]]:
-    """One round: which gangs to release now and where, and why the others wait."""
+    """One round: which gangs to release now and where, and why the others wait.
+
+    A pod asking a share of one GPU card gets its card from `card_policy` (default best fit,
+    weighing `workload` if it wants); its decision carries the gpushare annotations, with `now`
+    as the assume time."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     waiting: list[Waiting] = []
@@ -64,6 +75,9 @@ def decide(
         return decisions, waiting + unfit
     capacity = Capacity.from_state(state)
     capacity.topology_levels = state.topology_levels
+    if card_policy is not None:
+        capacity.card_policy = card_policy
+    capacity.workload = workload
     reserved = active_reservations(state, now)  # room preemptors hold (core.reservation)
     for reservation in reserved.values():
         hold(capacity, state, reservation)
@@ -83,16 +97,23 @@ def decide(
         if gang.key in reserved:
             hold(capacity, state, reserved[gang.key], -1)
             result, _ = place_reserved(pods, capacity, need, reserved[gang.key], rivals, state)
+            if not isinstance(result, Unfit):
+                result = _with_cards(pods, result, capacity)
             if isinstance(result, Unfit):
                 hold(capacity, state, reserved[gang.key])
                 waiting.append(Waiting(gang.key, "GangWaiting", result.message))
             else:
-                decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity)))
+                decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity),
+                                          annotations=_card_annotations(result, capacity, now)))
             continue
         result, contested = place_uncontested(pods, capacity, need, rivals)
         if not isinstance(result, Unfit):
-            decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity), gang.state == "partial"))
+            result = _with_cards(pods, result, capacity)
+        if not isinstance(result, Unfit):
+            decisions.append(Decision(gang.key, dict(result), _reason(gang, result, capacity), gang.state == "partial",
+                                      annotations=_card_annotations(result, capacity, now)))
             continue
+        capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
         if contested:
             if gang.state != "started":  # a started gang's extras wait quietly
                 waiting.append(Waiting(gang.key, "GangWaiting", contested_message(contested)))
@@ -113,6 +134,40 @@ def decide(
                 message += "; it would not fit even if the running pods on the nodes it may use finished"
         waiting.append(Waiting(gang.key, reason, message))
     return decisions, waiting
+
+
+def _with_cards(pods: list, placement: dict[str, str], capacity: Capacity) -> dict[str, str] | Unfit:
+    """The placement, with a card for every sharing pod in it. A pod placed without one (a
+    preemptor's reserved node, planned before any card was chosen) gets the policy's card on
+    its node now; when none holds it the whole placement is given back and the gang waits."""
+    by_key = {p.key: p for p in pods}
+    missing = [key for key, node in placement.items()
+               if by_key[key].shared_gpu > 0 and node in capacity.cards
+               and capacity.card_choices.get(key, ("",))[0] != node]
+    for key in missing:
+        pod, node = by_key[key], placement[key]
+        capacity.release_cards([key])
+        choice = capacity.card_policy(pod.shared_gpu, [capacity.cards[node]], capacity.workload)
+        if choice is None:
+            message = f"pod {key}: " + card_shortfall(pod.shared_gpu, [capacity.cards[node]])
+            for placed, where in placement.items():
+                capacity.take(where, by_key[placed].request, -1)
+            capacity.release_cards(placement)
+            return Unfit(message)
+        capacity.cards[node].take(choice[1], pod.shared_gpu, key)
+        capacity.card_choices[key] = (node, choice[1], pod.shared_gpu)
+    return placement
+
+
+def _card_annotations(placement: dict[str, str], capacity: Capacity, now: float) -> dict[str, dict[str, str]]:
+    """pod key -> the gpushare annotations of its card, for the sharing pods of a placement."""
+    out: dict[str, dict[str, str]] = {}
+    for key, node in placement.items():
+        choice = capacity.card_choices.get(key)
+        if choice is not None and choice[0] == node:
+            _, card, amount = choice
+            out[key] = decision_annotations(card, amount, capacity.cards[node].capacity[card], int(now * 1e9))
+    return out
 
 
 def _reason(gang: Gang, placement: dict[str, str], capacity: Capacity) -> str:
