@@ -3,6 +3,7 @@
 Lowest first (each module imports only those above it in this list):
   resources   quantities, a pod's effective request, fitting, GPU amounts
   gpushare    GPU sharing per card: a node's cards, their use, the annotations, card policies
+  gpushare_fgd FGD: the card (or node) that least increases the expected GPU fragmentation
   nodematch   which nodes a pod may use (selector, affinity, taints, readiness, cordon)
   pods        PodInfo: one pod as the controller sees it
   gangs       Gang: the pods of one gang and the state they add up to
