@@ -194,6 +194,16 @@ def decision_annotations(card: int, amount: int, card_total: int, assume_time_ns
     }
 
 
+def cards_of(annotations: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[int, int]]:
+    """pod key -> (card, amount), read back from a decision's per-pod annotations."""
+    out = {}
+    for key, found in annotations.items():
+        card = card_of(found)
+        if card is not None:
+            out[key] = (card, held_amount(found))
+    return out
+
+
 def mixes_whole_and_shared(pod: Mapping) -> list[str]:
     """Names of containers that ask both whole GPUs and shared GPU memory (refused: the two
     device plugins would each hand the container a card)."""
@@ -272,6 +282,7 @@ __all__ = [
     "best_fit",
     "card_of",
     "card_shortfall",
+    "cards_of",
     "decision_annotations",
     "equal_cards",
     "held_amount",
