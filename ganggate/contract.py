@@ -47,6 +47,10 @@ GPUSHARE_POD_AMOUNT = "ALIYUN_COM_GPU_MEM_POD"
 GPUSHARE_CARD_TOTAL = "ALIYUN_COM_GPU_MEM_DEV"
 GPUSHARE_ASSUME_TIME = "ALIYUN_COM_GPU_MEM_ASSUME_TIME"
 GPUSHARE_ASSIGNED = "ALIYUN_COM_GPU_MEM_ASSIGNED"
+#: Set by the webhook on a pod it gated as a gang of one because it asks a shared GPU resource
+#: (no gang annotations of its own): such a gang gets no PodDisruptionBudget, so a lone
+#: inference pod stays as drainable as it was without ganggate.
+SOLO_ANNOTATION = "ganggate.io/gang-of-one"
 #: The shared resources a pod may ask in limits that make the webhook gate it (as a gang of
 #: one when it has no gang annotations); configurable with the webhook's --shared-resource.
 DEFAULT_SHARED_RESOURCES = (SHARED_GPU_MEMORY,)
