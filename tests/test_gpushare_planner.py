@@ -210,3 +210,45 @@ def test_a_seeded_random_policy_is_selectable_and_still_never_oversubscribes() -
     for key, where in released(decisions).items():
         per_card[where] = per_card.get(where, 0) + 3
     assert len(decisions) == 8 and all(total <= 8 for total in per_card.values())
+
+
+def test_the_observed_workload_counts_the_clusters_gpu_pods_as_shares_of_a_card() -> None:
+    from ganggate.core.capacity import Capacity
+    from ganggate.core.planner import observed_workload
+
+    pods = [holder("a", "n1", 0, 4), holder("b", "n1", 1, 4), sharing_pod("c", 2),
+            make_pod("w", namespace="ml", gang="w", pod_num=1, gpus=1, cpu="2")]
+    state = cluster([card_node("n1", 16, 2, gpus=2)], pods)
+    shapes = {(s.share_milli, s.whole_gpus, s.cpu_milli): s.weight
+              for s in observed_workload(state, Capacity.from_state(state), coverage=1.0)}
+    assert shapes == {(500, 0, 1000): 2.0, (250, 0, 1000): 1.0, (0, 1, 2000): 1.0}
+
+
+def test_fgd_is_selectable_for_cards_and_whole_gpus_and_never_oversubscribes() -> None:
+    from ganggate.controller.config import card_policy_named, whole_gpu_policy_named
+
+    pods = [sharing_pod(f"s{i}", 3, created=f"2024-01-01T00:00:0{i}Z") for i in range(6)]
+    pods += [make_pod("w", namespace="ml", gang="w", pod_num=1, gpus=1)]
+    state = cluster([card_node("n1", 16, 2, gpus=2), card_node("n2", 16, 2, gpus=2)], pods)
+    decisions, waiting = decide(state, T0, card_policy=card_policy_named("fgd"),
+                                whole_gpu_policy=whole_gpu_policy_named("fgd"))
+    assert waiting == [] and len(decisions) == 7
+    placed = {k: v for d in decisions for k, v in d.placement.items()}
+    per_card: dict[tuple[str, int], int] = {}
+    for d in decisions:
+        for key, annotations in d.annotations.items():
+            where = (placed[key], int(annotations[GPUSHARE_CARD_INDEX]))
+            per_card[where] = per_card.get(where, 0) + 3
+    whole_node = placed["ml/w"]
+    assert all(total <= 8 for total in per_card.values())
+    # the whole GPU's card is one nobody shares: its node has a card without sharing pods
+    assert len({card for node, card in per_card if node == whole_node}) <= 1
+
+
+def test_an_unknown_card_policy_is_refused_by_the_controller_config() -> None:
+    import pytest
+
+    from ganggate.controller.config import ControllerConfig
+
+    with pytest.raises(ValueError, match="card_policy must be one of best-fit, random, fgd"):
+        ControllerConfig(card_policy="tightest").validate()

@@ -31,6 +31,14 @@ def check_topology_levels(levels: tuple[str, ...]) -> None:
 CARD_POLICIES = ("best-fit", "random", "fgd")
 
 
+def whole_gpu_policy_named(name: str):
+    """The policy placing whole-GPU pods on nodes with cards: FGD's (as in the paper) for "fgd",
+    else None (ganggate's best fit)."""
+    if name == "fgd":
+        return card_policy_named(name).whole_node
+    return None
+
+
 def card_policy_named(name: str):
     """The card policy called `name` (a fresh seeded generator for "random")."""
     from ganggate.core.gpushare import best_fit, random_fit

@@ -27,7 +27,7 @@ from typing import Any
 
 from ganggate.core.cluster import ClusterState
 from ganggate.controller.bindtimeout import BindTimeouts
-from ganggate.controller.config import ControllerConfig, card_policy_named
+from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
@@ -71,6 +71,7 @@ class Controller:
                                     metrics=self.metrics, host=self.identity)
         self.notifier = WaitNotifier()
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
+        self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)
         self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
         self.releaser.should_continue = self._may_act
@@ -271,7 +272,7 @@ class Controller:
         started = time.perf_counter()
         decisions, waitings = decide(self.state, now, policy=self.config.policy,
                                      starvation_seconds=self.config.starvation_seconds,
-                                     card_policy=self.card_policy)
+                                     card_policy=self.card_policy, whole_gpu_policy=self.whole_gpu_policy)
         self.metrics.decide_seconds.observe(time.perf_counter() - started)
         for decision in decisions:
             if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Callable, Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState
-from ganggate.core.gpushare import CardPolicy, NodeCards, Workload, best_fit
+from ganggate.core.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
 from ganggate.core.nodematch import (
     matches_node_selection,
     node_is_cordoned,
@@ -146,6 +146,8 @@ class Capacity:
         self.card_policy: CardPolicy = best_fit
         self.workload: Workload = ()
         self.card_choices: dict[str, tuple[str, int, int]] = {}
+        # When set (FGD's whole_node), whole-GPU pods on nodes with cards go where it says.
+        self.whole_gpu_policy: WholeGpuPolicy | None = None
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
         self._classes: list[dict] = []
@@ -179,6 +181,7 @@ class Capacity:
         sub._class_of = {name: self._class_of[name] for name in sub.nodes}
         sub.cards = {name: self.cards[name].copy() for name in sub.nodes if name in self.cards}
         sub.card_policy, sub.workload, sub.card_choices = self.card_policy, self.workload, {}
+        sub.whole_gpu_policy = self.whole_gpu_policy
         sub._classes = self._classes
         for pod in pods:
             if pod.constraint_key in sub._by_constraint:
@@ -304,6 +307,10 @@ class Capacity:
         and memory left; None when no eligible node has room."""
         if pod.shared_gpu > 0 and self.cards:
             return self.shared_node(pod)
+        if self.whole_gpu_policy is not None and self.cards and gpus(pod.request) > 0:
+            found = self.whole_gpu_node(pod)
+            if found is not None:
+                return found
         index = self.index(pod)
         request = pod.request
         best_gang = self._best_among(index, request, gang_nodes)
@@ -349,24 +356,38 @@ class Capacity:
         return cards is None or cards.idle() >= -(-gpus(request) // 1000)
 
     def shared_node(self, pod: PodInfo) -> str | None:
-        """The node for a pod asking a share of one card (pod.shared_gpu): among the nodes it
-        may use where its whole request fits, the (node, card) the card policy picks among those
-        with a card holding it. The card is taken at once and recorded in card_choices; a pod
-        chosen again first gives its earlier card back."""
+        """The node for a pod asking a share of one card: the (node, card) the card policy picks.
+        The card is taken at once and recorded in card_choices (a pod chosen again first gives
+        its earlier card back)."""
         self.release_cards([pod.key])
-        amount = pod.shared_gpu
-        candidates = [
-            self.cards[name]
-            for name in sorted(self.index(pod).members)
-            if name in self.cards and fits(pod.request, self.free[name]) and self.cards[name].fits(amount)
-        ]
-        choice = self.card_policy(amount, candidates, self.workload) if candidates else None
+        candidates = self._card_candidates(pod, pod.shared_gpu)
+        cpu = pod.request.get(CPU, 0)
+        choice = self.card_policy(pod.shared_gpu, candidates, self.workload, cpu_milli=cpu) if candidates else None
         if choice is None:
             return None
-        node, card = choice
-        self.cards[node].take(card, amount, pod.key)
-        self.card_choices[pod.key] = (node, card, amount)
-        return node
+        self.cards[choice[0]].take(choice[1], pod.shared_gpu, pod.key)
+        self.card_choices[pod.key] = (choice[0], choice[1], pod.shared_gpu)
+        return choice[0]
+
+    def whole_gpu_node(self, pod: PodInfo) -> str | None:
+        """The node whole_gpu_policy picks for a whole-GPU pod among the nodes with cards (None:
+        none, and the plain best fit decides, e.g. on nodes without cards)."""
+        assert self.whole_gpu_policy is not None
+        candidates = self._card_candidates(pod)
+        whole, cpu = -(-gpus(pod.request) // 1000), pod.request.get(CPU, 0)
+        return self.whole_gpu_policy(whole, candidates, self.workload, cpu_milli=cpu) if candidates else None
+
+    def _card_candidates(self, pod: PodInfo, amount: int = 0) -> list[NodeCards]:
+        """The cards of the nodes the pod may use and fits on (with a card holding `amount`), each
+        told the CPU and memory free on its node now (a policy may ask whether a shape fits)."""
+        out = []
+        for name in sorted(self.index(pod).members):
+            cards = self.cards.get(name)
+            if cards is not None and fits(pod.request, self.free[name]) and (not amount or cards.fits(amount)):
+                cards.free_cpu_milli = self.free[name].get(CPU, 0)
+                cards.free_memory_bytes = self.free[name].get(MEMORY, 0) // 1000
+                out.append(cards)
+        return out
 
     def release_cards(self, pod_keys: Iterable[str]) -> None:
         """Give back the cards chosen for these pods (placements the round gave up)."""

@@ -237,11 +237,16 @@ def card_shortfall(amount: int, candidates: Sequence[NodeCards]) -> str:
 # ---- policies ------------------------------------------------------------------------------
 
 #: Chooses, for a pod asking `amount` of one card's memory, a (node, card) among the candidates
-#: (nodes that already pass the per-node fit), or None when no card holds it.
-CardPolicy = Callable[[int, Sequence[NodeCards], Workload], "tuple[str, int] | None"]
+#: (nodes that already pass the per-node fit), or None when no card holds it. Called as
+#: policy(amount, candidates, workload, cpu_milli=<the pod's CPU request>).
+CardPolicy = Callable[..., "tuple[str, int] | None"]
+#: Optionally, the node for a pod asking `gpus` whole cards among candidates (FGD's whole_node):
+#: called as policy(gpus, candidates, workload, cpu_milli=...), None when none has that many idle.
+WholeGpuPolicy = Callable[..., "str | None"]
 
 
-def best_fit(amount: int, candidates: Sequence[NodeCards], workload: Workload = ()) -> tuple[str, int] | None:
+def best_fit(amount: int, candidates: Sequence[NodeCards], workload: Workload = (),
+             cpu_milli: int = 0) -> tuple[str, int] | None:
     """The tightest card: least memory left after the pod (ties: node name, then card index).
     The extender's allocateGPUID does the same within one node."""
     best: tuple[int, str, int] | None = None
@@ -257,7 +262,8 @@ def random_fit(seed: int = 0) -> CardPolicy:
     """A policy choosing uniformly among the cards that fit, from its own seeded generator."""
     rng = random.Random(seed)
 
-    def choose(amount: int, candidates: Sequence[NodeCards], workload: Workload = ()) -> tuple[str, int] | None:
+    def choose(amount: int, candidates: Sequence[NodeCards], workload: Workload = (),
+               cpu_milli: int = 0) -> tuple[str, int] | None:
         options = [(cards.node, card) for cards in candidates for card in cards.fits(amount)]
         return rng.choice(options) if options else None
 
@@ -278,6 +284,7 @@ __all__ = [
     "POLICIES",
     "PodShape",
     "QuantityError",
+    "WholeGpuPolicy",
     "Workload",
     "best_fit",
     "card_of",

@@ -18,7 +18,8 @@ from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import find_rivals, place_uncontested
 from ganggate.core.explain import contested_message, decision_reason, plural
 from ganggate.core.gangs import Gang
-from ganggate.core.gpushare import CardPolicy, Workload, card_shortfall, decision_annotations
+from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy, Workload, card_shortfall, decision_annotations
+from ganggate.core.gpushare_fgd import target_workload
 from ganggate.core.lifecycle import waits_for_terminating
 from ganggate.core.ordering import hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
@@ -50,13 +51,15 @@ def decide(
     policy: str = "plan",
     starvation_seconds: float = 300.0,
     card_policy: CardPolicy | None = None,
-    workload: Workload = (),
+    workload: Workload | None = None,
+    whole_gpu_policy: WholeGpuPolicy | None = None,
 ) -> tuple[list[Decision], list[Waiting]]:
     """One round: which gangs to release now and where, and why the others wait.
 
-    A pod asking a share of one GPU card gets its card from `card_policy` (default best fit,
-    weighing `workload` if it wants); its decision carries the gpushare annotations, with `now`
-    as the assume time."""
+    A pod asking a share of one GPU card gets its card from `card_policy` (default best fit),
+    which may weigh `workload` (default: the mix of GPU pods the cluster holds, observed_workload);
+    whole-GPU pods on nodes with cards go where `whole_gpu_policy` says, when one is given. A
+    sharing pod's decision carries the gpushare annotations, with `now` as the assume time."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     waiting: list[Waiting] = []
@@ -77,7 +80,9 @@ def decide(
     capacity.topology_levels = state.topology_levels
     if card_policy is not None:
         capacity.card_policy = card_policy
-    capacity.workload = workload
+    capacity.whole_gpu_policy = whole_gpu_policy
+    if capacity.cards and (card_policy is not None or whole_gpu_policy is not None):
+        capacity.workload = observed_workload(state, capacity) if workload is None else workload
     reserved = active_reservations(state, now)  # room preemptors hold (core.reservation)
     for reservation in reserved.values():
         hold(capacity, state, reservation)
@@ -134,6 +139,28 @@ def decide(
                 message += "; it would not fit even if the running pods on the nodes it may use finished"
         waiting.append(Waiting(gang.key, reason, message))
     return decisions, waiting
+
+
+def observed_workload(state: ClusterState, capacity: Capacity, coverage: float = 0.6) -> Workload:
+    """The target workload FGD weighs: the GPU pods the cluster holds (bound, or waiting to be),
+    as (share of a card in thousandths, whole GPUs, CPU, memory) shapes, the most common ones
+    covering `coverage` of them (the reference simulator's typical pods, 60% by default). A
+    share is the pod's amount over the most common card size of the nodes with cards."""
+    sizes: dict[int, int] = {}
+    for cards in capacity.cards.values():
+        for size in cards.capacity:
+            sizes[size] = sizes.get(size, 0) + 1
+    card = max(sizes, key=lambda size: (sizes[size], size)) if sizes else 0
+    shapes = []
+    for pod in state.pods.values():
+        if pod.terminated:
+            continue
+        whole = gpus(pod.request) // 1000
+        if pod.shared_gpu > 0 and card:
+            shapes.append((min(1000, pod.shared_gpu * 1000 // card), 0, pod.request.get("cpu", 0), 0))
+        elif whole > 0:
+            shapes.append((0, whole, pod.request.get("cpu", 0), 0))
+    return target_workload(shapes, coverage) if shapes else ()
 
 
 def _with_cards(pods: list, placement: dict[str, str], capacity: Capacity) -> dict[str, str] | Unfit:
