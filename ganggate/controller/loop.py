@@ -323,7 +323,8 @@ class Controller:
             decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
             pod_count=count, placement=dict(decision.placement),
             pods={k: self.state.pods[k].raw for k in decision.placement if k in self.state.pods},
-            hostnames=hostnames, pinned=self.config.placement == "pinned",
+            # A pod given a GPU card is pinned even with --placement=free: the card is its node's.
+            hostnames=hostnames, pinned=self.config.placement == "pinned" or bool(decision.annotations),
             annotations=dict(decision.annotations),
         )
         self._releasing.add(decision.gang_key)
