@@ -146,3 +146,28 @@ def test_a_released_gang_of_one_made_for_sharing_gets_no_budget_but_a_real_gang_
     budgets = {key[1]: desired_budget(gang) for key, gang in state.gangs.items()}
     assert budgets["gpushare-infer"] is None
     assert budgets["ddp"] is not None and budgets["ddp"]["spec"]["minAvailable"] == 1
+
+
+def test_any_shared_amount_is_either_gated_whole_or_denied_with_the_pod_unchanged() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+                               lambda inner: st.lists(inner, max_size=3), max_leaves=5)
+
+    @settings(max_examples=200, deadline=None)
+    @given(amount=json_values | st.from_regex(r"-?[0-9]{1,4}(\.[0-9])?(Gi|m)?", fullmatch=True))
+    def check(amount) -> None:
+        pod = sharing(amount)
+        before = copy.deepcopy(pod)
+        decision = decide_create(pod, POLICY, "u")
+        assert pod == before
+        if decision.outcome == GATED:
+            assert isinstance(amount, (str, int)) and int(str(amount).strip()) > 0
+            after = applied(pod, decision)
+            assert after["spec"]["schedulingGates"] == [{"name": GATE_NAME}]
+            assert parse_gang(after["metadata"]["annotations"]) == GangSpec("gpushare-infer", 1, 1)
+        else:
+            assert decision.outcome == DENIED and decision.patch is None and "must be a positive whole number" in decision.message
+
+    check()

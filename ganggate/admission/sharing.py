@@ -22,9 +22,12 @@ SOLO_PREFIX = "gpushare-"
 
 
 def _containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pod's containers and init containers; entries of the wrong JSON type are skipped (the
+    API server's own validation refuses such a pod)."""
     out = []
     for key in ("initContainers", "containers"):
-        for container in spec.get(key) or []:
+        found = spec.get(key)
+        for container in found if isinstance(found, list) else []:
             if isinstance(container, Mapping):
                 out.append(container)
     return out
@@ -32,7 +35,7 @@ def _containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def _asked(container: Mapping[str, Any]) -> dict[str, Any]:
     """The container's resource asks: limits, then requests where no limit is set."""
-    resources = container.get("resources") or {}
+    resources = container.get("resources")
     asked: dict[str, Any] = {}
     for key in ("requests", "limits"):
         section = resources.get(key) if isinstance(resources, Mapping) else None
@@ -49,7 +52,7 @@ def shares_gpu(spec: Mapping[str, Any] | None, shared: frozenset[str]) -> bool:
 def sharing_problem(spec: Mapping[str, Any] | None, shared: frozenset[str]) -> str | None:
     """Why the pod's shared-GPU asks are unacceptable (the denial message), or None."""
     for container in _containers(spec or {}):
-        name = container.get("name") or "?"
+        name = container.get("name") if isinstance(container.get("name"), str) else "?"
         asked = _asked(container)
         for resource in sorted(shared & asked.keys()):
             value = asked[resource]
