@@ -214,7 +214,7 @@ def test_a_seeded_random_policy_is_selectable_and_still_never_oversubscribes() -
 
 def test_the_observed_workload_counts_the_clusters_gpu_pods_as_shares_of_a_card() -> None:
     from ganggate.core.capacity import Capacity
-    from ganggate.core.planner import observed_workload
+    from ganggate.core.gpushare_round import observed_workload
 
     pods = [holder("a", "n1", 0, 4), holder("b", "n1", 1, 4), sharing_pod("c", 2),
             make_pod("w", namespace="ml", gang="w", pod_num=1, gpus=1, cpu="2")]

@@ -15,6 +15,7 @@ Lowest first (each module imports only those above it in this list):
   explain     the messages a user reads: why a gang does not fit, what it waits for
   topology    levels and domains from node labels; a gang in the fewest, narrowest domains
   packing     plan_gang: place one gang's pods, or say why not
+  gpushare_round the cards of a round's placements, their annotations, the observed workload
   lifecycle   after admission: room of terminating pods, what a member loss means, timeouts
   contention  keep a gang out of room a pending pod may bind into first
   ordering    priority/age order of a round, and the hold-back for a starving gang
