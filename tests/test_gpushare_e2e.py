@@ -85,3 +85,30 @@ async def _events(env, name: str):
     found = [e for e in await list_events(env.core) if e["involvedObject"].get("name") == name
              and e.get("reason") == "GangUnschedulable"]
     return found or None
+
+
+async def test_a_restarted_controller_reads_the_cards_in_use_from_the_pods_annotations(tmp_path):
+    # One node, two cards of 8. The first controller puts a 5 on a card; a new controller, which
+    # knows only what the pods record, must put the next 5 on the other card and a 3 beside the
+    # first 5 (best fit): kubesim's device plugin stand-in fails any pod that would overflow a card.
+    async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=2, gpu_mem_per_card=8) as env:
+        await use_shipped_configuration(env, tmp_path)
+        first, _ = await env.start_controller()
+        await create_pods(env.core, [sharing("first", 5)])
+        await wait_for(lambda: _running(env, {"first"}), what="first running")
+        await env.stop_controller(first)
+        await env.start_controller()
+        await create_pods(env.core, [sharing("second", 5)])
+        await wait_for(lambda: _running(env, {"first", "second"}), what="second running")
+        await create_pods(env.core, [sharing("third", 3)])
+        listed = await wait_for(lambda: _running(env, {"first", "second", "third"}), what="third running")
+        card = {name: pod["metadata"]["annotations"][GPUSHARE_CARD_INDEX] for name, pod in listed.items()}
+        assert card["second"] != card["first"] and card["third"] == card["first"]
+
+
+async def _running(env, names: set[str]):
+    listed = {p["metadata"]["name"]: p for p in await env.pods("default")}
+    failed = [n for n, p in listed.items() if (p.get("status") or {}).get("phase") == "Failed"]
+    assert not failed, f"the device plugin stand-in failed {failed}"
+    running = {n for n, p in listed.items() if (p.get("status") or {}).get("phase") == "Running"}
+    return listed if names <= running else None
