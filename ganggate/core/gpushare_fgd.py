@@ -15,8 +15,9 @@ of its free GPU that a pod drawn from the workload could not use:
 where F(after) - F(before) is least (fgd_score.go calculateGpuShareFragExtendScore: for a sharing
 pod each card that fits is tried; a whole-GPU pod takes idle cards). Free GPU is counted in
 thousandths of a card, so nodes with cards of different memory compare in GPUs, as the paper
-does. Shapes that ask no GPU are left out (they cannot fragment GPUs; the reference's typical
-pods leave out CPU pods unless told otherwise). Like the reference, memory is not looked at.
+does. Shapes that ask no GPU are left out: they cannot use GPU, so they would only add the same
+share of every node's free GPU to F (frag.go GetTypicalPods can leave them out too, with
+IsInvolvedCpuPods false). Like the reference, memory is not looked at.
 
 Ties (nodes in the same state give the same increase) go to the tightest card, then the node
 name, then the card: deterministic, where the reference lets the scheduler pick at random.
