@@ -247,13 +247,17 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(lists), figsize=(4.2 * len(lists), 3.6), sharey=True, squeeze=False)
-    steps = list(range(50, 101))
+    fig, axes = plt.subplots(1, len(lists), figsize=(4.2 * len(lists), 3.8), sharey=True, squeeze=False)
+    steps = list(range(80, 101))
     for axis, name in zip(axes[0], lists):
         for policy in policies:
             curve = [mean([r.allocated_at(s) for r in results[(name, policy)]]) for s in steps]
-            axis.plot(steps, curve, label=policy)
-        axis.plot(steps, steps, color="grey", linestyle=":", linewidth=1, label="demand")
+            line = axis.plot(steps, curve, label=policy)[0]
+            paper = PAPER_ALLOC_AT_100.get((name, policy))
+            if paper is not None:
+                axis.plot([100], [paper], marker="x", linestyle="none", color=line.get_color(),
+                          label=f"{policy}, FGD artifact")
+        axis.plot(steps, steps, color="grey", linestyle=":", linewidth=1, label="arrived")
         axis.set_title(name)
         axis.set_xlabel("arrived GPU demand (% of capacity)")
         axis.grid(alpha=0.3)
