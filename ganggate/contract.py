@@ -32,6 +32,29 @@ GATE_NAME = "scheduling.k8s.io/group-gate"
 #: release under the same decision id, and a pod without gate or record bypassed the webhook.
 DECISION_ANNOTATION = "ganggate.io/decision"
 
+#: GPU sharing (docs/gpu-sharing.md), the contract of the gpushare device plugin and scheduler
+#: extender (AliyunContainerService/gpushare-device-plugin pkg/gpu/nvidia/const.go,
+#: gpushare-scheduler-extender pkg/utils/const.go). Node resources: the node's total GPU
+#: memory across its cards (GiB, or MiB with the plugin's --memory-unit=MiB) and its card count.
+SHARED_GPU_MEMORY = "aliyun.com/gpu-mem"
+SHARED_GPU_COUNT = "aliyun.com/gpu-count"
+#: Pod annotations written with the decision, read by the device plugin at Allocate
+#: (podutils.go): the card index and the pod's amount (decimal ints, in the node's unit), the
+#: assume time (unix nanoseconds) and "false" for assigned (the plugin sets "true" once it has
+#: allocated). The extender also writes the card's total memory (ALIYUN_COM_GPU_MEM_DEV).
+GPUSHARE_CARD_INDEX = "ALIYUN_COM_GPU_MEM_IDX"
+GPUSHARE_POD_AMOUNT = "ALIYUN_COM_GPU_MEM_POD"
+GPUSHARE_CARD_TOTAL = "ALIYUN_COM_GPU_MEM_DEV"
+GPUSHARE_ASSUME_TIME = "ALIYUN_COM_GPU_MEM_ASSUME_TIME"
+GPUSHARE_ASSIGNED = "ALIYUN_COM_GPU_MEM_ASSIGNED"
+#: Set by the webhook on a pod it gated as a gang of one because it asks a shared GPU resource
+#: (no gang annotations of its own): such a gang gets no PodDisruptionBudget, so a lone
+#: inference pod stays as drainable as it was without ganggate.
+SOLO_ANNOTATION = "ganggate.io/gang-of-one"
+#: The shared resources a pod may ask in limits that make the webhook gate it (as a gang of
+#: one when it has no gang annotations); configurable with the webhook's --shared-resource.
+DEFAULT_SHARED_RESOURCES = (SHARED_GPU_MEMORY,)
+
 #: The annotations that make a pod a gang member (one of them is enough to be checked).
 GANG_ANNOTATIONS = (GROUP_NAME, GROUP_POD_NUM, GROUP_MIN_AVAILABLE, GROUP_TIMEOUT_SECONDS)
 #: The topology annotations: read only on pods that carry GROUP_NAME (so the webhook's

@@ -335,7 +335,7 @@ async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
     text = (Path(__file__).resolve().parent.parent / "docs" / "webhook.md").read_text()
     section = text.split("## Denial messages", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| [^|]+ \| `(.+)` \|$", section, flags=re.M)
-    assert len(documented) == 14
+    assert len(documented) == 17
     created = [gang_pod(pod_num=None), gang_pod(group=None, pod_num="4"),
                gang_pod(group=None, pod_num=None, min_available="2"), gang_pod(group="Train"),
                gang_pod(pod_num="0"), gang_pod(pod_num="4", min_available="5"), gang_pod(node_name="gpu-1")]
@@ -358,6 +358,12 @@ async def test_documented_denial_messages_are_the_real_ones(aiohttp_client):
     in_rack["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = "example.com/rack"
     in_block["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = "example.com/block"
     bodies.append(review(in_block, operation="UPDATE", old=in_rack))
+    for limits, node in (({"aliyun.com/gpu-mem": "eight"}, None),
+                         ({"aliyun.com/gpu-mem": "4", "nvidia.com/gpu": "1"}, None),
+                         ({"aliyun.com/gpu-mem": "4"}, "gpu-1")):  # GPU sharing (docs/gpu-sharing.md)
+        sharing = gang_pod(group=None, pod_num=None, node_name=node)
+        sharing["spec"]["containers"][0].update(name="main", resources={"limits": limits})
+        bodies.append(review(sharing))
     preferred = gang_pod(name="p")
     preferred["metadata"]["annotations"][GROUP_TOPOLOGY_PREFERRED] = "example.com/rack"
     assert (await post(client, review(preferred)))["allowed"] is True

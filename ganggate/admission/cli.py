@@ -81,12 +81,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a spec.schedulerName ganggate serves; repeatable (default: default-scheduler)",
     )
     parser.add_argument(
+        "--shared-resource",
+        action="append",
+        dest="shared_resources",
+        metavar="NAME",
+        help="a shared GPU resource whose pods are gated, as gangs of one when they have no gang annotations "
+        "(repeatable; default: aliyun.com/gpu-mem; --shared-resource= none). The MutatingWebhookConfiguration's "
+        "matchConditions must send such pods too: see docs/gpu-sharing.md",
+    )
+    parser.add_argument(
         "--cert-reload-seconds",
         type=float,
         default=5.0,
         help="how often to check the certificate files for a new certificate (default: 5)",
     )
     parser.set_defaults(func=run)
+
+
+def _shared(values: list[str] | None) -> tuple[str, ...]:
+    """--shared-resource values: the default when none; an empty value alone means none."""
+    from ganggate.contract import DEFAULT_SHARED_RESOURCES
+
+    if values is None:
+        return DEFAULT_SHARED_RESOURCES
+    return tuple(v for v in values if v)
 
 
 def cert_paths(args: argparse.Namespace) -> tuple[str, str]:
@@ -125,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         shutdown_grace_seconds=args.shutdown_grace_seconds,
+        shared_resources=_shared(args.shared_resources),
     )
     try:
         return asyncio.run(serve(config))

@@ -14,9 +14,11 @@ from typing import Any, Mapping
 
 import jsonpatch
 
+from ganggate.admission.sharing import shares_gpu, sharing_problem, solo_annotations
 from ganggate.contract import (
     DEFAULT_MAX_POD_NUM,
     DEFAULT_SCHEDULER_NAMES,
+    DEFAULT_SHARED_RESOURCES,
     IMMUTABLE_ANNOTATIONS,
     GATE_NAME,
     GROUP_NAME,
@@ -55,6 +57,9 @@ class ReviewPolicy:
 
     max_pod_num: int = DEFAULT_MAX_POD_NUM
     scheduler_names: frozenset[str] = field(default_factory=lambda: frozenset(DEFAULT_SCHEDULER_NAMES))
+    #: Shared GPU resources (docs/gpu-sharing.md): a pod asking one is gated, as a gang of one
+    #: when it has no gang annotations, so that ganggate picks its card.
+    shared_resources: frozenset[str] = field(default_factory=lambda: frozenset(DEFAULT_SHARED_RESOURCES))
 
 
 @dataclass(frozen=True)
@@ -151,17 +156,48 @@ def _deny(error: ContractError, code: int = 422) -> Decision:
     return Decision(outcome=DENIED, allowed=False, code=code, message=error.message())
 
 
-def decide_create(pod: Mapping[str, Any], policy: ReviewPolicy) -> Decision:
-    """Gate a valid gang pod, deny an invalid one, leave everything else alone."""
+def _solo_patch(pod: Mapping[str, Any], raw_spec: Mapping[str, Any] | None, request_uid: str) -> jsonpatch.JsonPatch:
+    """The gate, plus the annotations that make a sharing pod a gang of one."""
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else None
+    added = solo_annotations((metadata or {}).get("name"), request_uid)
+    ops = list(gate_patch(raw_spec).patch)
+    if metadata is None:
+        ops.append({"op": "add", "path": "/metadata", "value": {"annotations": added}})
+    elif metadata.get("annotations") is None:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": added})
+    else:
+        ops += [{"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"), "value": value}
+                for key, value in added.items()]
+    return jsonpatch.JsonPatch(ops)
+
+
+def decide_create(pod: Mapping[str, Any], policy: ReviewPolicy, request_uid: str = "") -> Decision:
+    """Gate a valid gang pod (or a pod asking a shared GPU, as a gang of one), deny an invalid
+    one, leave everything else alone."""
     annotations = _annotations(pod, "request.object")
-    if not has_gang_annotations(annotations):
-        return Decision(NOT_GANG)
     raw_spec = pod.get("spec")
     if raw_spec is not None and not isinstance(raw_spec, Mapping):
         raise MalformedReview(f"request.object.spec must be an object, not {type(raw_spec).__name__}")
     spec = raw_spec or {}
+    sharing = bool(policy.shared_resources) and shares_gpu(spec, policy.shared_resources)
+    if not sharing and not has_gang_annotations(annotations):
+        return Decision(NOT_GANG)
     if scheduler_name(spec) not in policy.scheduler_names:
         return Decision(OTHER_SCHEDULER)
+    if sharing:
+        problem = sharing_problem(spec, policy.shared_resources)
+        if problem is not None:
+            return Decision(DENIED, allowed=False, code=422, message=problem)
+        if not has_gang_annotations(annotations):
+            node = spec.get("nodeName")
+            if node:
+                return Decision(DENIED, allowed=False, code=422, message=(
+                    f"spec.nodeName={node!r} on a pod asking a shared GPU "
+                    f"({', '.join(sorted(policy.shared_resources))}): ganggate picks its GPU card before the "
+                    "pod is bound; use a nodeSelector instead"))
+            if has_gate(spec):
+                return Decision(ALREADY_GATED)
+            return Decision(GATED, patch=_solo_patch(pod, raw_spec, request_uid))
     gang = parse_gang(annotations, policy.max_pod_num)
     if isinstance(gang, ContractError):
         return _deny(gang)
@@ -215,7 +251,7 @@ def decide(request: Mapping[str, Any], policy: ReviewPolicy) -> Decision:
     if operation == "CREATE":
         if pod is None:
             raise MalformedReview("request.object is required for CREATE")
-        return decide_create(pod, policy)
+        return decide_create(pod, policy, str(request.get("uid") or ""))
     if operation == "UPDATE":
         old = request.get("oldObject")
         if pod is None or old is None:

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
-from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
+from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, DEFAULT_SHARED_RESOURCES
 from ganggate.admission.review import (
     DENIED,
     MALFORMED,
@@ -59,10 +59,13 @@ class WebhookConfig:
     metrics_host: str | None = None  # default: host
     # On close: how long reviews in flight may take to finish before they are cut off.
     shutdown_grace_seconds: float = 10.0
+    # Shared GPU resources whose pods are gated (as gangs of one without gang annotations).
+    shared_resources: tuple[str, ...] = DEFAULT_SHARED_RESOURCES
 
     @property
     def policy(self) -> ReviewPolicy:
-        return ReviewPolicy(max_pod_num=self.max_pod_num, scheduler_names=frozenset(self.scheduler_names))
+        return ReviewPolicy(max_pod_num=self.max_pod_num, scheduler_names=frozenset(self.scheduler_names),
+                            shared_resources=frozenset(self.shared_resources))
 
 
 @dataclass

@@ -61,6 +61,9 @@ def register(subparsers: Any) -> None:
                      help="on SIGTERM/SIGINT, how long releases already being applied may take (default 10)")
     ctl.add_argument("--metrics-port", type=int, default=8080, help="/metrics, /healthz, /readyz (0: any free port)")
     ctl.add_argument("--max-pod-num", type=int, default=10000, help="largest group-pod-num accepted")
+    ctl.add_argument("--card-policy", choices=["best-fit", "random", "fgd"], default=None,
+                     help="GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (default: "
+                     "ganggate.core.gpushare.DEFAULT_POLICY; see docs/gpu-sharing.md)")
     ctl.set_defaults(func=run_controller)
 
     st = subparsers.add_parser(
@@ -74,6 +77,9 @@ def register(subparsers: Any) -> None:
     st.add_argument("--scheduler-name", action="append", metavar="NAME", help="served schedulers (repeatable)")
     st.add_argument("--topology-levels", default="", metavar="LABEL,...",
                     help="the controller's --topology-levels, so waits and fits read as the controller sees them")
+    st.add_argument("--gpus", action="store_true",
+                    help="GPU sharing: per node and per card, the memory used and free and the pods holding it "
+                    "(what `kubectl inspect gpushare` shows)")
     _lease_flags(st)
     st.set_defaults(func=_run_status)
 
@@ -108,6 +114,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
         planning=args.planning,
     )
+    if args.card_policy is not None:
+        cfg.card_policy = args.card_policy
     cfg.validate()
     return cfg
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ganggate.core.gpushare import DEFAULT_POLICY
+
 
 def parse_topology_levels(text: str) -> tuple[str, ...]:
     """`--topology-levels a,b,c` as a checked tuple (ValueError says what is wrong)."""
@@ -22,6 +24,34 @@ def check_topology_levels(levels: tuple[str, ...]) -> None:
             raise ValueError(f"topology_levels: {level!r} is not a node label key")
     if len(set(levels)) != len(levels):
         raise ValueError("topology_levels: a level is listed twice")
+
+
+#: The card policies for GPU sharing (docs/gpu-sharing.md): "fgd" is engineer B's
+#: fragmentation-aware policy (core.gpushare_fgd), the others core.gpushare's.
+CARD_POLICIES = ("best-fit", "random", "fgd")
+
+
+def whole_gpu_policy_named(name: str):
+    """The policy placing whole-GPU pods on nodes with cards: FGD's (as in the paper) for "fgd",
+    else None (ganggate's best fit)."""
+    if name == "fgd":
+        return card_policy_named(name).whole_node
+    return None
+
+
+def card_policy_named(name: str):
+    """The card policy called `name` (a fresh seeded generator for "random")."""
+    from ganggate.core.gpushare import best_fit, random_fit
+
+    if name == "best-fit":
+        return best_fit
+    if name == "random":
+        return random_fit(0)
+    if name == "fgd":
+        from ganggate.core.gpushare_fgd import fgd_policy
+
+        return fgd_policy
+    raise ValueError(f"card_policy must be one of {', '.join(CARD_POLICIES)}, not {name!r}")
 
 
 @dataclass
@@ -57,13 +87,14 @@ class ControllerConfig:
     preempt_bare_pods: bool = False  # pods without an owning controller may be preempted
     preempt_ordinary_pods: bool = False  # bound pods of no gang may be preempted
     preemption_timeout_seconds: float = 300.0  # how long freed room stays reserved for a preemptor
+    card_policy: str = DEFAULT_POLICY  # GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (CARD_POLICIES)
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
         choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
                    "on_bind_timeout": ("member-loss", "wait", "recreate"),
                    "on_member_loss": ("restart", "none"), "preemption": ("gang", "off"),
-                   "planning": ("thread", "loop")}
+                   "planning": ("thread", "loop"), "card_policy": CARD_POLICIES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")

@@ -33,7 +33,7 @@ from typing import Any
 
 from ganggate.core.cluster import ClusterState
 from ganggate.controller.bindtimeout import BindTimeouts
-from ganggate.controller.config import ControllerConfig
+from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
@@ -43,6 +43,7 @@ from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
 from ganggate.controller.release import Releaser, ReleaseRequest
+from ganggate.core.gpushare import cards_of
 from ganggate.core.preemption import PreemptionOptions
 from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread
 from ganggate.kube.calls import ApiCallError, Backoff, rfc3339
@@ -78,6 +79,8 @@ class Controller:
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
                                     metrics=self.metrics, host=self.identity, clock=clock)
         self.notifier = WaitNotifier()
+        self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
+        self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)
         self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
         self.releaser.should_continue = self._may_act
@@ -342,7 +345,8 @@ class Controller:
 
     def _plan_settings(self) -> dict[str, Any]:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
-                "timed_out": self.lifecycle.timed_out_gangs()}
+                "timed_out": self.lifecycle.timed_out_gangs(),
+                "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy}
 
     def _before_round(self, now: float, timeouts: bool = True) -> None:
         self.rounds += 1
@@ -409,14 +413,17 @@ class Controller:
             if gang.complete_since is not None and gang.state == "waiting":
                 self.metrics.wait_seconds.observe(max(0.0, now - gang.complete_since))
         # Promise before the first patch, so the next round already counts this capacity.
-        self.state.promise(decision.gang_key, dict(decision.placement), now + self.config.bind_timeout_seconds)
+        self.state.promise(decision.gang_key, dict(decision.placement), now + self.config.bind_timeout_seconds,
+                           cards=cards_of(decision.annotations))
         hostnames = {name: self.state.nodes[name].hostname for name in set(decision.placement.values())
                      if name is not None and name in self.state.nodes}
         request = ReleaseRequest(
             decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
             pod_count=count, placement=dict(decision.placement),
             pods={k: self.state.pods[k].raw for k in decision.placement if k in self.state.pods},
-            hostnames=hostnames, pinned=self.config.placement == "pinned",
+            # A pod given a GPU card is pinned even with --placement=free: the card is its node's.
+            hostnames=hostnames, pinned=self.config.placement == "pinned" or bool(decision.annotations),
+            annotations=dict(decision.annotations),
         )
         self._releasing.add(decision.gang_key)
         log.info("releasing gang %s: %s, decision %s%s (%s)", request.gang,

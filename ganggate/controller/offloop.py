@@ -41,11 +41,13 @@ class ChangeBuffer:
 
 
 def plan(state: ClusterState, now: float, *, policy: str, starvation_seconds: float,
-         timed_out: Any = ()) -> tuple[list[Any], list[Any], float | None]:
+         timed_out: Any = (), card_policy: Any = None,
+         whole_gpu_policy: Any = None) -> tuple[list[Any], list[Any], float | None]:
     """One round's decisions and waits, and when a round is next due on time alone."""
     from ganggate.core.planner import decide
 
-    decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds)
+    decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds,
+                                 card_policy=card_policy, whole_gpu_policy=whole_gpu_policy)
     return decisions, waitings, next_due(state, now, starvation_seconds=starvation_seconds, timed_out=timed_out)
 
 

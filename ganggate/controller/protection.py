@@ -27,7 +27,9 @@ Which gangs get none (`plan_budgets`, pure):
   line);
 - a victim of a preemption in flight or reserved (`ganggate.io/preemption` on the preemptor's
   pods names its victims): the preemptor deleted the budget to evict the gang whole;
-- a gang with pods being deleted (it is being torn down or restarted).
+- a gang with pods being deleted (it is being torn down or restarted);
+- a GPU-sharing pod the webhook gated alone (annotation `ganggate.io/gang-of-one`): without
+  ganggate it would have had no budget, and a drain must still be able to move it.
 Existing budgets of the last two are left alone; they are only not (re)created.
 
 The controller watches every PodDisruptionBudget (list + watch, `informer.Informer`), so a
@@ -41,7 +43,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Coroutine, Iterable, Mapping
 
-from ganggate.contract import GANG_LABEL, gang_label_value
+from ganggate.contract import GANG_LABEL, SOLO_ANNOTATION, gang_label_value
 from ganggate.core.budgets import MANAGED_BY, budget_name, foreign_budgets_over, is_ours
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import Gang, GangKey
@@ -67,8 +69,11 @@ def _owners(gang: Gang) -> list[dict]:
 
 
 def desired_budget(gang: Gang) -> dict | None:
-    """The budget a gang should have: one when it has released pods and a spec."""
+    """The budget a gang should have: one when it has released pods and a spec, unless it is a
+    GPU-sharing pod the webhook made a gang of one (SOLO_ANNOTATION): that stays drainable."""
     if gang.spec is None or not gang.released_count:
+        return None
+    if all(SOLO_ANNOTATION in ((p.raw.get("metadata") or {}).get("annotations") or {}) for p in gang.pods.values()):
         return None
     value = gang_label_value(gang.name)
     return {

@@ -63,11 +63,13 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def build_patch(pod: Mapping, annotation: str, hostname: str | None, gang: str | None = None) -> list[dict] | None:
+def build_patch(pod: Mapping, annotation: str, hostname: str | None, gang: str | None = None, *,
+                extra_annotations: Mapping[str, str] | None = None) -> list[dict] | None:
     """The JSON patch that releases the pod, or None when it carries no ganggate gate.
 
     hostname None leaves node selection to the scheduler (`--placement=free`); gang (its
-    group-name) adds the GANG_LABEL label.
+    group-name) adds the GANG_LABEL label; extra_annotations (the card of a GPU-sharing pod,
+    core.gpushare) are added beside the decision, in the same patch.
     """
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -91,9 +93,12 @@ def build_patch(pod: Mapping, annotation: str, hostname: str | None, gang: str |
         else:
             ops.append({"op": "add", "path": f"/metadata/labels/{_escape(GANG_LABEL)}", "value": gang_label_value(gang)})
     if metadata.get("annotations") is None:
-        ops.append({"op": "add", "path": "/metadata/annotations", "value": {DECISION_ANNOTATION: annotation}})
+        ops.append({"op": "add", "path": "/metadata/annotations",
+                    "value": {DECISION_ANNOTATION: annotation, **(extra_annotations or {})}})
     else:
         ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(DECISION_ANNOTATION)}", "value": annotation})
+        for key, value in sorted((extra_annotations or {}).items()):
+            ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
     return ops
 
 
@@ -129,6 +134,7 @@ class ReleaseRequest:
     pods: dict[str, dict]  # pod key -> last seen pod object
     hostnames: dict[str, str]  # node name -> kubernetes.io/hostname value
     pinned: bool = True
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> extra (Decision.annotations)
 
 
 @dataclass
@@ -166,7 +172,8 @@ class Releaser:
         node = req.placement.get(key)
         hostname = req.hostnames.get(node, node) if (req.pinned and node) else None
         annotation = decision_annotation(req.decision_id, req.time, node, req.gang, req.pod_count)
-        return build_patch(pod, annotation, hostname, req.gang.split("/", 1)[-1])
+        return build_patch(pod, annotation, hostname, req.gang.split("/", 1)[-1],
+                           extra_annotations=req.annotations.get(key))
 
     async def _get(self, key: str) -> dict | None:
         namespace, name = key.split("/", 1)

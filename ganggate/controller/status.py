@@ -248,11 +248,17 @@ async def read_lease_line(api_client: Any, name: str, namespace: str) -> str:
 
 async def status_text(api_client: Any, namespace: str | None = None, policy: str = "plan",
                       scheduler_names: tuple[str, ...] = ("default-scheduler",),
-                      lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] = ()) -> str:
-    """What `ganggate status` prints; lease (name, namespace) adds who leads."""
+                      lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] = (),
+                      gpus: bool = False) -> str:
+    """What `ganggate status` prints; lease (name, namespace) adds who leads; gpus: the GPU
+    cards' shared memory instead (controller.gpushare_status)."""
     from ganggate.core.planner import decide
 
     state = await collect(api_client, scheduler_names, topology_levels=topology_levels)
+    if gpus:
+        from ganggate.controller.gpushare_status import format_gpus
+
+        return format_gpus(state)
     budgets = await list_budgets(api_client)
     now = time.time()
     decisions, waitings = decide(state, now, policy=policy)
@@ -289,7 +295,7 @@ def run_status(args: argparse.Namespace) -> int:
             names = tuple(args.scheduler_name or ["default-scheduler"])
             text = await status_text(api_client, args.namespace, scheduler_names=names,
                                      lease=(args.lease_name, lease_namespace(args.lease_namespace)),
-                                     topology_levels=levels)
+                                     topology_levels=levels, gpus=getattr(args, "gpus", False))
         except ApiCallError as exc:
             print(f"error: cannot list the cluster: {exc}", file=sys.stderr)
             return 1

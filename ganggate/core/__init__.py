@@ -2,6 +2,8 @@
 
 Lowest first (each module imports only those above it in this list):
   resources   quantities, a pod's effective request, fitting, GPU amounts
+  gpushare    GPU sharing per card: a node's cards, their use, the annotations, card policies
+  gpushare_fgd FGD: the card (or node) that least increases the expected GPU fragmentation
   nodematch   which nodes a pod may use (selector, affinity, taints, readiness, cordon)
   pods        PodInfo: one pod as the controller sees it
   gangs       Gang: the pods of one gang and the state they add up to
@@ -14,6 +16,7 @@ Lowest first (each module imports only those above it in this list):
   domains     topology domains from node labels, and each one's free GPUs as a round goes
   topology    a gang in the fewest, narrowest domains; its later pods beside its first
   packing     plan_gang: place one gang's pods, or say why not
+  gpushare_round the cards of a round's placements, their annotations, the observed workload
   lifecycle   after admission: room of terminating pods, what a member loss means, timeouts
   contention  keep a gang out of room a pending pod may bind into first
   ordering    priority/age order of a round, and the hold-back for a starving gang

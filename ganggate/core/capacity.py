@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState
+from ganggate.core.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
 from ganggate.core.nodematch import (
     matches_node_selection,
     node_is_cordoned,
@@ -140,6 +141,15 @@ class Capacity:
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
         # (node, its free GPU after) of every take, in order: topology catches up from it.
         self.changed: list[tuple[str, int]] = []
+        # GPU sharing (core.gpushare): the cards of the nodes that have them, as the round uses
+        # them; the policy that picks a card; the observed workload it may weigh; and the
+        # (node, card, amount) chosen so far for each sharing pod, by pod key.
+        self.cards: dict[str, NodeCards] = {}
+        self.card_policy: CardPolicy = best_fit
+        self.workload: Workload = ()
+        self.card_choices: dict[str, tuple[str, int, int]] = {}
+        # When set (FGD's whole_node), whole-GPU pods on nodes with cards go where it says.
+        self.whole_gpu_policy: WholeGpuPolicy | None = None
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
         self._classes: list[dict] = []
@@ -172,6 +182,9 @@ class Capacity:
         sub.topology_levels, sub.topology_cache, sub.topology_free, sub.changed = (), {}, {}, []
         sub.topology_placed = {}
         sub._class_of = {name: self._class_of[name] for name in sub.nodes}
+        sub.cards = {name: self.cards[name].copy() for name in sub.nodes if name in self.cards}
+        sub.card_policy, sub.workload, sub.card_choices = self.card_policy, self.workload, {}
+        sub.whole_gpu_policy = self.whole_gpu_policy
         sub._classes = self._classes
         for pod in pods:
             if pod.constraint_key in sub._by_constraint:
@@ -189,7 +202,12 @@ class Capacity:
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
         nodes = {name: info.raw for name, info in state.nodes.items()}
-        return cls(nodes, {name: state.free(name) for name in nodes})
+        capacity = cls(nodes, {name: state.free(name) for name in nodes})
+        for name in nodes:
+            cards = state.cards(name)
+            if cards is not None:
+                capacity.cards[name] = cards
+        return capacity
 
     def index(self, pod: PodInfo) -> NodeIndex:
         """The index of the nodes the pod may use (within the scope, when one is set)."""
@@ -270,6 +288,9 @@ class Capacity:
         for index in indexes:
             index.add(node, free, level)
         self.changed.append((node, level))
+        cards = self.cards.get(node)
+        if cards is not None and (whole := gpus(request)):
+            cards.take_whole(sign * -(-whole // 1000))  # whole GPUs take whole cards
 
     def _best_among(
         self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str]
@@ -279,7 +300,7 @@ class Capacity:
         best: tuple[int, int, int, str] | None = None
         for name in names:
             free = self.free[name]
-            if name in index.members and fits(request, free):
+            if name in index.members and fits(request, free) and self._cards_allow(request, name):
                 key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
                 if best is None or key < best:
                     best = key
@@ -288,6 +309,12 @@ class Capacity:
     def best_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """Best fit for the pod: least GPU left, then a node the gang uses, then least CPU
         and memory left; None when no eligible node has room."""
+        if pod.shared_gpu > 0 and self.cards:
+            return self.shared_node(pod)
+        if self.whole_gpu_policy is not None and self.cards and gpus(pod.request) > 0:
+            found = self.whole_gpu_node(pod)
+            if found is not None:
+                return found
         index = self.index(pod)
         request = pod.request
         best_gang = self._best_among(index, request, gang_nodes)
@@ -300,13 +327,15 @@ class Capacity:
             bucket = index.buckets[level]
             for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
                 name = bucket[i][2]
-                if fits(request, self.free[name]):
+                if fits(request, self.free[name]) and self._cards_allow(request, name):
                     return name
         return best_gang[3] if best_gang is not None else None
 
     def filling_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """The fallback strategy: keep filling the gang's nodes (best fit among them), else
         open the emptiest node with room (most free GPU, then most free CPU)."""
+        if pod.shared_gpu > 0 and self.cards:
+            return self.shared_node(pod)
         index = self.index(pod)
         request = pod.request
         best_gang = self._best_among(index, request, gang_nodes)
@@ -319,6 +348,55 @@ class Capacity:
             bucket = index.buckets[level]
             for i in range(len(bucket) - 1, bisect.bisect_left(bucket, probe) - 1, -1):
                 name = bucket[i][2]
-                if fits(request, self.free[name]):
+                if fits(request, self.free[name]) and self._cards_allow(request, name):
                     return name
         return None
+
+    # ---- GPU sharing: cards ----------------------------------------------------------------
+
+    def _cards_allow(self, request: Mapping[str, int], name: str) -> bool:
+        """A whole-GPU request on a node with cards needs that many cards nobody shares."""
+        cards = self.cards.get(name) if self.cards else None
+        return cards is None or cards.idle() >= -(-gpus(request) // 1000)
+
+    def shared_node(self, pod: PodInfo) -> str | None:
+        """The node for a pod asking a share of one card: the (node, card) the card policy picks.
+        The card is taken at once and recorded in card_choices (a pod chosen again first gives
+        its earlier card back)."""
+        self.release_cards([pod.key])
+        candidates = self._card_candidates(pod, pod.shared_gpu)
+        cpu = pod.request.get(CPU, 0)
+        choice = self.card_policy(pod.shared_gpu, candidates, self.workload, cpu_milli=cpu) if candidates else None
+        if choice is None:
+            return None
+        self.cards[choice[0]].take(choice[1], pod.shared_gpu, pod.key)
+        self.card_choices[pod.key] = (choice[0], choice[1], pod.shared_gpu)
+        return choice[0]
+
+    def whole_gpu_node(self, pod: PodInfo) -> str | None:
+        """The node whole_gpu_policy picks for a whole-GPU pod among the nodes with cards (None:
+        none, and the plain best fit decides, e.g. on nodes without cards)."""
+        assert self.whole_gpu_policy is not None
+        candidates = self._card_candidates(pod)
+        whole, cpu = -(-gpus(pod.request) // 1000), pod.request.get(CPU, 0)
+        return self.whole_gpu_policy(whole, candidates, self.workload, cpu_milli=cpu) if candidates else None
+
+    def _card_candidates(self, pod: PodInfo, amount: int = 0) -> list[NodeCards]:
+        """The cards of the nodes the pod may use and fits on (with a card holding `amount`), each
+        told the CPU and memory free on its node now (a policy may ask whether a shape fits)."""
+        out = []
+        for name in sorted(self.index(pod).members):
+            cards = self.cards.get(name)
+            if cards is not None and fits(pod.request, self.free[name]) and (not amount or cards.fits(amount)):
+                cards.free_cpu_milli = self.free[name].get(CPU, 0)
+                cards.free_memory_bytes = self.free[name].get(MEMORY, 0) // 1000
+                out.append(cards)
+        return out
+
+    def release_cards(self, pod_keys: Iterable[str]) -> None:
+        """Give back the cards chosen for these pods (placements the round gave up)."""
+        for key in pod_keys:
+            choice = self.card_choices.pop(key, None)
+            if choice is not None:
+                node, card, amount = choice
+                self.cards[node].give_back(card, amount, key)

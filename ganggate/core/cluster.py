@@ -21,12 +21,13 @@ from typing import Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.gangs import Gang, GangKey
+from ganggate.core.gpushare import NodeCards, node_cards, node_totals
 from ganggate.core.losses import MemberLoss, loss_of, losses_after_relist
 from ganggate.core.nodematch import node_hostname, node_is_cordoned, node_is_ready
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, parse_time  # noqa: F401
-from ganggate.core.resources import Resources, add_into, node_allocatable
+from ganggate.core.resources import GPU, Resources, add_into, node_allocatable
 
 
 @dataclass
@@ -63,6 +64,8 @@ class Promise:
     node: str | None
     request: Resources
     deadline: float
+    #: The (card index, amount) of shared GPU memory promised with it (GPU sharing), if any.
+    card: tuple[int, int] | None = None
 
 
 class ClusterState:
@@ -102,6 +105,10 @@ class ClusterState:
         self._promised: dict[str, Resources] = {}
         # (pod key, uid) whose promise timed out: not rebuilt from its decision annotation.
         self._expired: set[tuple[str, str]] = set()
+        # GPU sharing: per node, pod key -> (card, amount) of the bound pods and of the promises
+        # that hold a card (two tables: a pod's promise and its binding overlap for a moment).
+        self._bound_cards: dict[str, dict[str, tuple[int, int]]] = {}
+        self._promised_cards: dict[str, dict[str, tuple[int, int]]] = {}
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -112,6 +119,21 @@ class ClusterState:
         add_into(out, self._used.get(node_name, {}), -1)
         add_into(out, self._promised.get(node_name, {}), -1)
         return out
+
+    def cards(self, node_name: str) -> NodeCards | None:
+        """The node's GPU cards and their shared use (bound pods and promises, from their card
+        annotations), or None for a node that does not advertise aliyun.com/gpu-mem and
+        aliyun.com/gpu-count. Cards given whole: the node's used and promised nvidia.com/gpu."""
+        node = self.nodes.get(node_name)
+        if node is None:
+            return None
+        total, count = node_totals(node.raw)
+        if not count:
+            return None
+        held = [(card, amount, key) for table in (self._bound_cards, self._promised_cards)
+                for key, (card, amount) in sorted(table.get(node_name, {}).items())]
+        whole = -(-(self._used.get(node_name, {}).get(GPU, 0) + self._promised.get(node_name, {}).get(GPU, 0)) // 1000)
+        return node_cards(node_name, total, count, held, whole)
 
     def gang_of(self, pod: PodInfo) -> GangKey | None:
         """The gang a pod belongs to, or None when it is in none ganggate serves."""
@@ -128,6 +150,7 @@ class ClusterState:
         self.nodes, self.pods, self.gangs, self.promises, self.pending = {}, {}, {}, {}, {}
         self.terminating = {}
         self._used, self._promised = {}, {}
+        self._bound_cards, self._promised_cards = {}, {}
         for node in nodes:
             self._upsert_node(node)
         touched: set[GangKey] = set()
@@ -183,18 +206,26 @@ class ClusterState:
 
     # ---- promises ------------------------------------------------------------------------
 
-    def promise(self, gang_key: GangKey, placement: dict[str, str | None], deadline: float) -> None:
+    def promise(
+        self,
+        gang_key: GangKey,
+        placement: dict[str, str | None],
+        deadline: float,
+        cards: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
         """Hold the requests of released pods on their planned nodes until they are bound.
 
         placement maps pod key -> node name (None: released unpinned, counted nowhere but
         still watched for the bind timeout). Pods unknown or already bound are skipped.
+        cards maps pod key -> (card, amount) for the pods given a share of one GPU card.
         """
         for pod_key, node in placement.items():
             pod = self.pods.get(pod_key)
             if pod is None or pod.node_name or pod.terminated:
                 continue
             self._end_promise(pod_key)
-            self._hold(Promise(gang_key, pod_key, pod.uid, node, dict(pod.request), deadline))
+            card = (cards or {}).get(pod_key)
+            self._hold(Promise(gang_key, pod_key, pod.uid, node, dict(pod.request), deadline, card))
 
     def expired_promises(self, now: float) -> list[tuple[GangKey, list[str]]]:
         """Gangs whose released pods are still unbound past the deadline, with those pods.
@@ -246,6 +277,8 @@ class ClusterState:
             self.terminating[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
+            if info.gpu_card is not None:
+                self._bound_cards.setdefault(info.node_name, {})[info.key] = info.gpu_card
         gang_key = self.gang_of(info)
         if gang_key is not None:
             gang = self.gangs.get(gang_key)
@@ -260,6 +293,7 @@ class ClusterState:
         self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, -1)
+            self._bound_cards.get(info.node_name, {}).pop(info.key, None)
         gang_key = self.gang_of(info)
         if gang_key is not None and gang_key in self.gangs:
             self.gangs[gang_key].discard(info.key)
@@ -282,11 +316,14 @@ class ClusterState:
         self.promises[promise.pod_key] = promise
         if promise.node is not None:
             _add(self._promised, promise.node, promise.request, 1)
+            if promise.card is not None:
+                self._promised_cards.setdefault(promise.node, {})[promise.pod_key] = promise.card
 
     def _end_promise(self, pod_key: str) -> None:
         promise = self.promises.pop(pod_key, None)
         if promise is not None and promise.node is not None:
             _add(self._promised, promise.node, promise.request, -1)
+            self._promised_cards.get(promise.node, {}).pop(pod_key, None)
 
     def _rebuild_promise(self, pod: PodInfo) -> None:
         """After a restart: a released, unbound gang pod with a decision naming a node holds
@@ -300,7 +337,8 @@ class ClusterState:
         if gang_key is None or not isinstance(node, str) or not node:
             return
         deadline = parse_time(pod.decision.get("time")) + self.bind_timeout_seconds
-        self._hold(Promise(gang_key, pod.key, pod.uid, node, dict(pod.request), deadline))
+        card = pod.gpu_card if pod.shared_gpu > 0 else None  # the card its annotations record
+        self._hold(Promise(gang_key, pod.key, pod.uid, node, dict(pod.request), deadline, card))
 
 
 def _add(table: dict[str, Resources], node_name: str, amounts: Mapping[str, int], sign: int) -> None:

@@ -3,7 +3,7 @@ one gang does not fit. Defined below every planning module so they all can name 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ganggate.core.gangs import GangKey
 
@@ -18,6 +18,9 @@ class Decision:
     roll_forward: bool = False
     #: The narrowest topology domain that holds the whole placement, when levels are set.
     domain: str | None = None
+    #: Extra annotations per pod key, written in the release patch: for a pod given a share of
+    #: one GPU card, the gpushare annotations its device plugin reads (core.gpushare).
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from ganggate.core.capacity import Capacity
 from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_note, unfit_message
+from ganggate.core.gpushare import card_shortfall
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import CPU, GPU, MEMORY, Resources, format_amount, gpus
@@ -23,10 +24,11 @@ from ganggate.core.topology import place
 
 
 def largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
-    """Most GPU first, then most CPU and memory (the order best fit packs in)."""
+    """Most GPU first (whole, then a share of one card), then most CPU and memory (the order
+    best fit packs in)."""
     return sorted(
         pods,
-        key=lambda p: (-gpus(p.request), -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
+        key=lambda p: (-gpus(p.request), -p.shared_gpu, -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
     )
 
 
@@ -81,9 +83,19 @@ def plan_flat(
             return placement
         if not message:  # said against what is left once the pods that fit are placed
             message = unfit_message(failed, pods, candidates, len(placement), need)
+            if failed is not None and failed.shared_gpu > 0 and candidates.cards:
+                message = _card_message(failed, candidates)
         for node, request in reversed(taken):
             candidates.take(node, request, -1)
+        candidates.release_cards(placement)
     return Unfit(message)
+
+
+def _card_message(pod: PodInfo, capacity: Capacity) -> str:
+    """Why a pod asking a share of one GPU card found no card (GPU sharing)."""
+    index = capacity.index(pod)
+    eligible = [capacity.cards[n] for n in sorted(index.members) if n in capacity.cards]
+    return card_shortfall(pod.shared_gpu, eligible) + scope_note(index, capacity.rejected(pod))
 
 
 def _greedy(

@@ -19,6 +19,8 @@ from ganggate.core.contention import find_rivals, place_uncontested
 from ganggate.core.domains import placement_domain
 from ganggate.core.explain import contested_message, decision_reason, plural
 from ganggate.core.gangs import Gang
+from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy, Workload
+from ganggate.core.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.lifecycle import waits_for_terminating
 from ganggate.core.ordering import hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
@@ -44,9 +46,21 @@ POLICIES = ("plan", "count")
 
 
 def decide(
-    state: ClusterState, now: float, *, policy: str = "plan", starvation_seconds: float = 300.0
+    state: ClusterState,
+    now: float,
+    *,
+    policy: str = "plan",
+    starvation_seconds: float = 300.0,
+    card_policy: CardPolicy | None = None,
+    workload: Workload | None = None,
+    whole_gpu_policy: WholeGpuPolicy | None = None,
 ) -> tuple[list[Decision], list[Waiting]]:
-    """One round: which gangs to release now and where, and why the others wait."""
+    """One round: which gangs to release now and where, and why the others wait.
+
+    A pod asking a share of one GPU card gets its card from `card_policy` (default best fit),
+    which may weigh `workload` (default: the mix of GPU pods the cluster holds, observed_workload);
+    whole-GPU pods on nodes with cards go where `whole_gpu_policy` says, when one is given. A
+    sharing pod's decision carries the gpushare annotations, with `now` as the assume time."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     waiting: list[Waiting] = []
@@ -66,6 +80,11 @@ def decide(
     capacity = Capacity.from_state(state)
     capacity.topology_levels = state.topology_levels
     capacity.topology_placed = {g.key: released_nodes(g, state) for g in rolls + rest if g.state != "waiting"}
+    if card_policy is not None:
+        capacity.card_policy = card_policy
+    capacity.whole_gpu_policy = whole_gpu_policy
+    if capacity.cards and (card_policy is not None or whole_gpu_policy is not None):
+        capacity.workload = observed_workload(state, capacity) if workload is None else workload
     reserved = active_reservations(state, now)  # room preemptors hold (core.reservation)
     for reservation in reserved.values():
         hold(capacity, state, reservation)
@@ -85,16 +104,21 @@ def decide(
         if gang.key in reserved:
             hold(capacity, state, reserved[gang.key], -1)
             result, _ = place_reserved(pods, capacity, need, reserved[gang.key], rivals, state)
+            if not isinstance(result, Unfit):
+                result = with_cards(pods, result, capacity)
             if isinstance(result, Unfit):
                 hold(capacity, state, reserved[gang.key])
                 waiting.append(Waiting(gang.key, "GangWaiting", result.message))
             else:
-                decisions.append(_decision(gang, result, capacity, False))
+                decisions.append(_decision(gang, result, capacity, False, now))
             continue
         result, contested = place_uncontested(pods, capacity, need, rivals)
         if not isinstance(result, Unfit):
-            decisions.append(_decision(gang, result, capacity, gang.state == "partial"))
+            result = with_cards(pods, result, capacity)
+        if not isinstance(result, Unfit):
+            decisions.append(_decision(gang, result, capacity, gang.state == "partial", now))
             continue
+        capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
         if contested:
             if gang.state != "started":  # a started gang's extras wait quietly
                 waiting.append(Waiting(gang.key, "GangWaiting", contested_message(contested)))
@@ -117,8 +141,10 @@ def decide(
     return decisions, waiting
 
 
-def _decision(gang: Gang, placement: dict[str, str], capacity: Capacity, roll_forward: bool) -> Decision:
-    """The release, its Event text and, with topology levels, the narrowest domain that holds it."""
+def _decision(gang: Gang, placement: dict[str, str], capacity: Capacity, roll_forward: bool, now: float) -> Decision:
+    """The release, its Event text, with topology levels the narrowest domain that holds it,
+    and the card annotations of its GPU-sharing pods."""
     reason = decision_reason(gang, placement)
     where = placement_domain(capacity, placement) if capacity.topology_levels else None
-    return Decision(gang.key, dict(placement), f"{reason} in {where}" if where else reason, roll_forward, where)
+    return Decision(gang.key, dict(placement), f"{reason} in {where}" if where else reason, roll_forward, where,
+                    annotations=card_annotations(placement, capacity, now))

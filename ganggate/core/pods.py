@@ -21,6 +21,7 @@ from ganggate.contract import (
     parse_gang,
     parse_timeout,
 )
+from ganggate.core.gpushare import QuantityError, card_of, held_amount, shared_amount
 from ganggate.core.nodematch import selection_key
 from ganggate.core.resources import Resources, pod_requests
 
@@ -61,6 +62,19 @@ def _timeout(annotations: Mapping[str, str]) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _shared_gpu(pod: Mapping) -> int:
+    """The shared GPU memory the pod asks; 0 when unreadable (the webhook denies such pods)."""
+    try:
+        return shared_amount(pod)
+    except QuantityError:
+        return 0
+
+
+def _gpu_card(annotations: Mapping[str, str]) -> tuple[int, int] | None:
+    card = card_of(annotations)
+    return None if card is None else (card, held_amount(annotations))
+
+
 @dataclass
 class PodInfo:
     """What the controller needs to know of one pod."""
@@ -95,6 +109,10 @@ class PodInfo:
     disruption: str | None = None
     #: group-timeout-seconds, when valid and set.
     timeout_seconds: int | None = None
+    #: Shared GPU memory asked (aliyun.com/gpu-mem, whole units of the node's unit; 0: none).
+    shared_gpu: int = 0
+    #: The (card index, amount) the pod's gpushare annotations record, when it has a card.
+    gpu_card: tuple[int, int] | None = None
 
     @property
     def terminated(self) -> bool:
@@ -131,6 +149,8 @@ class PodInfo:
             terminating=bool(meta.get("deletionTimestamp")),
             disruption=_disruption(pod),
             timeout_seconds=_timeout(annotations),
+            shared_gpu=_shared_gpu(pod),
+            gpu_card=_gpu_card(annotations),
         )
 
     @property

@@ -28,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     serve.add_argument("--cpu", default="64", help="CPU capacity per node (default: 64)")
     serve.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
     add_topology_arguments(serve)
+    add_gpushare_arguments(serve)
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
     serve.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                        help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
@@ -61,6 +62,40 @@ def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --nvlink-cliques: the clique label key")
 
 
+def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
+    """Cards shared by GPU memory (ganggate/sim/gpushare.py) and the Alibaba node list (alibaba_nodes.py)."""
+    parser.add_argument("--gpu-mem-per-card", metavar="QUANTITY",
+                        help="share each node's cards by GPU memory, this much per card (e.g. 16Gi): nodes then "
+                             "advertise aliyun.com/gpu-mem and aliyun.com/gpu-count as the gpushare device plugin does")
+    parser.add_argument("--gpu-cards", type=int, metavar="N", help="cards per node (default: --gpus-per-node)")
+    parser.add_argument("--gpu-mem-unit", choices=("GiB", "MiB"), default="GiB",
+                        help="the unit of aliyun.com/gpu-mem (the device plugin's --memory-unit; default GiB)")
+    parser.add_argument("--alibaba-nodes", metavar="CSV",
+                        help="build the nodes from the Alibaba trace's node list (openb_node_list_gpu_node.csv: "
+                             "sn,cpu_milli,memory_mib,gpu,model), cards shared by memory; replaces --nodes")
+    parser.add_argument("--alibaba-sample", type=int, default=0, metavar="N",
+                        help="with --alibaba-nodes: take N nodes spread evenly over the list (default: all)")
+
+
+def gpushare_nodes(args: argparse.Namespace) -> tuple[int, list[dict] | None]:
+    """(memory per card, node specs) from the gpushare flags; ValueError on a bad one."""
+    from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly
+    from ganggate.sim.gpushare import parse_card_memory
+
+    if args.gpu_cards is not None:
+        if args.gpu_cards < 1:
+            raise ValueError("--gpu-cards must be at least 1")
+        args.gpus_per_node = args.gpu_cards
+    per_card = parse_card_memory(args.gpu_mem_per_card, args.gpu_mem_unit) if args.gpu_mem_per_card else 0
+    if not args.alibaba_nodes:
+        return per_card, None
+    try:
+        specs = read_node_list(args.alibaba_nodes, unit=args.gpu_mem_unit)
+    except OSError as exc:
+        raise ValueError(f"--alibaba-nodes: {exc}") from None
+    return per_card, sample_evenly(specs, args.alibaba_sample)
+
+
 def topology_shape(args: argparse.Namespace):
     """The --topology shape (None without it); ValueError on a bad shape or label keys."""
     from ganggate.sim.topology import parse_shape
@@ -92,11 +127,14 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     try:
         shape = topology_shape(args)
+        per_card, node_specs = gpushare_nodes(args)
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
     if shape is not None:
         args.nodes = shape.nodes
+    if node_specs is not None:
+        args.nodes = len(node_specs)
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -108,13 +146,17 @@ def _serve(args: argparse.Namespace) -> int:
             node_prefix=args.node_prefix, scheduler=not args.no_scheduler, kubelet=not args.no_kubelet,
             clock=WallClock(args.time_scale), watch_history=args.watch_history,
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
-            kubeconfig_path=args.kubeconfig_out, topology=shape,
+            kubeconfig_path=args.kubeconfig_out, topology=shape, gpu_mem_per_card=per_card, node_specs=node_specs,
         ) as sim:
             nodes = f"{args.nodes} node" if args.nodes == 1 else f"{args.nodes} nodes"
             if shape is not None:
                 cliques = f", {shape.cliques} NVLink cliques" if shape.cliques else ""
                 nodes += (f" in {shape.blocks} blocks x {shape.racks_per_block} racks x {shape.nodes_per_rack} nodes"
                           f"{cliques} (topology levels {','.join(shape.levels)})")
+            if node_specs is not None:
+                nodes += f" from {args.alibaba_nodes} (cards shared by memory, in {args.gpu_mem_unit})"
+            elif per_card:
+                nodes += f", {args.gpus_per_node} cards of {per_card} {args.gpu_mem_unit} each shared by memory"
             print(f"kubesim serving {sim.url} with {nodes}; kubeconfig: {sim.kubeconfig}", flush=True)
             print(f"  kubectl --kubeconfig {sim.kubeconfig} get nodes", flush=True)
             await stop.wait()

@@ -20,6 +20,14 @@ is written like the status manager does: a strategic merge patch of the status s
 Pods on nodes that do not exist stay Pending until the node appears. On a node whose Ready
 condition is Unknown (its kubelet stopped reporting) nothing is written until it is back.
 Images are not pulled, probes not run; a failed container is restarted once at most.
+
+GPU sharing: before a pod starts, the gpushare device plugin stand-in (ganggate/sim/gpushare.py)
+admits its `aliyun.com/gpu-mem` on the card its annotation names, or refuses it; a refused pod
+fails at admission as a failed device plugin Allocate makes it fail (pkg/kubelet/cm/admission/
+errors.go: reason UnexpectedAdmissionError, "Allocate failed due to ..., which is unexpected";
+pkg/kubelet/kubelet.go rejectPod: phase Failed, a Warning Event). An admitted sharing pod gets
+`ALIYUN_COM_GPU_MEM_ASSIGNED: "true"` and a new assume time, as the plugin's Allocate patches it
+(gpushare-device-plugin pkg/gpu/nvidia/podutils.go updatePodAnnotations).
 """
 
 from __future__ import annotations
@@ -27,11 +35,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any, Callable, Mapping
 
 import aiohttp
 
 from ganggate.sim.clock import Clock, WallClock
+from ganggate.sim.gpushare import ASSIGNED, ASSUME_TIME, REJECT_REASON, CardLedger, shared_amount
 from ganggate.sim.kubelet_status import (  # noqa: F401  (re-exported: the replay and tests use them)
     FAIL_AFTER_ANNOTATION,
     RUN_SECONDS_ANNOTATION,
@@ -39,6 +49,7 @@ from ganggate.sim.kubelet_status import (  # noqa: F401  (re-exported: the repla
     fail_after_seconds,
     killed_status,
     now_rfc3339,
+    rejected_status,
     restarted_status,
     run_seconds,
     running_status,
@@ -82,6 +93,8 @@ class Kubelet:
         self._terminating: dict[str, tuple[asyncio.Task, float, int]] = {}  # key -> (task, noticed, grace)
         self._deleting: dict[str, asyncio.Task] = {}  # key -> the final delete
         self._pods: Reflector | None = None
+        self._node_objects: dict[str, dict] = {}  # node name -> the latest Node seen
+        self.cards = CardLedger()  # the device plugins' view: pods admitted per node and card
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -96,7 +109,9 @@ class Kubelet:
         name = node["metadata"]["name"]
         if kind == "DELETED":
             self._nodes.pop(name, asyncio.Event()).clear()
+            self._node_objects.pop(name, None)
             return
+        self._node_objects[name] = node
         up = self._nodes.setdefault(name, asyncio.Event())
         if _reachable(node):
             up.set()
@@ -121,6 +136,7 @@ class Kubelet:
             return
         deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
         if phase in TERMINAL:
+            self.cards.release(key)
             if deleting and key not in self._deleting:
                 self._deleting[key] = asyncio.ensure_future(self._final_delete(key))
             return
@@ -133,6 +149,7 @@ class Kubelet:
         elif phase == "Running":
             if key not in self._started_at:
                 self._started_at[key] = self.clock.now()  # seen running already (a restarted kubelet)
+                self.cards.admit(key, pod, self._node_objects[node])  # its devices are allocated already
             self._arm(key, pod)
 
     def _forget(self, key: str) -> None:
@@ -144,6 +161,7 @@ class Kubelet:
         self._started_at.pop(key, None)
         self._armed.pop(key, None)
         self._failed_once.discard(key)
+        self.cards.release(key)
         for keys in self._waiting.values():
             keys.discard(key)
 
@@ -152,6 +170,8 @@ class Kubelet:
     async def _start(self, key: str) -> None:
         await self.clock.sleep_until(self.clock.now() + self.start_seconds)
         start = self.clock.now()
+        if not await self._allocate_devices(key):
+            return
 
         def build(pod: Mapping, when: str) -> dict | None:
             if _phase(pod) != "Pending" or (pod.get("metadata") or {}).get("deletionTimestamp"):
@@ -163,6 +183,56 @@ class Kubelet:
             pod = self._pods.store.get(key) if self._pods else None
             if pod is not None and _phase(pod) == "Running":
                 self._arm(key, pod)
+
+    async def _allocate_devices(self, key: str) -> bool:
+        """Admit the pod's shared GPU memory on its card (the device plugin's Allocate); False when refused,
+        after failing the pod as the kubelet does. Decided without awaiting, so admissions do not interleave."""
+        pod = self._pods.store.get(key) if self._pods else None
+        if pod is None or _phase(pod) != "Pending" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return True  # _start's own checks apply
+        node = self._node_objects.get((pod.get("spec") or {}).get("nodeName") or "")
+        if node is None:
+            return True
+        refusal = self.cards.admit(key, pod, node)
+        if refusal is not None:
+            message = f"Allocate failed due to {refusal}, which is unexpected"
+            log.info("kubelet rejects %s: %s", key, message)
+            await self._patch_status(key, _unless_terminal(lambda _pod, _when: rejected_status(REJECT_REASON, message)))
+            await self._event(pod, REJECT_REASON, message)
+            return False
+        if shared_amount(pod) > 0:
+            await self._patch_metadata(key, {"metadata": {"annotations": {
+                ASSIGNED: "true", ASSUME_TIME: str(time.time_ns())}}})
+        return True
+
+    async def _patch_metadata(self, key: str, patch: dict) -> None:
+        async def send(session: aiohttp.ClientSession, pod: Mapping) -> int:
+            meta = pod["metadata"]
+            url = f"{self.base_url}/api/v1/namespaces/{meta.get('namespace', 'default')}/pods/{meta['name']}"
+            async with session.patch(url, json=patch, headers={"Content-Type": "application/merge-patch+json"}) as response:
+                await response.read()
+                return response.status
+
+        await self._with_retries(key, send)
+
+    async def _event(self, pod: Mapping, reason: str, message: str) -> None:
+        """A Warning Event about the pod from the kubelet (best effort, as the event recorder is)."""
+        meta = pod.get("metadata") or {}
+        namespace = meta.get("namespace", "default")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": meta.get("name"),
+                               "uid": meta.get("uid")},
+            "reason": reason, "message": message, "type": "Warning",
+            "source": {"component": "kubelet", "host": (pod.get("spec") or {}).get("nodeName")},
+            "firstTimestamp": now_rfc3339(), "lastTimestamp": now_rfc3339(), "count": 1,
+        }
+        if self._session is None:
+            return
+        with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            async with self._session.post(f"{self.base_url}/api/v1/namespaces/{namespace}/events", json=event) as response:
+                await response.read()
 
     def _arm(self, key: str, pod: Mapping) -> None:
         """(Re)set the timer that ends the run: finish at run-seconds, or fail at fail-after-seconds."""

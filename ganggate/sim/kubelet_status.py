@@ -185,3 +185,9 @@ def restarted_status(pod: Mapping, when: str) -> dict:
                                lastState={"terminated": {"exitCode": code, "reason": reason, "startedAt": started,
                                                          "finishedAt": when}}))
     return {"status": {"containerStatuses": containers}}
+
+
+def rejected_status(reason: str, message: str) -> dict:
+    """The status of a pod the kubelet refused to admit (pkg/kubelet/kubelet.go rejectPod): phase Failed,
+    the admit handler's reason, its message after "Pod was rejected: "; no container ever started."""
+    return {"status": {"phase": "Failed", "reason": reason, "message": "Pod was rejected: " + message}}

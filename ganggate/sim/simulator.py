@@ -23,6 +23,7 @@ from aiohttp import web
 from ganggate.sim import discovery
 from ganggate.sim.apiserver import ApiServer, Target
 from ganggate.sim.faults import FaultInjector
+from ganggate.sim.gpushare import GPU_COUNT, GPU_MEM
 from ganggate.sim.kubeconfig import write_kubeconfig
 from ganggate.sim.store import Store
 from ganggate.sim.topology import parse_shape
@@ -32,11 +33,18 @@ log = logging.getLogger("ganggate.sim.simulator")
 
 def node_manifest(name: str, cpu: str = "64", memory: str = "512Gi", gpus: int = 8,
                   labels: dict[str, str] | None = None, taints: list[dict[str, Any]] | None = None,
-                  ready: bool = True, pods: str = "110") -> dict[str, Any]:
-    """A Node as a kubelet registers it: hostname/os labels, capacity = allocatable, Ready condition."""
+                  ready: bool = True, pods: str = "110", gpu_mem_per_card: int = 0) -> dict[str, Any]:
+    """A Node as a kubelet registers it: hostname/os labels, capacity = allocatable, Ready condition.
+
+    With gpu_mem_per_card, its `gpus` cards are also shared as the gpushare device plugin advertises
+    them: `aliyun.com/gpu-mem` = gpus * gpu_mem_per_card and `aliyun.com/gpu-count` = gpus
+    (ganggate/sim/gpushare.py)."""
     capacity: dict[str, str] = {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)}
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
+    if gpus and gpu_mem_per_card > 0:
+        capacity[GPU_MEM] = str(gpus * gpu_mem_per_card)
+        capacity[GPU_COUNT] = str(gpus)
     node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
     node_labels.update(labels or {})
     from ganggate.sim.store import now_rfc3339
@@ -97,11 +105,20 @@ class Simulator:
         kubeconfig_path: str | None = None,
         controllers: bool = True,
         topology: Any = None,
+        gpu_mem_per_card: int = 0,
+        node_specs: list[dict[str, Any]] | None = None,
     ) -> None:
         # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
         # node count and labels each node with its zone, block and rack.
+        # gpu_mem_per_card: share each node's cards (gpus_per_node of them) by GPU memory, in the
+        # gpushare unit (ganggate/sim/gpushare.py). node_specs: node_manifest keyword arguments, one
+        # dict per node, instead of `nodes` alike (the Alibaba node list: ganggate/sim/alibaba_nodes.py).
         self.topology = parse_shape(topology) if isinstance(topology, str) else topology
+        self.node_specs = list(node_specs) if node_specs is not None else None
+        self.gpu_mem_per_card = gpu_mem_per_card
         self.node_count = nodes if self.topology is None else self.topology.nodes
+        if self.node_specs is not None:
+            self.node_count = len(self.node_specs)
         self.gpus_per_node = gpus_per_node
         self.cpu = cpu
         self.memory = memory
@@ -149,10 +166,12 @@ class Simulator:
             self._tempdir = tempfile.TemporaryDirectory(prefix="kubesim-")
             self._kubeconfig_path = str(Path(self._tempdir.name) / "kubeconfig")
         self.kubeconfig = str(write_kubeconfig(self._kubeconfig_path, self.url))
-        for index in range(self.node_count):
+        for spec in self.node_specs or []:
+            await self.add_node(**spec)
+        for index in range(self.node_count if self.node_specs is None else 0):
             labels = None if self.topology is None else self.topology.labels(index)
             await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node,
-                                labels=labels)
+                                labels=labels, gpu_mem_per_card=self.gpu_mem_per_card)
         if self.scheduler_enabled:
             self._start_component("ganggate.sim.scheduler", "Scheduler", self.url)
         if self.kubelet_enabled:
@@ -222,10 +241,10 @@ class Simulator:
 
     async def add_node(self, name: str, cpu: str = "64", memory: str = "512Gi", gpus: int = 8,
                        labels: dict[str, str] | None = None, taints: list[dict[str, Any]] | None = None,
-                       ready: bool = True) -> dict[str, Any]:
+                       ready: bool = True, gpu_mem_per_card: int = 0) -> dict[str, Any]:
         """Register a node (as its kubelet would) through the API server's create pipeline."""
         info = discovery.by_key("nodes")
-        manifest = node_manifest(name, cpu, memory, gpus, labels, taints, ready)
+        manifest = node_manifest(name, cpu, memory, gpus, labels, taints, ready, gpu_mem_per_card=gpu_mem_per_card)
         created = await self.server.create_object(Target(info, None, None, None), manifest)
         return self.store.get("nodes", None, created["metadata"]["name"]) or created
 

@@ -1,0 +1,39 @@
+"""bench_gpushare's own arithmetic: arrivals up to the capacity, trace rows as pods, one run."""
+
+from __future__ import annotations
+
+from bench.bench_gpushare import TracePod, arrivals, node_object, pod_info, run, workload_of
+
+
+def share(name: str, milli: int, cpu: int = 1000) -> TracePod:
+    return TracePod(name, cpu, 1024, 1, milli)
+
+
+def whole(name: str, gpus: int, cpu: int = 1000) -> TracePod:
+    return TracePod(name, cpu, 1024, gpus, 1000)
+
+
+def test_arrivals_stop_once_the_demand_reaches_capacity_and_cycle_a_short_list():
+    pods = [share("a", 500), whole("b", 1), TracePod("cpu", 500, 512, 0, 0)]
+    order = arrivals(pods, 5000, seed=3)
+    demand = [p.gpu_demand for p in order]
+    assert sum(demand) >= 5000 > sum(demand[:-1])  # the last arrival crossed the capacity
+    assert len(order) > len(pods)  # the list asks 1.5 GPUs: it is cycled through, reshuffled
+    assert arrivals(pods, 5000, seed=3) == order and arrivals(pods, 5000, seed=4) != order
+
+
+def test_trace_rows_become_whole_or_shared_gpu_pods():
+    shared = pod_info(share("s", 470))
+    assert shared.shared_gpu == 470 and "nvidia.com/gpu" not in shared.request
+    full = pod_info(whole("w", 2))
+    assert full.shared_gpu == 0 and full.request["nvidia.com/gpu"] == 2000
+    assert pod_info(TracePod("c", 500, 512, 0, 0)).shared_gpu == 0
+
+
+def test_two_shares_that_overfill_a_card_are_not_both_placed():
+    nodes = [node_object("n0", 8000, 65536, 1)]
+    pods = [share("first", 600), share("second", 600)]
+    for policy in ("best-fit", "fgd", "random"):
+        result = run(nodes, pods, policy, 1, workload_of(pods), {p.name: pod_info(p) for p in pods}, order=pods)
+        assert result.points == [(60.0, 60.0), (120.0, 60.0)]  # (arrived %, allocated %) after each pod
+        assert result.failed == 1 and result.first_failure == 120.0
