@@ -275,12 +275,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lists", default=",".join(LISTS), help="pod lists (default: all five)")
     parser.add_argument("--policies", default=",".join(POLICIES), help="card policies (default: all)")
     parser.add_argument("--seeds", type=int, default=3, help="arrival orders per list (default 3: seeds 1..N)")
+    parser.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
     parser.add_argument("--coverage", type=float, default=POPULARITY,
                         help=f"FGD's target workload: the most common GPU pod shapes covering this share of the "
                              f"list's GPU pods (default {POPULARITY}, the reference's)")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs/img/gpushare_alloc.png")
     parser.add_argument("--save", type=Path, help="also write the curves (1%% steps) as JSON here")
-    parser.add_argument("--load", type=Path, help="print the table and plot from curves --save wrote; run nothing")
+    parser.add_argument("--load", type=Path, nargs="+", help="print the table and plot from curves --save wrote "
+                                                              "(several files are pooled); run nothing")
     parser.add_argument("--e2e", action="store_true", help="run the small end-to-end variant instead")
     args = parser.parse_args(argv)
     if args.e2e:
@@ -293,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown or args.seeds < 1:
         parser.error(f"unknown list or policy: {', '.join(unknown)}" if unknown else "--seeds must be at least 1")
     if args.load:
-        results = load(args.load)
+        results = load(*args.load)
         lists = [x for x in lists if any(key[0] == x for key in results)]
         policies = [p for p in policies if any(key[1] == p for key in results)]
         report(results, lists, policies, args.plot)
@@ -301,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     nodes = read_nodes(args.trace / "openb_node_list_gpu_node.csv")
     print(f"bench_gpushare: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {len(nodes)} nodes, "
           f"{sum(int(n['status']['capacity']['nvidia.com/gpu']) for n in nodes)} GPUs; lists {', '.join(lists)}; "
-          f"policies {', '.join(policies)}; seeds 1..{args.seeds}", flush=True)
+          f"policies {', '.join(policies)}; seeds {args.first_seed}..{args.first_seed + args.seeds - 1}", flush=True)
     results: dict[tuple[str, str], list[Run]] = {}
     started = time.perf_counter()
     for name in lists:
@@ -310,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         workloads = {"fgd-full": workload_of(pods, 1.0)}
         for policy in policies:
             workload = workloads.get(policy) or workload_of(pods, args.coverage)
-            runs = [run(nodes, pods, policy, seed, workload, infos) for seed in range(1, args.seeds + 1)]
+            seeds = range(args.first_seed, args.first_seed + args.seeds)
+            runs = [run(nodes, pods, policy, seed, workload, infos) for seed in seeds]
             results[(name, policy)] = runs
             print(f"  {name:<11} {policy:<9} alloc@100% {mean([r.allocated_at(100) for r in runs]):5.1f}%  "
                   f"failed {mean([r.failed for r in runs]):6.0f} pods  {mean([r.seconds for r in runs]):5.1f} s/run  "
@@ -334,15 +337,16 @@ def report(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], poli
 
 def save(results: dict[tuple[str, str], list[Run]], path: Path) -> None:
     """The curves at 1% steps of arrived demand, per list, policy and seed."""
-    data = [{"list": name, "policy": policy, "seed": seed, "first_failure": r.first_failure, "failed": r.failed,
+    data = [{"list": name, "policy": policy, "run": index, "first_failure": r.first_failure, "failed": r.failed,
              "seconds": round(r.seconds, 2), "alloc": [round(r.allocated_at(step), 3) for step in range(0, 101)]}
-            for (name, policy), runs in results.items() for seed, r in enumerate(runs, start=1)]
+            for (name, policy), runs in results.items() for index, r in enumerate(runs)]
     path.write_text(json.dumps(data))
 
 
-def load(path: Path) -> dict[tuple[str, str], list[Run]]:
+def load(*paths: Path) -> dict[tuple[str, str], list[Run]]:
+    """The curves of one or more --save files (runs of the same list and policy are pooled)."""
     results: dict[tuple[str, str], list[Run]] = {}
-    for item in json.loads(path.read_text()):
+    for item in [item for path in paths for item in json.loads(path.read_text())]:
         points = [(float(step), alloc) for step, alloc in enumerate(item["alloc"])]
         results.setdefault((item["list"], item["policy"]), []).append(
             Run(points, item["first_failure"], item["failed"], item["seconds"]))
