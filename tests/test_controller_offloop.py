@@ -96,3 +96,26 @@ async def test_on_the_loop_and_off_it_a_round_decides_the_same(controller):
 def test_the_planning_setting_is_checked() -> None:
     with pytest.raises(ValueError, match="planning must be one of thread, loop"):
         ControllerConfig(planning="process").validate()
+
+
+async def test_held_changes_are_applied_in_order_in_slices_and_all_of_them_if_cancelled() -> None:
+    from ganggate.controller.offloop import ChangeBuffer
+
+    applied: list[int] = []
+    buffer = ChangeBuffer()
+    buffer.planning = True
+    for i in range(5000):
+        buffer.apply(applied.append, i)
+    assert applied == []
+    await buffer.drain(slice_seconds=0.0)  # one change per slice: the loop runs between them
+    assert applied == list(range(5000)) and not buffer.planning
+    applied.clear()
+    buffer.planning = True
+    for i in range(100):
+        buffer.apply(applied.append, i)
+    task = asyncio.create_task(buffer.drain(slice_seconds=0.0))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert applied == list(range(100)) and not buffer.planning

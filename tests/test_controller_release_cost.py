@@ -68,3 +68,15 @@ async def test_a_refused_dry_run_releases_no_pod_of_the_gang(tmp_path):
             placement={k: "node-0" for k in pods}, pods=pods, hostnames={"node-0": "node-0"}))
         assert outcome.complete and sorted(outcome.released) == sorted(pods)
         assert not any(is_gated(p) for p in await env.pods("default"))
+
+
+async def test_the_controllers_client_has_a_connection_per_patch_in_flight_besides_the_watches(tmp_path):
+    from ganggate.kube.client import STEADY_CONNECTIONS, make_api_client
+    from ganggate.sim import Simulator
+
+    async with Simulator(nodes=0, scheduler=False, kubelet=False, controllers=False) as sim:
+        api = await make_api_client(sim.kubeconfig, concurrency=300)
+        try:
+            assert api.rest_client.pool_manager.connector.limit == 300 + STEADY_CONNECTIONS
+        finally:
+            await api.close()

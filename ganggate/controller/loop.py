@@ -326,11 +326,13 @@ class Controller:
             self.metrics.decide_seconds.observe(time.perf_counter() - started)
             if self._stopping or not self.is_leader:
                 log.info("round planned but not acted on: %s", "stopping" if self._stopping else "not leading")
-                return
-            self.lifecycle.report_timeouts(timed_out)
-            self._after_round(decisions, waitings, due, now, gauges=False)  # the thread did them
-        finally:
-            self._changes.flush()
+            else:
+                self.lifecycle.report_timeouts(timed_out)
+                self._after_round(decisions, waitings, due, now, gauges=False)  # the thread did them
+        except BaseException:
+            self._changes.flush()  # at once: nothing held may be lost, even when cancelled
+            raise
+        await self._changes.drain()
 
     async def _gauges(self) -> None:
         """Update the gauges (a read of the whole state: off the loop when rounds plan off it)."""
@@ -340,8 +342,10 @@ class Controller:
         self._changes.planning = True
         try:
             await asyncio.to_thread(self._update_gauges)
-        finally:
+        except BaseException:
             self._changes.flush()
+            raise
+        await self._changes.drain()
 
     def _plan_settings(self) -> dict[str, Any]:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,

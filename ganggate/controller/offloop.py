@@ -11,6 +11,8 @@ during `decide()` waited in the loop's queue until the round returned.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
 from typing import Any, Callable
 
 from ganggate.controller.timers import next_due
@@ -22,7 +24,7 @@ class ChangeBuffer:
 
     def __init__(self) -> None:
         self.planning = False
-        self._held: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self._held: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self.held_total = 0  # changes that waited for a round, over the controller's life
 
     def apply(self, change: Callable[..., Any], *args: Any) -> None:
@@ -35,9 +37,28 @@ class ChangeBuffer:
     def flush(self) -> None:
         """Stop holding; apply what was held, in order."""
         self.planning = False
-        held, self._held = self._held, []
+        held, self._held = self._held, deque()
         for change, args in held:
             change(*args)
+
+    async def drain(self, slice_seconds: float = 0.002) -> None:
+        """`flush` in slices of about `slice_seconds`, letting the loop run between them (a
+        round's worth of watch events can take milliseconds to apply); changes that arrive
+        meanwhile are held behind the others and applied in turn."""
+        try:
+            while self._held:
+                deadline = time.perf_counter() + slice_seconds
+                while True:  # at least one change per slice
+                    change, args = self._held.popleft()
+                    change(*args)
+                    if not self._held or time.perf_counter() >= deadline:
+                        break
+                if self._held:
+                    await asyncio.sleep(0)
+        except BaseException:  # cancelled between slices: apply the rest at once, lose nothing
+            self.flush()
+            raise
+        self.planning = False
 
 
 def plan(state: ClusterState, now: float, *, policy: str, starvation_seconds: float,
