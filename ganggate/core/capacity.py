@@ -129,8 +129,7 @@ class Capacity:
         self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
         self._by_signature: dict[tuple, NodeIndex] = {}
         self._projections: dict[tuple[str, ...], _Projection] = {}
-        # Topology levels (node label keys, widest first) and their domains, for
-        # ganggate.core.topology; none unless the planner sets them.
+        # Topology levels (label keys, widest first) and their domains; set by the planner.
         self.topology_levels: tuple[str, ...] = ()
         self.topology_cache: dict[str, dict[str, list[str]]] = {}
         self.topology_free: dict[str, object] = {}  # the round's core.domains caches (FreeGpus, ...)
@@ -141,14 +140,13 @@ class Capacity:
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
         # (node, its free GPU after) of every take, in order: topology catches up from it.
         self.changed: list[tuple[str, int]] = []
-        # GPU sharing (core.gpushare): the cards of the nodes that have them, as the round uses
-        # them; the policy that picks a card; the observed workload it may weigh; and the
-        # (node, card, amount) chosen so far for each sharing pod, by pod key.
+        # GPU sharing (core.gpushare): the nodes' cards as the round uses them, the card policy,
+        # the observed workload it may weigh, the (node, card, amount) chosen per sharing pod,
+        # and (FGD's whole_node) where whole-GPU pods go on nodes with cards, when set.
         self.cards: dict[str, NodeCards] = {}
         self.card_policy: CardPolicy = best_fit
         self.workload: Workload = ()
         self.card_choices: dict[str, tuple[str, int, int]] = {}
-        # When set (FGD's whole_node), whole-GPU pods on nodes with cards go where it says.
         self.whole_gpu_policy: WholeGpuPolicy | None = None
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
