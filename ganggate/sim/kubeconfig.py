@@ -29,11 +29,16 @@ def kubeconfig_dict(server: str, name: str = CONTEXT, namespace: str = "default"
 
 
 def write_kubeconfig(path: str | os.PathLike[str], server: str, name: str = CONTEXT) -> Path:
-    """Write the kubeconfig (mode 0600, as kubectl writes its own) and return its path."""
+    """Write the kubeconfig (mode 0600, as kubectl writes its own) and return its path.
+
+    Written to a temporary file beside it and renamed into place, so a reader polling for the
+    file (kubectl, a test waiting for `sim serve`) never sees it half written."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(kubeconfig_dict(server, name), sort_keys=False)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
+    os.replace(partial, target)
     return target
