@@ -236,6 +236,18 @@ def test_a_starving_gang_gets_capacity_held_back_until_it_fits() -> None:
     assert "quarter" not in by_gang(decisions)
 
 
+def test_capacity_is_held_back_for_one_starving_gang_at_a_time() -> None:
+    # Two gangs starve; holding for both would also lock out the small gang behind them.
+    nodes = [make_node("a"), make_node("b"), make_node("c")]
+    busy = [running("r1", "a", 6), running("r2", "b", 4), running("r3", "c", 2)]
+    pods = busy + gang("big", 1, 8, created=0) + gang("big2", 1, 8, created=5) + gang("quarter", 1, 4, created=10)
+    decisions, waiting = decide(cluster(nodes, pods), T0 + 320, starvation_seconds=300)
+    assert by_gang(decisions) == {"quarter": {"ml/quarter-0": "b"}}
+    messages = {w.gang_key[1]: w.message for w in waiting}
+    assert messages["big"].endswith("capacity held back on 1 node")
+    assert "next in line after ml/big" in messages["big2"]
+
+
 def test_a_gang_that_can_never_fit_holds_nothing_back() -> None:
     state = starving_cluster()
     state.apply_pod("DELETED", running("r1", "nearly-full", 6))

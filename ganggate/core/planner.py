@@ -18,7 +18,7 @@ from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import find_rivals, place_uncontested
 from ganggate.core.domains import placement_domain
 from ganggate.core.explain import contested_message, decision_reason, plural
-from ganggate.core.gangs import Gang
+from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.lifecycle import waits_for_terminating
@@ -90,6 +90,10 @@ def decide(
         hold(capacity, state, reservation)
     rivals = find_rivals(state)
     decisions: list[Decision] = []
+    # Capacity is held back for one starving gang at a time (the first in round order), as
+    # Volcano's reservation holds nodes for one target job: holding for every starving gang at
+    # once would let them block each other and everything behind them.
+    holding_for: GangKey | None = None
     for gang in rolls + rest:
         pods = release_candidates(gang)
         if not pods or any(p.key in state.promises for p in pods):
@@ -131,12 +135,16 @@ def decide(
         if gang.state == "partial":
             message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
         waited = now - (gang.complete_since if gang.complete_since is not None else now)
-        if gang.state == "partial" or waited > starvation_seconds:
+        if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
             held = hold_back(pods, capacity, need, state)
             if held > 0:
                 message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
+                if gang.state != "partial":
+                    holding_for = gang.key
             elif held < 0:
                 message += "; it would not fit even if the running pods on the nodes it may use finished"
+        elif waited > starvation_seconds:
+            message += f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, for which capacity is held back"
         waiting.append(Waiting(gang.key, reason, message))
     return decisions, waiting
 
