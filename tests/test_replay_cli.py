@@ -69,6 +69,9 @@ def test_bad_input_is_refused_with_a_clear_message(tmp_path):
     big.write_text(TRACE.replace("e,40,1,2,", "e,40,1,16,"))
     result = ganggate("replay", "--trace", str(big), "--nodes", "2", "--gpus-per-node", "4")
     assert result.returncode == 2 and "job e: a pod of 16 GPUs" in result.stderr
+    result = ganggate("replay", "--trace", str(big), "--starvation-seconds", "0", "--out", str(tmp_path / "s"))
+    assert result.returncode == 2 and "--starvation-seconds: '0' must be greater than 0" in result.stderr
+    assert not (tmp_path / "s").exists()
 
 
 def test_replay_on_a_topology_prints_the_placement_table(tmp_path):

@@ -68,6 +68,9 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--disruptions", default="", metavar="KIND=N,...",
                         help="inject disruptions, e.g. preempt=4,drain=2,node-failure=2,pod-failure=6, at times "
                              "drawn with --seed over the arrivals (see docs/replay.md); jobs become batch/v1 Jobs")
+    replay.add_argument("--starvation-seconds", type=_positive_float, default=None, metavar="SECONDS",
+                        help="the controller's starvation limit in simulated seconds (default: the controller's "
+                             "own, 300): a gang that waits longer gets capacity held back")
     replay.set_defaults(func=_replay)
 
 
@@ -174,7 +177,8 @@ def _replay(args: argparse.Namespace) -> int:
     async def run_all() -> dict[str, engine.RunResult]:
         results = {}
         for mode in modes:
-            result = await engine.run_scenario(scenario, mode, exact_webhook=False)
+            settings = {} if args.starvation_seconds is None else {"starvation_seconds": args.starvation_seconds}
+            result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings)
             lost = f", {result.interruptions} runs lost to disruptions" if planned else ""
             print(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
                   f"completed{lost}, {result.wall_seconds:.1f} s", flush=True)
