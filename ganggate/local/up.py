@@ -38,6 +38,8 @@ class UpOptions:
     kubeconfig_out: str = "kubesim.kubeconfig"
     certs_dir: str | None = None
     topology: Any = None  # a ganggate.sim.topology.TopologyShape: nodes in blocks and racks, and the controller's levels
+    gpu_mem_per_card: int = 0  # GPU sharing: cards shared by memory (aliyun.com/gpu-mem), this much each
+    node_specs: Any = None  # GPU sharing: nodes from the Alibaba node list (ganggate.sim.alibaba_nodes)
 
 
 async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
@@ -82,7 +84,8 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
 
     sim = Simulator(nodes=options.nodes, gpus_per_node=options.gpus_per_node, cpu=options.cpu,
                     memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out,
-                    topology=options.topology)
+                    topology=options.topology, gpu_mem_per_card=options.gpu_mem_per_card,
+                    node_specs=options.node_specs)
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:
@@ -143,9 +146,15 @@ def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, c
     """The ready banner: where each part is and what to run next."""
     kubeconfig = options.kubeconfig_out
     certs = f" (certificates in {certs_dir})" if certs_dir else ""
+    sharing = options.gpu_mem_per_card or options.node_specs is not None
+    shared = ", shared by GPU memory" if sharing else ""
+    try_sharing = (
+        f"  kubectl --kubeconfig {kubeconfig} apply -f examples/gpushare/\n"
+        f"  ganggate status --gpus --kubeconfig {kubeconfig}\n" if sharing else ""
+    )
     return (
         "ganggate sim up: ready\n"
-        f"  API server:  {api_url} ({plural(options.nodes, 'node')}, {plural(options.gpus_per_node, 'GPU')} each)\n"
+        f"  API server:  {api_url} ({_nodes_line(options)}{shared})\n"
         f"  webhook:     {webhook_url}/mutate{certs}\n"
         f"  controller:  leader of lease {lease}\n"
         f"  kubeconfig:  {kubeconfig} (left in place when stopped)\n"
@@ -153,5 +162,13 @@ def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, c
         f"  kubectl --kubeconfig {kubeconfig} apply -f examples/pytorch-ddp-job.yaml\n"
         f"  kubectl --kubeconfig {kubeconfig} get pods\n"
         f"  ganggate status --kubeconfig {kubeconfig}\n"
+        f"{try_sharing}"
         "Stop with Ctrl-C.\n"
     )
+
+
+def _nodes_line(options: UpOptions) -> str:
+    """How the banner names the nodes: how many and their GPUs, or where they came from."""
+    if options.node_specs is not None:
+        return f"{plural(options.nodes, 'node')} from the Alibaba node list"
+    return f"{plural(options.nodes, 'node')}, {plural(options.gpus_per_node, 'GPU')} each"
