@@ -18,7 +18,7 @@ from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_n
 from ganggate.core.gpushare import card_shortfall
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, format_amount, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, fits, format_amount, gpus
 from ganggate.core.topology import gang_request as gang_topology
 from ganggate.core.topology import place
 
@@ -28,7 +28,7 @@ def largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
     best fit packs in)."""
     return sorted(
         pods,
-        key=lambda p: (-gpus(p.request), -p.shared_gpu, -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
+        key=lambda p: (-p.gpu, -p.shared_gpu, -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
     )
 
 
@@ -36,7 +36,7 @@ def cpu_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
     """Most CPU first, then memory and GPU: the second try for gangs of several shapes."""
     return sorted(
         pods,
-        key=lambda p: (-p.request.get(CPU, 0), -p.request.get(MEMORY, 0), -gpus(p.request), p.key),
+        key=lambda p: (-p.request.get(CPU, 0), -p.request.get(MEMORY, 0), -p.gpu, p.key),
     )
 
 
@@ -108,8 +108,13 @@ def _greedy(
     gang_nodes: dict[str, None] = {}
     first_failed: PodInfo | None = None
     misses = 0
+    same_again = _repeats_best_fit(capacity, choose)
+    last: tuple[PodInfo, str] | None = None
     for pod in order:
-        node = choose(pod, gang_nodes)
+        if same_again and last is not None and _same_shape(pod, last[0]) and fits(pod.request, capacity.free[last[1]]):
+            node: str | None = last[1]  # what best_node would say again (see _repeats_best_fit)
+        else:
+            node = choose(pod, gang_nodes)
         if node is None:
             misses += 1
             first_failed = first_failed or pod
@@ -120,17 +125,36 @@ def _greedy(
         taken.append((node, pod.request))
         placement[pod.key] = node
         gang_nodes[node] = None
+        last = (pod, node)
     return placement, taken, first_failed
+
+
+def _repeats_best_fit(capacity: Capacity, choose: Callable[..., str | None]) -> bool:
+    """Whether best fit, having put a pod asking GPUs on node n, would put the next pod of the
+    same shape on n again while it fits there, so that the search can be skipped.
+
+    Why: n was the fitting node with the least free GPU (L), the gang's own nodes included;
+    every node with less than L free GPU did not fit that shape. Taking the pod leaves n with
+    L - g < L (g > 0 GPU), and no other node changed, so n, if it still fits, is again the one
+    with the least free GPU; a tie at L - g would be a node that fitted with less than L free
+    and would have won before. Not for pods without GPU (n's tie-break by CPU changes) nor
+    with GPU cards (their own policies choose)."""
+    return getattr(choose, "__func__", None) is Capacity.best_node and not capacity.cards
+
+
+def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
+    return (pod.gpu > 0 and pod.shared_gpu == 0 and pod.constraint_key == other.constraint_key
+            and pod.request == other.request)
 
 
 def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | None:
     """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit."""
-    gpu_pods = [p for p in pods if gpus(p.request) > 0]
+    gpu_pods = [p for p in pods if p.gpu > 0]
     if not gpu_pods or len({p.constraint_key for p in gpu_pods}) != 1:
         return None
     index = capacity.index(gpu_pods[0])
-    smallest = min(gpus(p.request) for p in gpu_pods)
-    largest = max(gpu_pods, key=lambda p: gpus(p.request))
+    smallest = min(p.gpu for p in gpu_pods)
+    largest = max(gpu_pods, key=lambda p: p.gpu)
     top = index.levels[-1] if index.levels else 0
     if not index.members:
         return Unfit(no_nodes_message(capacity.rejected(gpu_pods[0]), len(capacity.nodes)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 from typing import Mapping
 
@@ -23,7 +24,7 @@ from ganggate.contract import (
 )
 from ganggate.core.gpushare import QuantityError, card_of, held_amount, shared_amount
 from ganggate.core.nodematch import selection_key
-from ganggate.core.resources import Resources, pod_requests
+from ganggate.core.resources import Resources, gpus, pod_requests
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
 
@@ -113,6 +114,11 @@ class PodInfo:
     shared_gpu: int = 0
     #: The (card index, amount) the pod's gpushare annotations record, when it has a card.
     gpu_card: tuple[int, int] | None = None
+
+    @cached_property
+    def gpu(self) -> int:
+        """GPU amount (milli) of the request, worked out once (the planner asks it per node tried)."""
+        return gpus(self.request)
 
     @property
     def terminated(self) -> bool:
