@@ -42,7 +42,7 @@ from ganggate.core.contention import find_rivals
 from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.ordering import release_candidates
 from ganggate.core.outcome import Decision, Waiting
-from ganggate.core.planner import decide, plan_one
+from ganggate.core.planner import decide, plan_one, releasable
 from ganggate.core.reservation import PREEMPTION_ANNOTATION
 
 READY_STATES = ("waiting", "partial", "started")
@@ -50,9 +50,11 @@ READY_STATES = ("waiting", "partial", "started")
 
 @dataclass
 class _Kept:
-    """A gang's last Waiting, and the node indexes (the nodes its pods may use) it read."""
+    """A gang's last Waiting, and the node indexes (the nodes its pods may use) it read; or, for
+    a gang with nothing to release or a release in flight (planner.releasable), None and no
+    indexes: that answer reads no capacity, and stands until the gang's pods or promises change."""
 
-    waiting: Waiting
+    waiting: Waiting | None
     indexes: tuple[NodeIndex, ...]
 
 
@@ -64,6 +66,13 @@ def _order_key(gang: Gang) -> tuple:
 def _same(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
     """Equal resource maps, a missing entry being zero."""
     return all(a.get(k, 0) == v for k, v in b.items()) and all(b.get(k, 0) == v for k, v in a.items())
+
+
+def _changed(indexes: tuple[NodeIndex, ...], hit: Mapping[int, bool]) -> bool:
+    for index in indexes:
+        if hit.get(id(index), True):
+            return True
+    return False
 
 
 def _preempting(gang: Gang) -> bool:
@@ -96,6 +105,8 @@ class IncrementalRounds:
         full = self.capacity is None or self._layout != state.layout_version
         for key in dirty_gangs:
             gang = state.gangs.get(key)
+            if gang is None:
+                self._drop(key)  # gone: forget its answer
             if gang is not None and _preempting(gang):
                 self._preempting.add(key)
             else:
@@ -173,14 +184,14 @@ class IncrementalRounds:
         hit = {} if stale is None else {i: not index.members.isdisjoint(stale) for i, index in self._indexes.items()}
         for gang in ready:
             kept = self._kept.get(gang.key)
-            if (stale is None or kept is None or gang.key in dirty_gangs or gang.state != "waiting"
-                    or self._starving(gang, now, starvation_seconds)
-                    or any(hit.get(id(index), True) for index in kept.indexes)):
-                if kept is not None:
-                    self._drop(gang.key)
-                order.append(_order_key(gang))
-            else:
+            if kept is not None and stale is not None and gang.key not in dirty_gangs and (
+                    not kept.indexes or (gang.state == "waiting" and not _changed(kept.indexes, hit)
+                                         and not self._starving(gang, now, starvation_seconds))):
                 reused[gang.key] = gang
+                continue
+            if kept is not None:
+                self._drop(gang.key)
+            order.append(_order_key(gang))
         heapq.heapify(order)
         decisions: list[Decision] = []
         waiting: list[Waiting] = []
@@ -200,6 +211,8 @@ class IncrementalRounds:
                 waiting.append(outcome)
                 if gang.state == "waiting" and not self._starving(gang, now, starvation_seconds):
                     self._keep(gang, outcome, capacity)
+            elif releasable(gang, state) is None:
+                self._kept[gang.key] = _Kept(None, ())
             # Nodes this turn changed: the kept gangs after it that may use them plan again.
             touched = {node for node, _ in capacity.changed[mark:]}
             mark = len(capacity.changed)
@@ -213,8 +226,8 @@ class IncrementalRounds:
                         if id(index) not in triggered:  # once: it sends every later gang on it
                             triggered.add(id(index))
                             self._replan_after(key, index, reused, order)
-        for gang_key in reused:
-            waiting.append(self._kept[gang_key].waiting)
+        kept_waiting = (self._kept[key].waiting for key in reused)
+        waiting.extend(w for w in kept_waiting if w is not None)
         capacity.rewind()  # the kept capacity is the cluster's again
         self._changed_last = ever
         self.turns = planned

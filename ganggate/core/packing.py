@@ -109,6 +109,7 @@ def _greedy(
     first_failed: PodInfo | None = None
     misses = 0
     same_again = _repeats_best_fit(capacity, choose)
+    gpu_key, floor = _common_gpu(order)
     last: tuple[PodInfo, str] | None = None
     for pod in order:
         if same_again and last is not None and _same_shape(pod, last[0]) and fits(pod.request, capacity.free[last[1]]):
@@ -124,7 +125,10 @@ def _greedy(
         capacity.take(node, pod.request)
         taken.append((node, pod.request))
         placement[pod.key] = node
-        gang_nodes[node] = None
+        if floor and capacity.free[node].get(gpu_key, 0) < floor:
+            gang_nodes.pop(node, None)  # no pod of the gang fits there any more: not worth a look
+        else:
+            gang_nodes[node] = None
         last = (pod, node)
     return placement, taken, first_failed
 
@@ -140,6 +144,15 @@ def _repeats_best_fit(capacity: Capacity, choose: Callable[..., str | None]) -> 
     and would have won before. Not for pods without GPU (n's tie-break by CPU changes) nor
     with GPU cards (their own policies choose)."""
     return getattr(choose, "__func__", None) is Capacity.best_node and not capacity.cards
+
+
+def _common_gpu(pods: Sequence[PodInfo]) -> tuple[str, int]:
+    """The one GPU resource every pod asks, and the least any asks (0: none such)."""
+    keys = {tuple(k for k, v in p.request.items() if v > 0 and (k == GPU or k.endswith("/gpu"))) for p in pods}
+    if len(keys) != 1 or len(next(iter(keys))) != 1:
+        return GPU, 0
+    (key,) = next(iter(keys))
+    return key, min(p.request[key] for p in pods)
 
 
 def _same_shape(pod: PodInfo, other: PodInfo) -> bool:

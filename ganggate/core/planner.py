@@ -27,6 +27,7 @@ from ganggate.core.lifecycle import waits_for_terminating
 from ganggate.core.ordering import hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
+from ganggate.core.pods import PodInfo
 from ganggate.core.reservation import Reservation, active_reservations, hold, place_reserved
 from ganggate.core.resources import gpus
 from ganggate.core.topology import released_nodes
@@ -101,6 +102,15 @@ def decide(
     return decisions, waiting
 
 
+def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
+    """The pods a round may release for the gang; None when there are none, or a release is
+    in flight (its promises hold). Reads the gang and its promises alone, not the capacity."""
+    pods = release_candidates(gang)
+    if not pods or any(p.key in state.promises for p in pods):
+        return None
+    return pods
+
+
 def plan_one(
     gang: Gang,
     state: ClusterState,
@@ -112,9 +122,9 @@ def plan_one(
 ) -> Decision | Waiting | None:
     """One gang's turn in a round: its release (taken from `capacity`), why it waits, or None
     (nothing to release, a release in flight, or a started gang's extras waiting quietly)."""
-    pods = release_candidates(gang)
-    if not pods or any(p.key in state.promises for p in pods):
-        return None  # nothing to release, or a release is in flight: its promises hold
+    pods = releasable(gang, state)
+    if pods is None:
+        return None
     assert gang.spec is not None
     if gang.state == "partial":
         need = min(gang.still_needed, len(pods))
