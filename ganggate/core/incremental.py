@@ -82,17 +82,26 @@ def _preempting(gang: Gang) -> bool:
 
 class IncrementalRounds:
     """decide() kept between rounds (see the module docstring). full_rounds, incremental_rounds
-    and turns (gangs given a turn, i.e. planned, in the last round) say what it did, for tests and benchmarks."""
+    and turns (gangs given a turn, i.e. planned, in the last round) say what it did, for tests
+    and benchmarks."""
 
     def __init__(self) -> None:
         self.capacity: Capacity | None = None
         self._layout = -1
         self._context: tuple | None = None
+        # What the gangs are, kept up to date from ClusterState.dirty_gangs.
+        self._ready: dict[GangKey, Gang] = {}
+        self._status: dict[GangKey, Waiting] = {}  # conflict and incomplete gangs
+        self._topology: set[GangKey] = set()  # ready gangs with a topology annotation
+        self._preempting: set[GangKey] = set()
+        # Answers kept for the next round, and the ready gangs without one (planned every round).
         self._kept: dict[GangKey, _Kept] = {}
+        self._unkept: set[GangKey] = set()
         self._by_index: dict[int, set[GangKey]] = {}  # id(NodeIndex) -> gangs kept on it
         self._indexes: dict[int, NodeIndex] = {}
+        self._starving_at: list[tuple[float, GangKey]] = []  # (complete_since, gang) of kept Waitings
+        self._in_heap: dict[GangKey, float] = {}  # what _starving_at holds for a gang, once
         self._changed_last: set[str] = set()  # nodes any take of the last round changed
-        self._preempting: set[GangKey] = set()
         self.full_rounds = 0
         self.incremental_rounds = 0
         self.turns = 0
@@ -103,62 +112,69 @@ class IncrementalRounds:
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version
+        if full:  # (a relist replaces every Gang: see them all again)
+            self._ready, self._status, self._topology, self._preempting = {}, {}, set(), set()
+            dirty_gangs = set(state.gangs)
+            self._forget()
         for key in dirty_gangs:
-            gang = state.gangs.get(key)
-            if gang is None:
-                self._drop(key)  # gone: forget its answer
-            if gang is not None and _preempting(gang):
-                self._preempting.add(key)
-            else:
-                self._preempting.discard(key)
-        if full:
-            self._preempting = {key for key, gang in state.gangs.items() if _preempting(gang)}
-        waiting: list[Waiting] = []
-        ready: list[Gang] = []
-        for gang in state.gangs.values():
-            if gang.state == "conflict":
-                waiting.append(Waiting(gang.key, "GangConflict", gang.conflict or "pods disagree"))
-            elif gang.state == "incomplete":
-                waiting.append(Waiting(gang.key, "GangWaiting", gang.waiting_message()))
-            elif gang.state in READY_STATES:
-                ready.append(gang)
+            self._see(key, state.gangs.get(key))
         rivals = find_rivals(state)
         context = (
             starvation_seconds,
             tuple((r.constraint_key, tuple(sorted(r.request.items())), tuple(keys)) for r, keys in rivals),
             tuple(sorted(state.terminating)),
         )
-        untracked = state.topology_levels or self._preempting or any(
-            g.spec is not None and (g.spec.topology_required or g.spec.topology_preferred) for g in ready)
-        if untracked:
-            self._forget()
-            self.full_rounds += 1
-            self.turns = len(ready)
-            return decide(state, now, starvation_seconds=starvation_seconds)
+        if state.topology_levels or self._preempting or self._topology:
+            return self._fallback(state, now, starvation_seconds)
         if full or context != self._context:
             self._forget()
             self.capacity = Capacity.from_state(state)
             self._layout = state.layout_version
             if self.capacity.cards:  # GPU cards: their use changes with every pod; not tracked
-                self.capacity = None
-                self.full_rounds += 1
-                self.turns = len(ready)
-                return decide(state, now, starvation_seconds=starvation_seconds)
+                return self._fallback(state, now, starvation_seconds)
             stale: set[str] | None = None  # everything
             self.full_rounds += 1
         else:
             stale = self._refresh(state, dirty_nodes) | self._changed_last
             self.incremental_rounds += 1
         self._context = context
-        capacity = self.capacity
-        assert capacity is not None
-        decisions, planned_waiting = self._round(state, now, capacity, ready, dirty_gangs, stale, rivals,
-                                                 starvation_seconds)
-        return decisions, waiting + planned_waiting
+        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds)
+        return decisions, list(self._status.values()) + waiting
+
+    def _fallback(self, state: ClusterState, now: float, starvation_seconds: float
+                  ) -> tuple[list[Decision], list[Waiting]]:
+        """A part this module does not track is in play: a plain full round, nothing kept."""
+        self._forget()
+        self.full_rounds += 1
+        self.turns = len(self._ready)
+        return decide(state, now, starvation_seconds=starvation_seconds)
+
+    def _see(self, key: GangKey, gang: Gang | None) -> None:
+        """File a changed gang (None: gone) as ready or waiting for its pods; its answer is dropped."""
+        self._drop(key)
+        self._ready.pop(key, None)
+        self._status.pop(key, None)
+        self._topology.discard(key)
+        self._unkept.discard(key)
+        self._preempting.discard(key)
+        if gang is None:
+            return
+        if gang.state == "conflict":
+            self._status[key] = Waiting(key, "GangConflict", gang.conflict or "pods disagree")
+        elif gang.state == "incomplete":
+            self._status[key] = Waiting(key, "GangWaiting", gang.waiting_message())
+        elif gang.state in READY_STATES:
+            self._ready[key] = gang
+            self._unkept.add(key)
+            if gang.spec is not None and (gang.spec.topology_required or gang.spec.topology_preferred):
+                self._topology.add(key)
+        if _preempting(gang):
+            self._preempting.add(key)
 
     def _forget(self) -> None:
         self.capacity, self._context, self._changed_last = None, None, set()
-        self._kept, self._by_index, self._indexes = {}, {}, {}
+        self._kept, self._by_index, self._indexes, self._starving_at, self._in_heap = {}, {}, {}, [], {}
+        self._unkept = set(self._ready)
 
     def _refresh(self, state: ClusterState, dirty_nodes: set[str]) -> set[str]:
         """Bring the kept capacity up to date; the nodes whose free capacity changed."""
@@ -171,27 +187,37 @@ class IncrementalRounds:
                 changed.add(name)
         return changed
 
-    def _round(self, state: ClusterState, now: float, capacity: Capacity, ready: list[Gang],
-               dirty_gangs: set[GangKey], stale: set[str] | None, rivals: list, starvation_seconds: float
-               ) -> tuple[list[Decision], list[Waiting]]:
+    def _candidates(self, now: float, stale: set[str] | None, starvation_seconds: float) -> set[GangKey]:
+        """The gangs to plan at the start of a round: all of them in a full round; else those
+        without a kept answer, those on nodes that changed, and those that now starve."""
+        if stale is None:
+            return set(self._ready)
+        out = set(self._unkept)
+        for i, index in self._indexes.items():
+            if not index.members.isdisjoint(stale):
+                out.update(self._by_index.get(i, ()))
+        heap = self._starving_at
+        while heap and now - heap[0][0] > starvation_seconds:
+            since, key = heapq.heappop(heap)
+            if self._in_heap.get(key) == since:
+                del self._in_heap[key]
+            gang = self._ready.get(key)
+            if key in self._kept and gang is not None and gang.complete_since == since:
+                out.add(key)
+        return out
+
+    def _round(self, state: ClusterState, now: float, stale: set[str] | None, rivals: list,
+               starvation_seconds: float) -> tuple[list[Decision], list[Waiting]]:
         """Plan the gangs that need it, in round order, and reuse the rest's last Waiting."""
+        capacity = self.capacity
+        assert capacity is not None
         capacity.start_round()
         before = capacity.before
         assert before is not None
-        order: list[tuple] = []
-        reused: dict[GangKey, Gang] = {}
-        # Per node index (a set of nodes gangs may use): whether any of its nodes changed.
-        hit = {} if stale is None else {i: not index.members.isdisjoint(stale) for i, index in self._indexes.items()}
-        for gang in ready:
-            kept = self._kept.get(gang.key)
-            if kept is not None and stale is not None and gang.key not in dirty_gangs and (
-                    not kept.indexes or (gang.state == "waiting" and not _changed(kept.indexes, hit)
-                                         and not self._starving(gang, now, starvation_seconds))):
-                reused[gang.key] = gang
-                continue
-            if kept is not None:
-                self._drop(gang.key)
-            order.append(_order_key(gang))
+        turns = self._candidates(now, stale, starvation_seconds)
+        for key in turns:
+            self._drop(key)
+        order = [_order_key(self._ready[key]) for key in turns]
         heapq.heapify(order)
         decisions: list[Decision] = []
         waiting: list[Waiting] = []
@@ -199,11 +225,10 @@ class IncrementalRounds:
         ever: set[str] = set()
         triggered: set[int] = set()
         mark = 0
-        planned = 0
         while order:
-            key = heapq.heappop(order)
-            gang = state.gangs[key[-1]]
-            planned += 1
+            turn = heapq.heappop(order)
+            gang = self._ready[turn[-1]]
+            turns.add(gang.key)
             outcome = plan_one(gang, state, now, capacity, {}, rivals, starvation_seconds)
             if isinstance(outcome, Decision):
                 decisions.append(outcome)
@@ -213,6 +238,7 @@ class IncrementalRounds:
                     self._keep(gang, outcome, capacity)
             elif releasable(gang, state) is None:
                 self._kept[gang.key] = _Kept(None, ())
+                self._unkept.discard(gang.key)
             # Nodes this turn changed: the kept gangs after it that may use them plan again.
             touched = {node for node, _ in capacity.changed[mark:]}
             mark = len(capacity.changed)
@@ -225,12 +251,11 @@ class IncrementalRounds:
                     for index in capacity.indexes_of(node):
                         if id(index) not in triggered:  # once: it sends every later gang on it
                             triggered.add(id(index))
-                            self._replan_after(key, index, reused, order)
-        kept_waiting = (self._kept[key].waiting for key in reused)
-        waiting.extend(w for w in kept_waiting if w is not None)
+                            self._replan_after(turn, index, turns, order)
+        waiting.extend(k.waiting for key, k in self._kept.items() if k.waiting is not None and key not in turns)
         capacity.rewind()  # the kept capacity is the cluster's again
         self._changed_last = ever
-        self.turns = planned
+        self.turns = len(turns)
         return decisions, waiting
 
     @staticmethod
@@ -238,14 +263,14 @@ class IncrementalRounds:
         waited = now - (gang.complete_since if gang.complete_since is not None else now)
         return waited > starvation_seconds
 
-    def _replan_after(self, turn: tuple, index: NodeIndex, reused: dict[GangKey, Gang], order: list[tuple]) -> None:
+    def _replan_after(self, turn: tuple, index: NodeIndex, turns: set[GangKey], order: list[tuple]) -> None:
         """A node of `index` changed at this turn: the gangs kept on it whose turn is later plan
         again (those already past keep their answer: they saw the node before the change)."""
         for key in list(self._by_index.get(id(index), ())):
-            gang = reused.get(key)
-            if gang is not None and _order_key(gang) > turn:
-                del reused[key]
+            gang = self._ready[key]
+            if key not in turns and _order_key(gang) > turn:
                 self._drop(key)
+                turns.add(key)
                 heapq.heappush(order, _order_key(gang))
 
     def _keep(self, gang: Gang, waiting: Waiting, capacity: Capacity) -> None:
@@ -253,12 +278,18 @@ class IncrementalRounds:
         pods = release_candidates(gang)
         indexes = {id(i): i for i in (capacity.index(p) for p in {p.constraint_key: p for p in pods}.values())}
         self._kept[gang.key] = _Kept(waiting, tuple(indexes.values()))
+        self._unkept.discard(gang.key)
         for i, index in indexes.items():
             self._by_index.setdefault(i, set()).add(gang.key)
             self._indexes[i] = index
+        if gang.complete_since is not None and self._in_heap.get(gang.key) != gang.complete_since:
+            self._in_heap[gang.key] = gang.complete_since
+            heapq.heappush(self._starving_at, (gang.complete_since, gang.key))
 
     def _drop(self, key: GangKey) -> None:
         kept = self._kept.pop(key, None)
         if kept is not None:
+            if key in self._ready:
+                self._unkept.add(key)
             for index in kept.indexes:
                 self._by_index.get(id(index), set()).discard(key)
