@@ -10,7 +10,8 @@ pure function of: its pods; the free capacity, at its turn, of the nodes it may 
 only nodes the packer, the contention check and the messages look at); the round's rivals,
 reservations and terminating pods; and `now`, only through starvation. So a gang's last
 `Waiting` is reused only when all of these are unchanged:
-  - its pods and promises (it is not in `ClusterState.dirty_gangs`);
+  - its pods and promises (it is not in `ClusterState.dirty_gangs`); its priority and age,
+    hence its place in the round order, come from its pods and change only with them;
   - its state is "waiting" and it is not starving (a starving or partial gang holds capacity
     back and says for how long it waited: always re-planned), and it has no reservation;
   - no node it may use changed: not by the watch since the last round, not by any take of
@@ -21,12 +22,15 @@ Anything else makes it plan the gang as a full round would. A gang that waited l
 nodes that only lost capacity since would still not fit if it is of one shape (its room, the
 sum of per-node slots, cannot have grown) but its message (how much room is left) would be
 stale, and a gang of several shapes or one kept out by contention is packed greedily, where
-less room can change the choices: so "lost capacity" is treated as "changed" too.
+less room can change the choices: so "lost capacity" is treated as "changed" too. A gang
+with nothing to release or a release in flight (`planner.releasable`) reads no capacity: that
+answer (none) is kept until its pods or promises change. Decisions come in the full round's
+order; Waitings in another order (one per gang, the same ones).
 
 A full round (every gang planned, the Capacity rebuilt) runs after a relist, a change of the
 node layout (`ClusterState.layout_version`) or of the round's context, and whenever a part
 this module does not track is in play: topology levels or a gang topology annotation, GPU
-cards, preemption reservations, the count policy. Only one `IncrementalRounds` may read a
+cards, preemption reservations (the "plan" policy only). Only one `IncrementalRounds` may read a
 given ClusterState: it takes the dirty sets. Pure: no I/O, no clock.
 """
 
@@ -66,13 +70,6 @@ def _order_key(gang: Gang) -> tuple:
 def _same(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
     """Equal resource maps, a missing entry being zero."""
     return all(a.get(k, 0) == v for k, v in b.items()) and all(b.get(k, 0) == v for k, v in a.items())
-
-
-def _changed(indexes: tuple[NodeIndex, ...], hit: Mapping[int, bool]) -> bool:
-    for index in indexes:
-        if hit.get(id(index), True):
-            return True
-    return False
 
 
 def _preempting(gang: Gang) -> bool:
