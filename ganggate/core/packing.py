@@ -56,6 +56,10 @@ def plan_gang(
     return plan_flat(pods, candidates, min_count)
 
 
+def _key_of(pod: PodInfo) -> str:
+    return pod.key
+
+
 def _need(pods: Sequence[PodInfo], min_count: int | None) -> int:
     return len(pods) if min_count is None else max(0, min(min_count, len(pods)))
 
@@ -70,9 +74,13 @@ def plan_flat(
     pruned = _prune(pods, candidates, need)
     if pruned is not None:
         return pruned
-    largest = largest_first(pods)
+    first = pods[0].request
+    several = any(p.request != first for p in pods)
+    # One shape: largest first is by key alone (the other sort keys are all equal).
+    alike = not several and all(p.shared_gpu == pods[0].shared_gpu for p in pods)
+    largest = sorted(pods, key=_key_of) if alike else largest_first(pods)
     tries = [(largest, candidates.best_node)]
-    if len({tuple(sorted(p.request.items())) for p in pods}) > 1:
+    if several:
         # Gangs of several shapes get two more tries when best fit fails: CPU-heaviest
         # first, and filling nodes one at a time from the emptiest.
         tries += [(cpu_first(pods), candidates.best_node), (largest, candidates.filling_node)]
@@ -148,7 +156,7 @@ def _repeats_best_fit(capacity: Capacity, choose: Callable[..., str | None]) -> 
 
 def _common_gpu(pods: Sequence[PodInfo]) -> tuple[str, int]:
     """The one GPU resource every pod asks, and the least any asks (0: none such)."""
-    keys = {tuple(k for k, v in p.request.items() if v > 0 and (k == GPU or k.endswith("/gpu"))) for p in pods}
+    keys = {p.gpu_resources for p in pods}
     if len(keys) != 1 or len(next(iter(keys))) != 1:
         return GPU, 0
     (key,) = next(iter(keys))

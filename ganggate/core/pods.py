@@ -24,7 +24,7 @@ from ganggate.contract import (
 )
 from ganggate.core.gpushare import QuantityError, card_of, held_amount, shared_amount
 from ganggate.core.nodematch import selection_key
-from ganggate.core.resources import Resources, gpus, pod_requests
+from ganggate.core.resources import GPU, Resources, gpus, pod_requests
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
 
@@ -119,6 +119,11 @@ class PodInfo:
     def gpu(self) -> int:
         """GPU amount (milli) of the request, worked out once (the planner asks it per node tried)."""
         return gpus(self.request)
+
+    @cached_property
+    def gpu_resources(self) -> tuple[str, ...]:
+        """The GPU resources (every name */gpu) the pod asks a positive amount of."""
+        return tuple(k for k, v in self.request.items() if v > 0 and (k == GPU or k.endswith("/gpu")))
 
     @property
     def terminated(self) -> bool:
