@@ -205,3 +205,18 @@ def test_a_waiting_gang_after_one_that_takes_room_this_round_says_what_is_left()
         state.apply_pod("ADDED", pod)
     decided, waiting = _both(state, rounds)
     assert decided == [("ml", "urgent")] and "room for 1" in waiting["late"]
+
+
+def test_change_sets_are_kept_only_once_an_incremental_planner_reads_them() -> None:
+    """A controller that plans with full rounds alone must not collect every gang it ever saw."""
+    state, _ = _cluster(3)
+    for pod in _gang("later", 2, 8):
+        state.apply_pod("ADDED", pod)
+    assert state.dirty_gangs == set() and state.dirty_nodes == set()
+    rounds = IncrementalRounds()
+    rounds.decide(state, T0)
+    for pod in _gang("after", 2, 8):
+        state.apply_pod("ADDED", pod)
+    assert state.dirty_gangs == {("ml", "after")}
+    rounds.decide(state, T0)
+    assert state.dirty_gangs == set() and rounds.turns == 1

@@ -12,6 +12,9 @@ including a pod being deleted (a deletionTimestamp): its room is free only once 
 
 Released gang members that stop being members (failed, deleted, ...) are recorded once each
 as `MemberLoss`es in `losses`, for the shell to take (`take_losses`).
+
+Why this module is long: used, promised, gangs and the change sets the incremental planner
+reads are updated together by the same events; split apart they could disagree.
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ class ClusterState:
         #: whose free capacity may have changed, gangs whose pods or promises changed, and a
         #: count bumped on a relist or a change to the node set or to what filters nodes
         #: (labels, taints, readiness, cordon, allocatable, cards), after which it starts over.
+        #: The dirty sets are kept only once a consumer has asked (else they would only grow).
+        self.track_changes = False
         self.dirty_nodes: set[str] = set()
         self.dirty_gangs: set[GangKey] = set()
         self.layout_version = 0
@@ -287,7 +292,8 @@ class ClusterState:
             filter_key=node_filter_key(node),
             card_totals=node_totals(node),
         )
-        self.dirty_nodes.add(name)
+        if self.track_changes:
+            self.dirty_nodes.add(name)
         if old is None or (old.filter_key, old.allocatable, old.card_totals, _labels(old.raw)) != (
             info.filter_key, info.allocatable, info.card_totals, _labels(node)
         ):
@@ -301,7 +307,8 @@ class ClusterState:
             self.terminating[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
-            self.dirty_nodes.add(info.node_name)
+            if self.track_changes:
+                self.dirty_nodes.add(info.node_name)
             if info.gpu_card is not None:
                 self._bound_cards.setdefault(info.node_name, {})[info.key] = info.gpu_card
         gang_key = self.gang_of(info)
@@ -318,7 +325,8 @@ class ClusterState:
         self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, -1)
-            self.dirty_nodes.add(info.node_name)
+            if self.track_changes:
+                self.dirty_nodes.add(info.node_name)
             self._bound_cards.get(info.node_name, {}).pop(info.key, None)
         gang_key = self.gang_of(info)
         if gang_key is not None and gang_key in self.gangs:
@@ -326,7 +334,8 @@ class ClusterState:
             touched.add(gang_key)
 
     def _refresh_gang(self, key: GangKey) -> None:
-        self.dirty_gangs.add(key)
+        if self.track_changes:
+            self.dirty_gangs.add(key)
         gang = self.gangs.get(key)
         if gang is None:
             return
@@ -341,20 +350,24 @@ class ClusterState:
 
     def _hold(self, promise: Promise) -> None:
         self.promises[promise.pod_key] = promise
-        self.dirty_gangs.add(promise.gang_key)
+        if self.track_changes:
+            self.dirty_gangs.add(promise.gang_key)
         if promise.node is not None:
             _add(self._promised, promise.node, promise.request, 1)
-            self.dirty_nodes.add(promise.node)
+            if self.track_changes:
+                self.dirty_nodes.add(promise.node)
             if promise.card is not None:
                 self._promised_cards.setdefault(promise.node, {})[promise.pod_key] = promise.card
 
     def _end_promise(self, pod_key: str) -> None:
         promise = self.promises.pop(pod_key, None)
         if promise is not None:
-            self.dirty_gangs.add(promise.gang_key)
+            if self.track_changes:
+                self.dirty_gangs.add(promise.gang_key)
         if promise is not None and promise.node is not None:
             _add(self._promised, promise.node, promise.request, -1)
-            self.dirty_nodes.add(promise.node)
+            if self.track_changes:
+                self.dirty_nodes.add(promise.node)
             self._promised_cards.get(promise.node, {}).pop(pod_key, None)
 
     def _rebuild_promise(self, pod: PodInfo) -> None:

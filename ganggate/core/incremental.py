@@ -108,7 +108,8 @@ class IncrementalRounds:
         """The round `planner.decide(state, now, starvation_seconds=...)` would return."""
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
-        full = self.capacity is None or self._layout != state.layout_version
+        full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
+        state.track_changes = True
         if full:  # (a relist replaces every Gang: see them all again)
             self._ready, self._status, self._topology, self._preempting = {}, {}, set(), set()
             dirty_gangs = set(state.gangs)
