@@ -24,6 +24,7 @@ Lowest first (each module imports only those above it in this list):
   preemption  which whole lower-priority gangs a waiting gang may evict to fit
   baseline    the count-only policy and the checks the planner is measured against
   planner     decide(): one round over the cluster; re-exports the public names
+  incremental IncrementalRounds: a round that re-plans only the gangs whose inputs changed
   snapshot    reading node/pod snapshots (kubectl -o json/yaml) and making test objects
 The async shell in `ganggate.controller` feeds it events and acts on its decisions.
 """

@@ -5,26 +5,26 @@ Fitting is per node and per resource, as the scheduler's NodeResourcesFit filter
 follows `ganggate.core.nodematch.node_rejects`, worked out once per distinct pod constraint
 (see `Capacity`). The two node choices the packer uses live here, next to the index they
 read: `best_node` (best fit) and `filling_node` (fill the gang's nodes, else the emptiest).
+
+Why this module is long: the index, eligibility per constraint and the node choices that read
+them are one data structure; split, each half would reach into the other's internals.
 """
 
 from __future__ import annotations
 
 import bisect
-import json
 from collections import Counter
 from typing import Iterable, Mapping
 
-from ganggate.core.cluster import ClusterState
+from ganggate.core.cluster import ClusterState, node_filter_key
 from ganggate.core.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
 from ganggate.core.nodematch import (
     matches_node_selection,
-    node_is_cordoned,
-    node_is_ready,
     node_rejects,
     required_node_terms,
 )
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, MEMORY, Resources, add_into, fits, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, add_into, fits, gpus
 
 
 class NodeIndex:
@@ -52,6 +52,22 @@ class NodeIndex:
         if not bucket:
             del self.buckets[level]
             del self.levels[bisect.bisect_left(self.levels, level)]
+
+    def fill(self, names: Iterable[str], free: Mapping[str, Mapping[str, int]], level: Mapping[str, int]) -> None:
+        """Add many nodes at once (one sort per bucket instead of an insort per node)."""
+        added: dict[int, list[tuple[int, int, str]]] = {}
+        for name in names:
+            self.members.add(name)
+            f = free[name]
+            added.setdefault(level[name], []).append((f.get(CPU, 0), f.get(MEMORY, 0), name))
+        for lv, entries in added.items():
+            bucket = self.buckets.get(lv)
+            if bucket is None:
+                self.buckets[lv] = sorted(entries)
+                bisect.insort(self.levels, lv)
+            else:
+                bucket.extend(entries)
+                bucket.sort()
 
     def room_for(self, gpu: int) -> int:
         """Upper bound of the pods of `gpu` GPUs that fit: sum of floor(free / gpu)."""
@@ -121,9 +137,12 @@ class Capacity:
     share one index, so a decision costs the same whatever the number of constraints.
     """
 
-    def __init__(self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources]) -> None:
+    def __init__(
+        self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources], filter_keys: Mapping[str, tuple] | None = None
+    ) -> None:
         self.nodes = nodes
         self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
+        self.level: dict[str, int] = {name: gpus(f) for name, f in self.free.items()}  # gpus(free[name])
         self._node_indexes: dict[str, list[NodeIndex]] = {name: [] for name in nodes}
         self._used_gpus: dict[str, int] = {}
         self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
@@ -140,6 +159,8 @@ class Capacity:
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
         # (node, its free GPU after) of every take, in order: topology catches up from it.
         self.changed: list[tuple[str, int]] = []
+        # While set (core.incremental), each node's free before this round first took from it.
+        self.before: dict[str, Resources] | None = None
         # GPU sharing (core.gpushare): the nodes' cards as the round uses them, the card policy,
         # the observed workload it may weigh, the (node, card, amount) chosen per sharing pod,
         # and (FGD's whole_node) where whole-GPU pods go on nodes with cards, when set.
@@ -153,16 +174,14 @@ class Capacity:
         self._classes: list[dict] = []
         seen: dict[tuple, int] = {}
         for name, raw in nodes.items():
-            spec = raw.get("spec") or {}
-            taints = spec.get("taints") or []
-            key = (node_is_ready(raw), node_is_cordoned(raw), json.dumps(taints, sort_keys=True))
+            key = filter_keys[name] if filter_keys is not None else node_filter_key(raw)
             cls_id = seen.get(key)
             if cls_id is None:
                 cls_id = seen[key] = len(self._classes)
                 self._classes.append(
                     {
                         "metadata": {"name": "", "labels": {}},
-                        "spec": {"unschedulable": key[1], "taints": taints},
+                        "spec": {"unschedulable": key[1], "taints": (raw.get("spec") or {}).get("taints") or []},
                         "status": {"conditions": [{"type": "Ready", "status": "True" if key[0] else "False"}]},
                     }
                 )
@@ -175,6 +194,7 @@ class Capacity:
         sub = Capacity.__new__(Capacity)
         sub.nodes = {name: self.nodes[name] for name in names}
         sub.free = {name: dict(self.free[name]) for name in sub.nodes}
+        sub.level = {name: self.level[name] for name in sub.nodes}
         sub._node_indexes = {name: [] for name in sub.nodes}
         sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
         sub.topology_levels, sub.topology_cache, sub.topology_free, sub.changed = (), {}, {}, []
@@ -192,7 +212,7 @@ class Capacity:
             for name in sub.nodes:
                 if name in parent.members:
                     index.members.add(name)
-                    index.add(name, sub.free[name])
+                    index.add(name, sub.free[name], sub.level[name])
                     sub._node_indexes[name].append(index)
             sub._by_constraint[pod.constraint_key] = (index, Counter())
         return sub
@@ -200,11 +220,13 @@ class Capacity:
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
         nodes = {name: info.raw for name, info in state.nodes.items()}
-        capacity = cls(nodes, {name: state.free(name) for name in nodes})
-        for name in nodes:
-            cards = state.cards(name)
-            if cards is not None:
-                capacity.cards[name] = cards
+        keys = {name: info.filter_key for name, info in state.nodes.items()}
+        capacity = cls(nodes, {name: state.free(name) for name in nodes}, keys)
+        for name, info in state.nodes.items():
+            if info.card_totals[1]:
+                cards = state.cards(name)
+                if cards is not None:
+                    capacity.cards[name] = cards
         return capacity
 
     def index(self, pod: PodInfo) -> NodeIndex:
@@ -219,7 +241,7 @@ class Capacity:
             for name in self.scope[1]:
                 if name in parent.members:
                     found.members.add(name)
-                    found.add(name, self.free[name])
+                    found.add(name, self.free[name], self.level[name])
                     self._node_indexes[name].append(found)
         return found
 
@@ -257,12 +279,11 @@ class Capacity:
         index = self._by_signature.get(signature)
         if index is None:
             index = self._by_signature[signature] = NodeIndex()
-            for group in groups:
-                for name in projection.members[group]:
-                    if self._class_of[name] in classes:
-                        index.members.add(name)
-                        index.add(name, self.free[name])
-                        self._node_indexes[name].append(index)
+            class_of = self._class_of
+            names = [n for group in groups for n in projection.members[group] if class_of[n] in classes]
+            index.fill(names, self.free, self.level)
+            for name in names:
+                self._node_indexes[name].append(index)
         found = self._by_constraint[pod.constraint_key] = (index, rejected)
         return found
 
@@ -278,28 +299,69 @@ class Capacity:
         """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
         indexes = self._node_indexes[node]
         free = self.free[node]
-        level = gpus(free)
+        level = self.level[node]
+        if self.before is not None and node not in self.before:
+            self.before[node] = dict(free)
         for index in indexes:
             index.remove(node, free, level)
         add_into(free, request, -sign)
-        level = gpus(free)
+        level = self.level[node] = gpus(free)
         for index in indexes:
             index.add(node, free, level)
         self.changed.append((node, level))
-        cards = self.cards.get(node)
+        cards = self.cards.get(node) if self.cards else None
         if cards is not None and (whole := gpus(request)):
             cards.take_whole(sign * -(-whole // 1000))  # whole GPUs take whole cards
 
+    def start_round(self) -> None:
+        """Begin a round on a Capacity kept between rounds: every take from now on can be
+        given back by `rewind` (core.incremental)."""
+        self._used_gpus.clear()
+        self.changed.clear()
+        self.before = {}
+
+    def rewind(self) -> None:
+        """Give back every take since start_round: free is the cluster's again."""
+        for node, free in (self.before or {}).items():
+            self.set_free(node, free)
+        self.before = None
+        self.changed.clear()
+        self.card_choices.clear()
+
+    def indexes_of(self, node: str) -> list[NodeIndex]:
+        """The indexes the node is in (one per set of constraints that may use it)."""
+        return self._node_indexes[node]
+
+    def set_free(self, node: str, free: Mapping[str, int]) -> None:
+        """Replace a node's free capacity (a watch event changed it), keeping the indexes."""
+        old, level = self.free[node], self.level[node]
+        new_level = gpus(free)
+        for index in self._node_indexes[node]:
+            index.remove(node, old, level)
+            index.add(node, free, new_level)
+        self.free[node], self.level[node] = dict(free), new_level
+        self._used_gpus.pop(node, None)
+
     def _best_among(
-        self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str]
+        self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str], at_most: int | None = None
     ) -> tuple[int, int, int, str] | None:
-        """Best fit among the given nodes (the gang's own): the (free GPU, CPU, memory, name)
-        key of the node with the least left where the pod fits, or None."""
+        """Best fit among the given nodes (the gang's own) with at most `at_most` free GPU (None:
+        any): the (free GPU, CPU, memory, name) key of the node with the least left where the
+        pod fits, or None."""
         best: tuple[int, int, int, str] | None = None
+        level = self.level
+        # One GPU resource the pod asks, checked first: a full node of the gang's (the usual
+        # miss) is ruled out without the whole of fits.
+        gpu_key, gpu_amount = next(((k, v) for k, v in request.items() if v > 0 and (k == GPU or k.endswith("/gpu"))),
+                                   (GPU, 0))
         for name in names:
+            if at_most is not None and level[name] > at_most:
+                continue
             free = self.free[name]
+            if gpu_amount and free.get(gpu_key, 0) < gpu_amount:
+                continue
             if name in index.members and fits(request, free) and self._cards_allow(request, name):
-                key = (gpus(free), free.get(CPU, 0), free.get(MEMORY, 0), name)
+                key = (level[name], free.get(CPU, 0), free.get(MEMORY, 0), name)
                 if best is None or key < best:
                     best = key
         return best
@@ -315,19 +377,24 @@ class Capacity:
                 return found
         index = self.index(pod)
         request = pod.request
-        best_gang = self._best_among(index, request, gang_nodes)
-        gpu = gpus(request)
+        gpu = pod.gpu
         start = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
         probe = (request.get(CPU, 0),)
+        found: str | None = None
+        found_level: int | None = None
         for level in index.levels[start:]:
-            if best_gang is not None and best_gang[0] <= level:
-                return best_gang[3]
             bucket = index.buckets[level]
             for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
                 name = bucket[i][2]
                 if fits(request, self.free[name]) and self._cards_allow(request, name):
-                    return name
-        return best_gang[3] if best_gang is not None else None
+                    found, found_level = name, level
+                    break
+            if found is not None:
+                break
+        # A node of the gang's wins when it leaves no more GPU than the best of the index (the
+        # gang's nodes are in the index, so only those at found_level or below can win).
+        best_gang = self._best_among(index, request, gang_nodes, found_level)
+        return best_gang[3] if best_gang is not None else found
 
     def filling_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """The fallback strategy: keep filling the gang's nodes (best fit among them), else
@@ -339,7 +406,7 @@ class Capacity:
         best_gang = self._best_among(index, request, gang_nodes)
         if best_gang is not None:
             return best_gang[3]
-        gpu = gpus(request)
+        gpu = pod.gpu
         stop = bisect.bisect_left(index.levels, gpu) if gpu > 0 else 0
         probe = (request.get(CPU, 0),)
         for level in reversed(index.levels[stop:]):

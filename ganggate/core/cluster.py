@@ -12,10 +12,14 @@ including a pod being deleted (a deletionTimestamp): its room is free only once 
 
 Released gang members that stop being members (failed, deleted, ...) are recorded once each
 as `MemberLoss`es in `losses`, for the shell to take (`take_losses`).
+
+Why this module is long: used, promised, gangs and the change sets the incremental planner
+reads are updated together by the same events; split apart they could disagree.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -39,6 +43,11 @@ class NodeInfo:
     allocatable: Resources
     used: Resources
     promised: Resources
+    #: What filters the node apart from labels (ready, cordoned, taints as JSON): nodes with
+    #: equal keys are one class to Capacity. Worked out once per node event, not per round.
+    filter_key: tuple = ()
+    #: (aliyun.com/gpu-mem, aliyun.com/gpu-count) the node advertises (gpushare.node_totals).
+    card_totals: tuple[int, int] = (0, 0)
 
     @property
     def ready(self) -> bool:
@@ -109,6 +118,15 @@ class ClusterState:
         # that hold a card (two tables: a pod's promise and its binding overlap for a moment).
         self._bound_cards: dict[str, dict[str, tuple[int, int]]] = {}
         self._promised_cards: dict[str, dict[str, tuple[int, int]]] = {}
+        #: What changed since the incremental planner (core.incremental) last took it: nodes
+        #: whose free capacity may have changed, gangs whose pods or promises changed, and a
+        #: count bumped on a relist or a change to the node set or to what filters nodes
+        #: (labels, taints, readiness, cordon, allocatable, cards), after which it starts over.
+        #: The dirty sets are kept only once a consumer has asked (else they would only grow).
+        self.track_changes = False
+        self.dirty_nodes: set[str] = set()
+        self.dirty_gangs: set[GangKey] = set()
+        self.layout_version = 0
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -127,7 +145,7 @@ class ClusterState:
         node = self.nodes.get(node_name)
         if node is None:
             return None
-        total, count = node_totals(node.raw)
+        total, count = node.card_totals
         if not count:
             return None
         held = [(card, amount, key) for table in (self._bound_cards, self._promised_cards)
@@ -151,6 +169,7 @@ class ClusterState:
         self.terminating = {}
         self._used, self._promised = {}, {}
         self._bound_cards, self._promised_cards = {}, {}
+        self.dirty_nodes, self.dirty_gangs = set(), set()
         for node in nodes:
             self._upsert_node(node)
         touched: set[GangKey] = set()
@@ -166,6 +185,7 @@ class ClusterState:
         for key in touched:
             self._refresh_gang(key)
         self.losses = losses_after_relist(self.gangs)
+        self.layout_version += 1
 
     def take_losses(self) -> list[MemberLoss]:
         """The members lost since the last call (each loss is reported once)."""
@@ -176,7 +196,8 @@ class ClusterState:
         """A node ADDED, MODIFIED or DELETED."""
         name = (node.get("metadata") or {}).get("name") or ""
         if event_type == "DELETED":
-            self.nodes.pop(name, None)
+            if self.nodes.pop(name, None) is not None:
+                self.layout_version += 1
         else:
             self._upsert_node(node)
 
@@ -261,13 +282,22 @@ class ClusterState:
 
     def _upsert_node(self, node: dict) -> None:
         name = (node.get("metadata") or {}).get("name") or ""
-        self.nodes[name] = NodeInfo(
+        old = self.nodes.get(name)
+        info = self.nodes[name] = NodeInfo(
             name=name,
             raw=node,
             allocatable=node_allocatable(node),
             used=self._used.setdefault(name, {}),
             promised=self._promised.setdefault(name, {}),
+            filter_key=node_filter_key(node),
+            card_totals=node_totals(node),
         )
+        if self.track_changes:
+            self.dirty_nodes.add(name)
+        if old is None or (old.filter_key, old.allocatable, old.card_totals, _labels(old.raw)) != (
+            info.filter_key, info.allocatable, info.card_totals, _labels(node)
+        ):
+            self.layout_version += 1
 
     def _add_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods[info.key] = info
@@ -277,6 +307,8 @@ class ClusterState:
             self.terminating[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
+            if self.track_changes:
+                self.dirty_nodes.add(info.node_name)
             if info.gpu_card is not None:
                 self._bound_cards.setdefault(info.node_name, {})[info.key] = info.gpu_card
         gang_key = self.gang_of(info)
@@ -293,6 +325,8 @@ class ClusterState:
         self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, -1)
+            if self.track_changes:
+                self.dirty_nodes.add(info.node_name)
             self._bound_cards.get(info.node_name, {}).pop(info.key, None)
         gang_key = self.gang_of(info)
         if gang_key is not None and gang_key in self.gangs:
@@ -300,6 +334,8 @@ class ClusterState:
             touched.add(gang_key)
 
     def _refresh_gang(self, key: GangKey) -> None:
+        if self.track_changes:
+            self.dirty_gangs.add(key)
         gang = self.gangs.get(key)
         if gang is None:
             return
@@ -314,15 +350,24 @@ class ClusterState:
 
     def _hold(self, promise: Promise) -> None:
         self.promises[promise.pod_key] = promise
+        if self.track_changes:
+            self.dirty_gangs.add(promise.gang_key)
         if promise.node is not None:
             _add(self._promised, promise.node, promise.request, 1)
+            if self.track_changes:
+                self.dirty_nodes.add(promise.node)
             if promise.card is not None:
                 self._promised_cards.setdefault(promise.node, {})[promise.pod_key] = promise.card
 
     def _end_promise(self, pod_key: str) -> None:
         promise = self.promises.pop(pod_key, None)
+        if promise is not None:
+            if self.track_changes:
+                self.dirty_gangs.add(promise.gang_key)
         if promise is not None and promise.node is not None:
             _add(self._promised, promise.node, promise.request, -1)
+            if self.track_changes:
+                self.dirty_nodes.add(promise.node)
             self._promised_cards.get(promise.node, {}).pop(pod_key, None)
 
     def _rebuild_promise(self, pod: PodInfo) -> None:
@@ -339,6 +384,16 @@ class ClusterState:
         deadline = parse_time(pod.decision.get("time")) + self.bind_timeout_seconds
         card = pod.gpu_card if pod.shared_gpu > 0 else None  # the card its annotations record
         self._hold(Promise(gang_key, pod.key, pod.uid, node, dict(pod.request), deadline, card))
+
+
+def node_filter_key(node: Mapping) -> tuple:
+    """What filters a node apart from its labels: (ready, cordoned, taints as sorted JSON)."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    return (node_is_ready(node), node_is_cordoned(node), json.dumps(taints, sort_keys=True))
+
+
+def _labels(node: Mapping) -> Mapping:
+    return (node.get("metadata") or {}).get("labels") or {}
 
 
 def _add(table: dict[str, Resources], node_name: str, amounts: Mapping[str, int], sign: int) -> None:

@@ -69,6 +69,7 @@ class Gang:
     _live_created: list[float] = field(default_factory=list, repr=False)  # sorted
     _live_priorities: Counter = field(default_factory=Counter, repr=False)
     _live_specs: Counter = field(default_factory=Counter, repr=False)
+    _gated_sorted: list[PodInfo] | None = field(default=None, repr=False, compare=False)
 
     @property
     def state(self) -> str:
@@ -87,6 +88,7 @@ class Gang:
             self._tally(pod, -1)
 
     def _tally(self, pod: PodInfo, sign: int) -> None:
+        self._gated_sorted = None
         if not pod.gated:
             self._released_any += sign
         if not pod.member:
@@ -111,11 +113,14 @@ class Gang:
         return [p for p in self.pods.values() if p.member]
 
     def gated_pods(self) -> list[PodInfo]:
-        """Live pods still behind ganggate's gate, oldest first (then by name)."""
-        return sorted(
-            (p for p in self.pods.values() if p.gated and p.member),
-            key=lambda p: (p.created, p.key),
-        )
+        """Live pods still behind ganggate's gate, oldest first (then by name); worked out once
+        per change of the gang's pods (a round asks it of every gang). Do not change the list."""
+        if self._gated_sorted is None:
+            self._gated_sorted = sorted(
+                (p for p in self.pods.values() if p.gated and p.member),
+                key=lambda p: (p.created, p.key),
+            )
+        return self._gated_sorted
 
     def released_pods(self) -> list[PodInfo]:
         """Live pods whose gate has been removed."""

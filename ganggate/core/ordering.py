@@ -29,7 +29,7 @@ def release_candidates(gang: Gang) -> list[PodInfo]:
     gated = gang.gated_pods()
     if gang.state == "waiting" and gang.spec is not None:
         return gated[: gang.spec.pod_num]
-    return gated
+    return list(gated)  # (a copy: gated_pods is the gang's own, kept between rounds)
 
 
 def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState) -> int:
@@ -70,7 +70,7 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
     remaining = order
     # Visit nodes by most free GPU first, straight from the index (no pass over all nodes
     # unless the gang would not fit even then).
-    smallest = min(gpus(p.request) for p in order)
+    smallest = min(p.gpu for p in order)
     for level in reversed(index.levels):
         for _, _, name in list(index.buckets.get(level, ())):
             if len(plan) >= need or not remaining:

@@ -18,7 +18,7 @@ from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_n
 from ganggate.core.gpushare import card_shortfall
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, format_amount, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, fits, format_amount, gpus
 from ganggate.core.topology import gang_request as gang_topology
 from ganggate.core.topology import place
 
@@ -28,7 +28,7 @@ def largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
     best fit packs in)."""
     return sorted(
         pods,
-        key=lambda p: (-gpus(p.request), -p.shared_gpu, -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
+        key=lambda p: (-p.gpu, -p.shared_gpu, -p.request.get(CPU, 0), -p.request.get(MEMORY, 0), p.key),
     )
 
 
@@ -36,7 +36,7 @@ def cpu_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
     """Most CPU first, then memory and GPU: the second try for gangs of several shapes."""
     return sorted(
         pods,
-        key=lambda p: (-p.request.get(CPU, 0), -p.request.get(MEMORY, 0), -gpus(p.request), p.key),
+        key=lambda p: (-p.request.get(CPU, 0), -p.request.get(MEMORY, 0), -p.gpu, p.key),
     )
 
 
@@ -56,6 +56,10 @@ def plan_gang(
     return plan_flat(pods, candidates, min_count)
 
 
+def _key_of(pod: PodInfo) -> str:
+    return pod.key
+
+
 def _need(pods: Sequence[PodInfo], min_count: int | None) -> int:
     return len(pods) if min_count is None else max(0, min(min_count, len(pods)))
 
@@ -70,9 +74,13 @@ def plan_flat(
     pruned = _prune(pods, candidates, need)
     if pruned is not None:
         return pruned
-    largest = largest_first(pods)
+    first = pods[0].request
+    several = any(p.request != first for p in pods)
+    # One shape: largest first is by key alone (the other sort keys are all equal).
+    alike = not several and all(p.shared_gpu == pods[0].shared_gpu for p in pods)
+    largest = sorted(pods, key=_key_of) if alike else largest_first(pods)
     tries = [(largest, candidates.best_node)]
-    if len({tuple(sorted(p.request.items())) for p in pods}) > 1:
+    if several:
         # Gangs of several shapes get two more tries when best fit fails: CPU-heaviest
         # first, and filling nodes one at a time from the emptiest.
         tries += [(cpu_first(pods), candidates.best_node), (largest, candidates.filling_node)]
@@ -108,8 +116,14 @@ def _greedy(
     gang_nodes: dict[str, None] = {}
     first_failed: PodInfo | None = None
     misses = 0
+    same_again = _repeats_best_fit(capacity, choose)
+    gpu_key, floor = _common_gpu(order)
+    last: tuple[PodInfo, str] | None = None
     for pod in order:
-        node = choose(pod, gang_nodes)
+        if same_again and last is not None and _same_shape(pod, last[0]) and fits(pod.request, capacity.free[last[1]]):
+            node: str | None = last[1]  # what best_node would say again (see _repeats_best_fit)
+        else:
+            node = choose(pod, gang_nodes)
         if node is None:
             misses += 1
             first_failed = first_failed or pod
@@ -119,18 +133,49 @@ def _greedy(
         capacity.take(node, pod.request)
         taken.append((node, pod.request))
         placement[pod.key] = node
-        gang_nodes[node] = None
+        if floor and capacity.free[node].get(gpu_key, 0) < floor:
+            gang_nodes.pop(node, None)  # no pod of the gang fits there any more: not worth a look
+        else:
+            gang_nodes[node] = None
+        last = (pod, node)
     return placement, taken, first_failed
+
+
+def _repeats_best_fit(capacity: Capacity, choose: Callable[..., str | None]) -> bool:
+    """Whether best fit, having put a pod asking GPUs on node n, would put the next pod of the
+    same shape on n again while it fits there, so that the search can be skipped.
+
+    Why: n was the fitting node with the least free GPU (L), the gang's own nodes included;
+    every node with less than L free GPU did not fit that shape. Taking the pod leaves n with
+    L - g < L (g > 0 GPU), and no other node changed, so n, if it still fits, is again the one
+    with the least free GPU; a tie at L - g would be a node that fitted with less than L free
+    and would have won before. Not for pods without GPU (n's tie-break by CPU changes) nor
+    with GPU cards (their own policies choose)."""
+    return getattr(choose, "__func__", None) is Capacity.best_node and not capacity.cards
+
+
+def _common_gpu(pods: Sequence[PodInfo]) -> tuple[str, int]:
+    """The one GPU resource every pod asks, and the least any asks (0: none such)."""
+    keys = {p.gpu_resources for p in pods}
+    if len(keys) != 1 or len(next(iter(keys))) != 1:
+        return GPU, 0
+    (key,) = next(iter(keys))
+    return key, min(p.request[key] for p in pods)
+
+
+def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
+    return (pod.gpu > 0 and pod.shared_gpu == 0 and pod.constraint_key == other.constraint_key
+            and pod.request == other.request)
 
 
 def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | None:
     """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit."""
-    gpu_pods = [p for p in pods if gpus(p.request) > 0]
+    gpu_pods = [p for p in pods if p.gpu > 0]
     if not gpu_pods or len({p.constraint_key for p in gpu_pods}) != 1:
         return None
     index = capacity.index(gpu_pods[0])
-    smallest = min(gpus(p.request) for p in gpu_pods)
-    largest = max(gpu_pods, key=lambda p: gpus(p.request))
+    smallest = min(p.gpu for p in gpu_pods)
+    largest = max(gpu_pods, key=lambda p: p.gpu)
     top = index.levels[-1] if index.levels else 0
     if not index.members:
         return Unfit(no_nodes_message(capacity.rejected(gpu_pods[0]), len(capacity.nodes)))

@@ -12,10 +12,13 @@ Unfit, Capacity, plan_gang, gpus, count_only_fits, totals_only_fits.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Mapping
+
 from ganggate.core.baseline import count_only_fits, decide_count, totals_only_fits
 from ganggate.core.capacity import Capacity
 from ganggate.core.cluster import ClusterState
-from ganggate.core.contention import find_rivals, place_uncontested
+from ganggate.core.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.domains import placement_domain
 from ganggate.core.explain import contested_message, decision_reason, plural
 from ganggate.core.gangs import Gang, GangKey
@@ -25,7 +28,8 @@ from ganggate.core.lifecycle import waits_for_terminating
 from ganggate.core.ordering import hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
-from ganggate.core.reservation import active_reservations, hold, place_reserved
+from ganggate.core.pods import PodInfo
+from ganggate.core.reservation import Reservation, active_reservations, hold, place_reserved
 from ganggate.core.resources import gpus
 from ganggate.core.topology import released_nodes
 
@@ -90,63 +94,96 @@ def decide(
         hold(capacity, state, reservation)
     rivals = find_rivals(state)
     decisions: list[Decision] = []
-    # Capacity is held back for one starving gang at a time (the first in round order), as
-    # Volcano's reservation holds nodes for one target job: holding for every starving gang at
-    # once would let them block each other and everything behind them.
-    holding_for: GangKey | None = None
+    holding = HoldBack()
     for gang in rolls + rest:
-        pods = release_candidates(gang)
-        if not pods or any(p.key in state.promises for p in pods):
-            continue  # nothing to release, or a release is in flight: its promises hold
-        assert gang.spec is not None
-        if gang.state == "partial":
-            need = min(gang.still_needed, len(pods))
-        elif gang.state == "started":
-            need = 1
-        else:
-            need = min(gang.spec.min_available, len(pods))
-        if gang.key in reserved:
-            hold(capacity, state, reserved[gang.key], -1)
-            result, _ = place_reserved(pods, capacity, need, reserved[gang.key], rivals, state)
-            if not isinstance(result, Unfit):
-                result = with_cards(pods, result, capacity)
-            if isinstance(result, Unfit):
-                hold(capacity, state, reserved[gang.key])
-                waiting.append(Waiting(gang.key, "GangWaiting", result.message))
-            else:
-                decisions.append(_decision(gang, result, capacity, False, now))
-            continue
-        result, contested = place_uncontested(pods, capacity, need, rivals)
+        outcome = plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding)
+        if isinstance(outcome, Decision):
+            decisions.append(outcome)
+        elif outcome is not None:
+            waiting.append(outcome)
+    return decisions, waiting
+
+
+@dataclass
+class HoldBack:
+    """The starving gang a round holds capacity back for. One at a time, the first in round
+    order, as Volcano's reservation holds nodes for one target job: holding for every starving
+    gang at once lets them block each other and everything behind them."""
+
+    gang: GangKey | None = None
+
+
+def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
+    """The pods a round may release for the gang; None when there are none, or a release is
+    in flight (its promises hold). Reads the gang and its promises alone, not the capacity."""
+    pods = release_candidates(gang)
+    if not pods or any(p.key in state.promises for p in pods):
+        return None
+    return pods
+
+
+def plan_one(
+    gang: Gang,
+    state: ClusterState,
+    now: float,
+    capacity: Capacity,
+    reserved: Mapping[GangKey, Reservation],
+    rivals: Rivals,
+    starvation_seconds: float,
+    holding: HoldBack | None = None,
+) -> Decision | Waiting | None:
+    """One gang's turn in a round: its release (taken from `capacity`), why it waits, or None
+    (nothing to release, a release in flight, or a started gang's extras waiting quietly)."""
+    pods = releasable(gang, state)
+    if pods is None:
+        return None
+    assert gang.spec is not None
+    if gang.state == "partial":
+        need = min(gang.still_needed, len(pods))
+    elif gang.state == "started":
+        need = 1
+    else:
+        need = min(gang.spec.min_available, len(pods))
+    if gang.key in reserved:
+        hold(capacity, state, reserved[gang.key], -1)
+        result, _ = place_reserved(pods, capacity, need, reserved[gang.key], rivals, state)
         if not isinstance(result, Unfit):
             result = with_cards(pods, result, capacity)
-        if not isinstance(result, Unfit):
-            decisions.append(_decision(gang, result, capacity, gang.state == "partial", now))
-            continue
-        capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
-        if contested:
-            if gang.state != "started":  # a started gang's extras wait quietly
-                waiting.append(Waiting(gang.key, "GangWaiting", contested_message(contested)))
-            continue
-        if gang.state == "started":
-            continue  # extras wait quietly until one fits
-        message, reason = result.message, "GangUnschedulable"
-        if (held_by_going := waits_for_terminating(pods, capacity, need, state)) is not None:
-            message, reason = f"{held_by_going} ({message})", "GangWaiting"
-        if gang.state == "partial":
-            message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
-        waited = now - (gang.complete_since if gang.complete_since is not None else now)
-        if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
-            held = hold_back(pods, capacity, need, state)
-            if held > 0:
-                message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
-                if gang.state != "partial":
-                    holding_for = gang.key
-            elif held < 0:
-                message += "; it would not fit even if the running pods on the nodes it may use finished"
-        elif waited > starvation_seconds:
-            message += f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, for which capacity is held back"
-        waiting.append(Waiting(gang.key, reason, message))
-    return decisions, waiting
+        if isinstance(result, Unfit):
+            hold(capacity, state, reserved[gang.key])
+            return Waiting(gang.key, "GangWaiting", result.message)
+        return _decision(gang, result, capacity, False, now)
+    result, contested = place_uncontested(pods, capacity, need, rivals)
+    if not isinstance(result, Unfit):
+        result = with_cards(pods, result, capacity)
+    if not isinstance(result, Unfit):
+        return _decision(gang, result, capacity, gang.state == "partial", now)
+    capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
+    if contested:
+        if gang.state != "started":  # a started gang's extras wait quietly
+            return Waiting(gang.key, "GangWaiting", contested_message(contested))
+        return None
+    if gang.state == "started":
+        return None  # extras wait quietly until one fits
+    message, reason = result.message, "GangUnschedulable"
+    if (held_by_going := waits_for_terminating(pods, capacity, need, state)) is not None:
+        message, reason = f"{held_by_going} ({message})", "GangWaiting"
+    if gang.state == "partial":
+        message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
+    waited = now - (gang.complete_since if gang.complete_since is not None else now)
+    holding_for = None if holding is None else holding.gang
+    if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
+        held = hold_back(pods, capacity, need, state)
+        if held > 0:
+            message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
+            if gang.state != "partial" and holding is not None:
+                holding.gang = gang.key
+        elif held < 0:
+            message += "; it would not fit even if the running pods on the nodes it may use finished"
+    elif waited > starvation_seconds and holding_for is not None:
+        message += (f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, "
+                    "for which capacity is held back")
+    return Waiting(gang.key, reason, message)
 
 
 def _decision(gang: Gang, placement: dict[str, str], capacity: Capacity, roll_forward: bool, now: float) -> Decision:

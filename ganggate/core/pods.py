@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 from typing import Mapping
 
@@ -23,7 +24,7 @@ from ganggate.contract import (
 )
 from ganggate.core.gpushare import QuantityError, card_of, held_amount, shared_amount
 from ganggate.core.nodematch import selection_key
-from ganggate.core.resources import Resources, pod_requests
+from ganggate.core.resources import GPU, Resources, gpus, pod_requests
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
 
@@ -113,6 +114,16 @@ class PodInfo:
     shared_gpu: int = 0
     #: The (card index, amount) the pod's gpushare annotations record, when it has a card.
     gpu_card: tuple[int, int] | None = None
+
+    @cached_property
+    def gpu(self) -> int:
+        """GPU amount (milli) of the request, worked out once (the planner asks it per node tried)."""
+        return gpus(self.request)
+
+    @cached_property
+    def gpu_resources(self) -> tuple[str, ...]:
+        """The GPU resources (every name */gpu) the pod asks a positive amount of."""
+        return tuple(k for k, v in self.request.items() if v > 0 and (k == GPU or k.endswith("/gpu")))
 
     @property
     def terminated(self) -> bool:
