@@ -55,6 +55,9 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--planning", choices=["thread", "loop"], default="thread",
                      help="thread: plan each round in a worker thread, so watches and lease renewals never wait "
                      "for it (default); loop: on the event loop")
+    ctl.add_argument("--rounds", choices=["incremental", "full"], default="incremental",
+                     help="incremental: a round re-plans only the gangs whose pods or candidate nodes changed, "
+                     "with the same decisions as a full round (default); full: every gang every round")
     ctl.add_argument("--no-leader-election", action="store_true", help="decide without holding the lease")
     _lease_flags(ctl)
     ctl.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS",
@@ -112,7 +115,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
         on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
-        planning=args.planning,
+        planning=args.planning, rounds=args.rounds,
     )
     if args.card_policy is not None:
         cfg.card_policy = args.card_policy

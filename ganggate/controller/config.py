@@ -76,6 +76,7 @@ class ControllerConfig:
     metrics_port: int | None = None
     debounce_seconds: float = 0.05  # at most one round per this long (the first after a quiet spell at once)
     planning: str = "thread"  # "thread": decide() off the event loop (controller.offloop) | "loop": on it
+    rounds: str = "incremental"  # "incremental": re-plan only what changed (core.incremental) | "full"
     # Optional additions beyond the shared API:
     tick_seconds: float = 1.0  # a round at least this often (bind timeouts, starvation)
     event_rate: float = 50.0  # Events per second at most (burst 4x)
@@ -94,7 +95,8 @@ class ControllerConfig:
         choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
                    "on_bind_timeout": ("member-loss", "wait", "recreate"),
                    "on_member_loss": ("restart", "none"), "preemption": ("gang", "off"),
-                   "planning": ("thread", "loop"), "card_policy": CARD_POLICIES}
+                   "planning": ("thread", "loop"), "rounds": ("incremental", "full"),
+                   "card_policy": CARD_POLICIES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")

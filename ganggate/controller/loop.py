@@ -44,6 +44,7 @@ from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
 from ganggate.controller.release import Releaser, ReleaseRequest
 from ganggate.core.gpushare import cards_of
+from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.preemption import PreemptionOptions
 from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread
 from ganggate.kube.calls import ApiCallError, Backoff, rfc3339
@@ -80,6 +81,8 @@ class Controller:
                                     metrics=self.metrics, host=self.identity, clock=clock)
         self.notifier = WaitNotifier()
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
+        # Rounds that re-plan only what changed since the last (core.incremental), or full ones.
+        self.incremental = IncrementalRounds() if config.rounds == "incremental" else None
         self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)
         self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
@@ -350,7 +353,8 @@ class Controller:
     def _plan_settings(self) -> dict[str, Any]:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
                 "timed_out": self.lifecycle.timed_out_gangs(),
-                "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy}
+                "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy,
+                "rounds": self.incremental}
 
     def _before_round(self, now: float, timeouts: bool = True) -> None:
         self.rounds += 1

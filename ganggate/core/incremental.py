@@ -46,6 +46,7 @@ from ganggate.core.contention import find_rivals
 from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.ordering import release_candidates
 from ganggate.core.outcome import Decision, Waiting
+from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy
 from ganggate.core.planner import HoldBack, decide, plan_one, releasable
 from ganggate.core.reservation import PREEMPTION_ANNOTATION
 
@@ -101,11 +102,16 @@ class IncrementalRounds:
         self._changed_last: set[str] = set()  # nodes any take of the last round changed
         self.full_rounds = 0
         self.incremental_rounds = 0
+        self._card_policies: tuple[CardPolicy | None, WholeGpuPolicy | None] = (None, None)
         self.turns = 0
 
-    def decide(self, state: ClusterState, now: float, *, starvation_seconds: float = 300.0
+    def decide(self, state: ClusterState, now: float, *, starvation_seconds: float = 300.0,
+               card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None,
                ) -> tuple[list[Decision], list[Waiting]]:
-        """The round `planner.decide(state, now, starvation_seconds=...)` would return."""
+        """The round `planner.decide(state, now, starvation_seconds=..., card_policy=...,
+        whole_gpu_policy=...)` would return. The card policies matter only on nodes with GPU
+        cards, where every round is a full one."""
+        self._card_policies = (card_policy, whole_gpu_policy)
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
@@ -145,7 +151,9 @@ class IncrementalRounds:
         self._forget()
         self.full_rounds += 1
         self.turns = len(self._ready)
-        return decide(state, now, starvation_seconds=starvation_seconds)
+        card_policy, whole_gpu_policy = self._card_policies
+        return decide(state, now, starvation_seconds=starvation_seconds, card_policy=card_policy,
+                      whole_gpu_policy=whole_gpu_policy)
 
     def _see(self, key: GangKey, gang: Gang | None) -> None:
         """File a changed gang (None: gone) as ready or waiting for its pods; its answer is dropped."""
