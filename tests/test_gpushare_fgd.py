@@ -66,8 +66,26 @@ def test_cards_of_different_memory_compare_in_thousandths_of_a_card():
     assert FGD().node_fragmentation(small, workload) == FGD().node_fragmentation(big, workload) == 500
 
 
-def test_pods_that_ask_no_gpu_do_not_count():
-    assert FGD().node_fragmentation(node("n", [700]), [PodShape(0, 0, 4000, 0, 100.0), share(600)]) == 300
+def test_to_pods_that_ask_no_gpu_all_free_gpu_is_fragment():
+    # 300 free: a 200 pod can use it all (0), a CPU-only pod none of it (300); equal weights
+    assert FGD().node_fragmentation(node("n", [700]), [PodShape(0, 0, 4000, 0, 1.0), share(200)]) == 150
+    # they add the same to every candidate's increase, so alone they change no choice
+    nodes = [node("a", [400]), node("b", [0])]
+    assert FGD(scored=False)(300, nodes, [share(600), PodShape(0, 0, 4000, 0, 5.0)]) == ("b", 0)
+
+
+def test_the_observed_workload_counts_pods_that_ask_no_gpu_but_is_empty_without_gpu_pods():
+    from ganggate.core.capacity import Capacity
+    from ganggate.core.gpushare_round import observed_workload
+    from tests.test_gpushare_planner import card_node, cluster, holder, make_pod
+
+    cpu_pod = make_pod("c", namespace="ml", gang="c", pod_num=1, cpu="3")
+    state = cluster([card_node("n1", 16, 2)], [holder("a", "n1", 0, 4), cpu_pod])
+    shapes = {(s.share_milli, s.whole_gpus, s.cpu_milli): s.weight
+              for s in observed_workload(state, Capacity.from_state(state))}
+    assert shapes == {(500, 0, 1000): 1.0, (0, 0, 3000): 1.0}  # 4 of a card of 8
+    only_cpu = cluster([card_node("n1", 16, 2)], [cpu_pod])
+    assert observed_workload(only_cpu, Capacity.from_state(only_cpu)) == ()
 
 
 # -- the choice ----------------------------------------------------------------------------------

@@ -15,9 +15,11 @@ of its free GPU that a pod drawn from the workload could not use:
 where F(after) - F(before) is least (fgd_score.go calculateGpuShareFragExtendScore: for a sharing
 pod each card that fits is tried; a whole-GPU pod takes idle cards). Free GPU is counted in
 thousandths of a card, so nodes with cards of different memory compare in GPUs, as the paper
-does. Shapes that ask no GPU are left out: they cannot use GPU, so they would only add the same
-share of every node's free GPU to F (frag.go GetTypicalPods can leave them out too, with
-IsInvolvedCpuPods false). Like the reference, memory is not looked at.
+does. Shapes that ask no GPU count all the node's free GPU as fragment (frag.go GetNodePodFrag:
+XLSatisfied / XRLackCPU are not Q3), with the weight the reference gives them in the FGD
+artifact's runs (scripts/generate_config_and_run.py: isInvolvedCpuPods true, popularity
+threshold 95%): they add the same to every candidate's increase, but they scale the GPU shapes'
+share and so where the score's steps fall. Like the reference, memory is not looked at.
 
 The increase is compared as the reference scores it: int(100 * sigmoid(-increase / 1000))
 (fgd_score.go calculateGpuShareFragExtendScore, sigmoid in plugin_utils.go), so increases within
@@ -58,7 +60,9 @@ class _Model:
     def __init__(self, workload: Workload) -> None:
         shapes = [PodShape(*shape) for shape in workload]
         gpu_shapes = [s for s in shapes if (s.share_milli > 0 or s.whole_gpus > 0) and s.weight > 0]
-        total = sum(s.weight for s in gpu_shapes)
+        total = sum(s.weight for s in shapes if s.weight > 0) or 1.0
+        # the pods asking no GPU: all free GPU is fragment to them
+        self.no_gpu_weight = sum(s.weight for s in shapes if s.weight > 0 and s not in gpu_shapes) / total
         self.cpu_thresholds = sorted({max(0, s.cpu_milli) for s in gpu_shapes})
         self.shapes = [
             _Shape(
@@ -84,7 +88,7 @@ class _Model:
         if cached is not None:
             return cached
         total = sum(free)
-        value = 0.0
+        value = self.no_gpu_weight * total
         if total:
             for shape in self.shapes:
                 roomy = 0
