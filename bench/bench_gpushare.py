@@ -23,9 +23,11 @@ Policies, as the controller's --card-policy sets them up (controller.config): `r
 card among those that fit, core.gpushare.random_fit, seeded per run) and `best-fit` (the tightest
 card) choose cards for sharing pods, whole-GPU pods going where ganggate's best fit puts them;
 `fgd` (core.gpushare_fgd) chooses the card of sharing pods and the node of whole-GPU pods, as in
-the paper, weighing the list's commonest GPU pod shapes covering 60% of its GPU pods (the
-reference's typical pods; the controller weighs the pods it sees the same way); `fgd-full` is
-fgd weighing every shape of the list.
+the paper, weighing the list's commonest pod shapes covering 95% of its pods (the
+artifact's typical pods; the controller weighs the pods it sees the same way); `fgd-full` is
+fgd weighing every shape of the list. fgd compares fragmentation increases by the reference's
+0..100 score and gives ties to best-fit (core.gpushare_fgd); `fgd-exact` / `fgd-exact-full` compare
+the exact increases (FGD(scored=False)), as ganggate's fgd did before.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from ganggate.controller.config import card_policy_named, whole_gpu_policy_named  # noqa: E402
 from ganggate.core.capacity import Capacity  # noqa: E402
 from ganggate.core.gpushare import node_cards, random_fit  # noqa: E402
-from ganggate.core.gpushare_fgd import target_workload  # noqa: E402
+from ganggate.core.gpushare_fgd import FGD, target_workload  # noqa: E402
 from ganggate.core.outcome import Unfit  # noqa: E402
 from ganggate.core.packing import plan_gang  # noqa: E402
 from ganggate.core.pods import PodInfo  # noqa: E402
@@ -55,13 +57,14 @@ from ganggate.core.resources import node_allocatable  # noqa: E402
 
 TRACE = ROOT.parent / "shared/traces/alibaba-gpu-v2023"
 LISTS = ("default", "gpushare40", "gpushare60", "multigpu20", "multigpu30")
-POLICIES = ("random", "best-fit", "fgd", "fgd-full")
+POLICIES = ("random", "best-fit", "fgd", "fgd-full", "fgd-exact", "fgd-exact-full")
 CHECKPOINTS = (80, 90, 95, 100)
 MILLI = 1000  # aliyun.com/gpu-mem per card in this benchmark: thousandths of a card
-# FGD's target workload: the commonest GPU pod shapes covering 60% of the GPU pods, as the
-# controller's observed_workload and the reference's DefaultTypicalPodPopularityThreshold
-# (pkg/type/const.go) have it; policy fgd-full weighs every shape instead.
-POPULARITY = 0.6
+# FGD's target workload: the commonest pod shapes (pods asking no GPU included) covering 95% of
+# the list's pods, as the FGD artifact's runs set it (hkust-adsl/kubernetes-scheduler-simulator
+# scripts/generate_config_and_run.py: typicalPodsConfig isInvolvedCpuPods true,
+# podPopularityThreshold 95) and the controller's observed_workload does; fgd-full weighs every shape.
+POPULARITY = 0.95
 
 # The FGD authors' own results for the same lists: the artifact of the paper,
 # hkust-adsl/kubernetes-scheduler-simulator experiments/analysis/expected_results/
@@ -137,6 +140,8 @@ def workload_of(pods: Iterable[TracePod], coverage: float = POPULARITY) -> list:
             shapes.append((0, pod.num_gpu, pod.cpu_milli, 0))
         elif pod.num_gpu == 1 and pod.gpu_milli > 0:
             shapes.append((pod.gpu_milli, 0, pod.cpu_milli, 0))
+        else:
+            shapes.append((0, 0, pod.cpu_milli, 0))
     return target_workload(shapes, coverage=coverage)
 
 
@@ -184,9 +189,13 @@ def run(nodes: list[dict], pods: Sequence[TracePod], policy: str, seed: int, wor
         count = int(node["status"]["capacity"]["aliyun.com/gpu-count"])
         capacity.cards[name] = node_cards(name, count * MILLI, count)
         total_milli += count * MILLI
-    named = "fgd" if policy == "fgd-full" else policy
-    capacity.card_policy = random_fit(seed) if policy == "random" else card_policy_named(named)
-    capacity.whole_gpu_policy = whole_gpu_policy_named(named)
+    if policy.startswith("fgd-exact"):
+        exact = FGD(scored=False)
+        capacity.card_policy, capacity.whole_gpu_policy = exact, exact.whole_node
+    else:
+        named = "fgd" if policy == "fgd-full" else policy
+        capacity.card_policy = random_fit(seed) if policy == "random" else card_policy_named(named)
+        capacity.whole_gpu_policy = whole_gpu_policy_named(named)
     capacity.workload = workload
     arrived = allocated = failed = 0
     first_failure: float | None = None
@@ -220,7 +229,7 @@ def table(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polic
             unallocated = 100.0 - mean([r.allocated_at(100) for r in runs])
             failures = [r.first_failure for r in runs if r.first_failure is not None]
             first = f"{mean(failures):.1f}" if failures else "none"
-            paper = PAPER_ALLOC_AT_100.get((name, "fgd" if policy == "fgd-full" else policy))
+            paper = PAPER_ALLOC_AT_100.get((name, "fgd" if policy.startswith("fgd") else policy))
             lines.append(f"| {name} | {policy} | " + " | ".join(cells)
                          + f" | {unallocated:.1f} | {first} | {'n/a' if paper is None else f'{paper:.1f}'} |")
     return "\n".join(lines)
@@ -277,8 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="arrival orders per list (default 3: seeds 1..N)")
     parser.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
     parser.add_argument("--coverage", type=float, default=POPULARITY,
-                        help=f"FGD's target workload: the most common GPU pod shapes covering this share of the "
-                             f"list's GPU pods (default {POPULARITY}, the reference's)")
+                        help=f"FGD's target workload: the most common pod shapes covering this share of the "
+                             f"list's pods (default {POPULARITY}, the FGD artifact's)")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs/img/gpushare_alloc.png")
     parser.add_argument("--save", type=Path, help="also write the curves (1%% steps) as JSON here")
     parser.add_argument("--load", type=Path, nargs="+", help="print the table and plot from curves --save wrote "
@@ -309,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in lists:
         pods = read_pods(args.trace / f"openb_pod_list_{name}.csv")
         infos = {pod.name: pod_info(pod) for pod in pods}
-        workloads = {"fgd-full": workload_of(pods, 1.0)}
+        full = workload_of(pods, 1.0)
+        workloads = {"fgd-full": full, "fgd-exact-full": full}
         for policy in policies:
             workload = workloads.get(policy) or workload_of(pods, args.coverage)
             seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -327,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], policies: Sequence[str], out: Path) -> None:
     print(f"\n{table(results, lists, policies)}\n")
-    for policy in [p for p in ("fgd", "fgd-full") if p in policies]:
+    for policy in [p for p in policies if p.startswith("fgd")]:
         worse = bar_check(results, lists, policy)
         print(f"{policy} vs best-fit: " + ("at least as many GPUs allocated at every 1% step of every list"
                                            if not worse else f"FEWER at {len(worse)} points: " + "; ".join(worse[:8])))

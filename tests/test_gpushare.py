@@ -118,3 +118,17 @@ def test_the_shortfall_says_what_is_free_and_where() -> None:
     split = NodeCards("split", [16, 16], [8, 8])
     assert "split 8 + 8 across cards" in card_shortfall(12, [split])
     assert "holds 8 (split): it can never fit" in card_shortfall(9, [NodeCards("split", [8], [0])])
+
+
+def test_a_controller_left_to_its_default_chooses_cards_with_fgd() -> None:
+    # a 300 pod beside an observed workload of 600 pods: best-fit would take node a's card with
+    # 600 free (leaving 300 no such pod can use); the default policy keeps it for one and takes b
+    from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
+    from ganggate.core.gpushare import PodShape
+
+    config = ControllerConfig()
+    nodes = [NodeCards("a", [1000], [400]), NodeCards("b", [1000], [0])]
+    workload = [PodShape(600, 0, 0, 0, 1.0)]
+    assert best_fit(300, nodes, workload) == ("a", 0)
+    assert card_policy_named(config.card_policy)(300, nodes, workload) == ("b", 0)
+    assert whole_gpu_policy_named(config.card_policy) is not None  # it places whole-GPU pods too

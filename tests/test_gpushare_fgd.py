@@ -66,8 +66,26 @@ def test_cards_of_different_memory_compare_in_thousandths_of_a_card():
     assert FGD().node_fragmentation(small, workload) == FGD().node_fragmentation(big, workload) == 500
 
 
-def test_pods_that_ask_no_gpu_do_not_count():
-    assert FGD().node_fragmentation(node("n", [700]), [PodShape(0, 0, 4000, 0, 100.0), share(600)]) == 300
+def test_to_pods_that_ask_no_gpu_all_free_gpu_is_fragment():
+    # 300 free: a 200 pod can use it all (0), a CPU-only pod none of it (300); equal weights
+    assert FGD().node_fragmentation(node("n", [700]), [PodShape(0, 0, 4000, 0, 1.0), share(200)]) == 150
+    # they add the same to every candidate's increase, so alone they change no choice
+    nodes = [node("a", [400]), node("b", [0])]
+    assert FGD(scored=False)(300, nodes, [share(600), PodShape(0, 0, 4000, 0, 5.0)]) == ("b", 0)
+
+
+def test_the_observed_workload_counts_pods_that_ask_no_gpu_but_is_empty_without_gpu_pods():
+    from ganggate.core.capacity import Capacity
+    from ganggate.core.gpushare_round import observed_workload
+    from tests.test_gpushare_planner import card_node, cluster, holder, make_pod
+
+    cpu_pod = make_pod("c", namespace="ml", gang="c", pod_num=1, cpu="3")
+    state = cluster([card_node("n1", 16, 2)], [holder("a", "n1", 0, 4), cpu_pod])
+    shapes = {(s.share_milli, s.whole_gpus, s.cpu_milli): s.weight
+              for s in observed_workload(state, Capacity.from_state(state))}
+    assert shapes == {(500, 0, 1000): 1.0, (0, 0, 3000): 1.0}  # 4 of a card of 8
+    only_cpu = cluster([card_node("n1", 16, 2)], [cpu_pod])
+    assert observed_workload(only_cpu, Capacity.from_state(only_cpu)) == ()
 
 
 # -- the choice ----------------------------------------------------------------------------------
@@ -135,3 +153,24 @@ def test_target_workload_weights_by_count_and_cuts_at_coverage():
     assert len(target_workload(pods, coverage=0.9)) == 2
     with pytest.raises(ValueError):
         target_workload(pods, coverage=0)
+
+
+def test_increases_within_one_reference_score_step_tie_and_go_to_the_tightest_card():
+    # Node a has one card with 620 free, node b an empty card; a 50 pod arrives. The workload:
+    # 600 pods (weight 1), 980 pods (0.5), 100 pods (99). On a the pod leaves 570, too little for
+    # a 600 pod: F rises by about 5.4 thousandths; on b it leaves 950, too little for a 980 pod:
+    # F rises by about 4.7. Exact FGD takes b, the smaller increase; both are worth 49 of the
+    # reference's 100 score points, so ganggate's FGD takes the tightest card, a, as best-fit does,
+    # keeping b's card empty for the whole-card pods that may come.
+    workload = [share(600, 1), share(980, 0.5), share(100, 99)]
+    nodes = [node("a", [380]), node("b", [0])]
+    assert FGD(scored=False)(50, nodes, workload) == ("b", 0)
+    assert FGD()(50, nodes, workload) == best_fit(50, nodes, workload) == ("a", 0)
+    # a difference the score does see still overrides best-fit (600 pods are the whole workload)
+    assert FGD()(300, [node("a", [400]), node("b", [0])], [share(600)]) == ("b", 0)
+
+
+def test_the_reference_score_is_50_for_no_increase_and_falls_as_fragmentation_rises():
+    from ganggate.core.gpushare_fgd import reference_score
+
+    assert [reference_score(x) for x in (-1000, 0, 5, 40, 100, 300, 8000)] == [73, 50, 49, 49, 47, 42, 0]

@@ -15,12 +15,21 @@ of its free GPU that a pod drawn from the workload could not use:
 where F(after) - F(before) is least (fgd_score.go calculateGpuShareFragExtendScore: for a sharing
 pod each card that fits is tried; a whole-GPU pod takes idle cards). Free GPU is counted in
 thousandths of a card, so nodes with cards of different memory compare in GPUs, as the paper
-does. Shapes that ask no GPU are left out: they cannot use GPU, so they would only add the same
-share of every node's free GPU to F (frag.go GetTypicalPods can leave them out too, with
-IsInvolvedCpuPods false). Like the reference, memory is not looked at.
+does. Shapes that ask no GPU count all the node's free GPU as fragment (frag.go GetNodePodFrag:
+XLSatisfied / XRLackCPU are not Q3), with the weight the reference gives them in the FGD
+artifact's runs (scripts/generate_config_and_run.py: isInvolvedCpuPods true, popularity
+threshold 95%): they add the same to every candidate's increase, but they scale the GPU shapes'
+share and so where the score's steps fall. Like the reference, memory is not looked at.
 
-Ties (nodes in the same state give the same increase) go to the tightest card, then the node
-name, then the card: deterministic, where the reference lets the scheduler pick at random.
+The increase is compared as the reference scores it: int(100 * sigmoid(-increase / 1000))
+(fgd_score.go calculateGpuShareFragExtendScore, sigmoid in plugin_utils.go), so increases within
+one of its 100 score steps (about 40 thousandths of a GPU near zero) tie. The reference lets the
+scheduler pick among tied nodes at random (and takes the node's first tied card); ganggate gives
+every tie to best-fit instead: the tightest card (least left after the pod; for whole-GPU pods the
+node with the fewest idle cards left), then the node name, then the card. So FGD decides wherever
+its own measure sees a difference, and where it does not, the pod packs as tightly as best-fit
+would, keeping emptier cards whole for the pods that come later. FGD(scored=False) compares the
+exact increases instead (ties only when they are equal), for comparison in the benchmark.
 
 Speed: F depends on a node only through its cards' free thousandths (as a sorted tuple) and on
 which workload CPU thresholds its free CPU reaches, so it is cached on that key, and candidate
@@ -30,6 +39,7 @@ nodes in the same state are evaluated once. Pure: the cache is memoisation, no I
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Iterable, NamedTuple, Sequence
 
 from ganggate.core.gpushare import NodeCards, PodShape, Workload
@@ -50,7 +60,9 @@ class _Model:
     def __init__(self, workload: Workload) -> None:
         shapes = [PodShape(*shape) for shape in workload]
         gpu_shapes = [s for s in shapes if (s.share_milli > 0 or s.whole_gpus > 0) and s.weight > 0]
-        total = sum(s.weight for s in gpu_shapes)
+        total = sum(s.weight for s in shapes if s.weight > 0) or 1.0
+        # the pods asking no GPU: all free GPU is fragment to them
+        self.no_gpu_weight = sum(s.weight for s in shapes if s.weight > 0 and s not in gpu_shapes) / total
         self.cpu_thresholds = sorted({max(0, s.cpu_milli) for s in gpu_shapes})
         self.shapes = [
             _Shape(
@@ -76,7 +88,7 @@ class _Model:
         if cached is not None:
             return cached
         total = sum(free)
-        value = 0.0
+        value = self.no_gpu_weight * total
         if total:
             for shape in self.shapes:
                 roomy = 0
@@ -118,11 +130,23 @@ def _ranks(model: _Model, cards: NodeCards, cpu_milli: int) -> tuple[int, int]:
     return model.cpu_rank(free), model.cpu_rank(None if free is None else free - cpu_milli)
 
 
-class FGD:
-    """The FGD card policy (CardPolicy signature), with its per-workload cache of node fragmentation."""
+def reference_score(increase: float) -> int:
+    """The reference's score of a fragmentation increase (thousandths of a GPU): 0..100, higher is
+    better (fgd_score.go: int64(sigmoid((before - after) / 1000) * MaxNodeScore))."""
+    return int(100.0 / (1.0 + math.exp(increase / 1000.0)))
 
-    def __init__(self) -> None:
+
+class FGD:
+    """The FGD card policy (CardPolicy signature), with its per-workload cache of node fragmentation.
+    `scored`: compare increases by the reference's 0..100 score (ties to best-fit), else exactly."""
+
+    def __init__(self, scored: bool = True) -> None:
         self._models: dict[tuple, _Model] = {}
+        self.scored = scored
+
+    def _rank(self, increase: float) -> float:
+        """What is compared, least first: minus the reference's score, or the exact increase."""
+        return -reference_score(increase) if self.scored else increase
 
     def model(self, workload: Workload) -> _Model:
         key = tuple(tuple(shape) for shape in workload)
@@ -149,7 +173,7 @@ class FGD:
             before = model.fragmentation(_free_state(cards, taken), rank_before)
             for card in cards.fits(amount):
                 after = model.fragmentation(_free_state(cards, taken, (card, amount)), rank_after)
-                key = (after - before, cards.capacity[card] - cards.used[card] - amount, cards.node, card)
+                key = (self._rank(after - before), cards.capacity[card] - cards.used[card] - amount, cards.node, card)
                 if best is None or key < best:
                     best = key
         return None if best is None else (best[2], best[3])
@@ -166,7 +190,7 @@ class FGD:
             before = model.fragmentation(_free_state(cards, cards.whole_cards()), rank_before)
             after_cards = NodeCards(cards.node, cards.capacity, cards.used, cards.whole + gpus)
             after_free = _free_state(after_cards, after_cards.whole_cards())
-            key = (model.fragmentation(after_free, rank_after) - before, cards.idle() - gpus, cards.node)
+            key = (self._rank(model.fragmentation(after_free, rank_after) - before), cards.idle() - gpus, cards.node)
             if best is None or key < best:
                 best = key
         return None if best is None else best[2]

@@ -15,11 +15,12 @@ from ganggate.core.pods import PodInfo
 from ganggate.core.resources import CPU, gpus
 
 
-def observed_workload(state: ClusterState, capacity: Capacity, coverage: float = 0.6) -> Workload:
-    """The target workload FGD weighs: the GPU pods the cluster holds (bound, or waiting to be),
-    as (share of a card in thousandths, whole GPUs, CPU, memory) shapes, the most common ones
-    covering `coverage` of them (the reference simulator's typical pods, 60% by default). A
-    share is the pod's amount over the most common card size of the nodes with cards."""
+def observed_workload(state: ClusterState, capacity: Capacity, coverage: float = 0.95) -> Workload:
+    """The target workload FGD weighs: the pods the cluster holds (bound, or waiting to be), as
+    (share of a card in thousandths, whole GPUs, CPU, memory) shapes, the most common ones
+    covering `coverage` of them (the typical pods of the FGD artifact's runs: pods asking no GPU
+    included, 95%). A share is the pod's amount over the most common card size of the nodes
+    with cards. Empty when no pod asks for GPU."""
     sizes: dict[int, int] = {}
     for cards in capacity.cards.values():
         for size in cards.capacity:
@@ -34,7 +35,11 @@ def observed_workload(state: ClusterState, capacity: Capacity, coverage: float =
             shapes.append((min(1000, pod.shared_gpu * 1000 // card), 0, pod.request.get(CPU, 0), 0))
         elif whole > 0:
             shapes.append((0, whole, pod.request.get(CPU, 0), 0))
-    return target_workload(shapes, coverage) if shapes else ()
+        elif pod.shared_gpu <= 0:
+            shapes.append((0, 0, pod.request.get(CPU, 0), 0))
+    if not any(share or whole for share, whole, _, _ in shapes):
+        return ()
+    return target_workload(shapes, coverage)
 
 
 def with_cards(pods: Sequence[PodInfo], placement: dict[str, str], capacity: Capacity) -> dict[str, str] | Unfit:
