@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ganggate.core.gpushare import DEFAULT_POLICY as DEFAULT_CARD_POLICY
 from ganggate.kube.client import ConfigError, make_api_client
 
 
@@ -66,7 +67,7 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--max-pod-num", type=int, default=10000, help="largest group-pod-num accepted")
     ctl.add_argument("--card-policy", choices=["best-fit", "random", "fgd"], default=None,
                      help="GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (default: "
-                     "ganggate.core.gpushare.DEFAULT_POLICY; see docs/gpu-sharing.md)")
+                     f"{DEFAULT_CARD_POLICY}; see docs/gpu-sharing.md)")
     ctl.set_defaults(func=run_controller)
 
     st = subparsers.add_parser(
