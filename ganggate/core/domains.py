@@ -14,7 +14,6 @@ import bisect
 from typing import Iterator, Mapping, Sequence
 
 from ganggate.core.capacity import Capacity
-from ganggate.core.resources import gpus
 
 
 def level_name(level: str) -> str:
@@ -94,7 +93,8 @@ def _label_values(capacity: Capacity) -> dict[str, tuple]:
 
 def free_gpus(capacity: Capacity, nodes: Sequence[str], eligible: set[str] | None) -> int:
     """The free GPUs of the eligible nodes (None: all) among these."""
-    return sum(max(gpus(capacity.free[n]), 0) for n in nodes if eligible is None or n in eligible)
+    level = capacity.level  # gpus(free[n]), kept by the capacity
+    return sum(max(level[n], 0) for n in nodes if eligible is None or n in eligible)
 
 
 def room(free_gpu: int, per: int) -> int:
@@ -153,7 +153,7 @@ class FreeGpus:
     def __init__(self, capacity: Capacity) -> None:
         self.capacity = capacity
         self.seen = len(capacity.changed)
-        self.gpus = {name: max(gpus(free), 0) for name, free in capacity.free.items()}  # negative: none
+        self.gpus = {name: max(level, 0) for name, level in capacity.level.items()}  # negative: none
         self.views: dict[tuple[str, int], DomainFree] = {}
 
     def view(self, level: str, per: int) -> DomainFree:

@@ -31,7 +31,7 @@ from ganggate.core.explain import plural
 from ganggate.core.gangs import Gang
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import GPU, format_amount, gpus
+from ganggate.core.resources import GPU, format_amount
 
 # How many domains of one level are tried, least waste first, before the next level.
 DOMAIN_TRIES = 2
@@ -77,7 +77,7 @@ def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
 def _threshold(pods: Sequence[PodInfo], need: int) -> tuple[int, int]:
     """What a domain needs to be worth a try: (per, amount): room for `need` pods of the
     smallest GPU request when every pod asks for GPUs, else (0, the GPUs of `need` pods)."""
-    amounts = [gpus(p.request) for p in pods]
+    amounts = [p.gpu for p in pods]
     if min(amounts) > 0:
         return min(amounts), need
     return 0, sum(sorted(amounts)[:need])
@@ -99,7 +99,7 @@ def _candidates(
         return found
     candidates = []
     for domain, names in domains(capacity, level).items():
-        found_room = sum(room(gpus(capacity.free[n]), per) for n in names if n in eligible)
+        found_room = sum(room(capacity.level[n], per) for n in names if n in eligible)
         if found_room >= amount and any(n in eligible for n in names):
             candidates.append((found_room, domain, names))
     candidates.sort(key=lambda c: (c[0], c[1]))
@@ -108,7 +108,7 @@ def _candidates(
 
 def _demand(pods: Sequence[PodInfo], need: int) -> int:
     """The fewest GPUs `need` of the pods ask for."""
-    return sum(sorted(gpus(p.request) for p in pods)[:need])
+    return sum(sorted(p.gpu for p in pods)[:need])
 
 
 def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner) -> dict[str, str] | Unfit:
