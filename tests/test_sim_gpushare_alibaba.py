@@ -50,9 +50,18 @@ def test_the_trace_has_1213_gpu_nodes_and_sampling_keeps_the_model_mix():
     assert models["G2"] > models["T4"] > 0  # the two biggest groups both appear, in their order
 
 
-@needs_trace
-async def test_a_sampled_cluster_serves_the_nodes():
-    specs = sample_evenly(read_node_list(NODE_LIST), 12)
+# Six rows of the node list, one per GPU model, kept in the repo with the attribution
+# (CC-BY 4.0, Weng et al., ATC 2023) so this runs where the trace is not.
+EXCERPT = Path(__file__).resolve().parent / "data" / "alibaba-gpu-v2023-nodes.csv"
+
+
+async def test_a_sampled_cluster_serves_the_nodes(tmp_path):
+    if NODE_LIST.exists():
+        specs = sample_evenly(read_node_list(NODE_LIST), 12)
+    else:
+        rows = [line for line in EXCERPT.read_text().splitlines() if not line.startswith("#")]
+        (tmp_path / "nodes.csv").write_text("\n".join(rows) + "\n")
+        specs = read_node_list(tmp_path / "nodes.csv")
     async with Simulator(node_specs=specs, scheduler=False, kubelet=False) as sim, aiohttp.ClientSession() as session:
         async with session.get(f"{sim.url}/api/v1/nodes") as response:
             nodes = {n["metadata"]["name"]: n for n in (await response.json())["items"]}
