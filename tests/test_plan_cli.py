@@ -170,7 +170,7 @@ def test_what_if_on_nodes_of_a_real_gpu_cluster(capsys, tmp_path) -> None:
     report = {g["gang"]: g for g in json.loads(out)["gangs"]}
     assert report["ai/v100-pair"]["nodes"] == {"openb-node-0023": 1, "openb-node-0247": 1}
     assert report["ai/t4-quad"]["why"] == (
-        "GangUnschedulable: needs 4 pods of 2 GPU each; the free GPUs have room for 1 "
+        "GangUnschedulable: needs 4 pods of 2 GPUs each; the free GPUs have room for 1 "
         "(on the 1 node its pods may use; 5 node(s) didn't match Pod's node affinity/selector)"
     )
     assert not report["ai/wide"]["fits"]

@@ -187,7 +187,8 @@ def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | No
         if room == 0:
             return Unfit(gpu_message(smallest, top) + scope_note(index, capacity.rejected(gpu_pods[0])))
         return Unfit(
-            f"needs {plural(needed_gpu_pods, 'pod')} of {format_amount(GPU, smallest)} GPU each; "
+            f"needs {plural(needed_gpu_pods, 'pod')} of {format_amount(GPU, smallest)} "
+            f"{'GPU' if smallest <= 1000 else 'GPUs'} each; "
             f"the free GPUs have room for {room}" + scope_note(index, capacity.rejected(gpu_pods[0]))
         )
     return None
