@@ -127,12 +127,12 @@ class LeaderElector:
         else:
             log.debug("creating lease %s/%s: %s", self.namespace, self.name, exc)
 
-    def _notify(self) -> None:
+    def _notify(self, giving_up: bool = False) -> None:
         now_leader = self.is_leader
         if now_leader != self._was_leader:
             self._was_leader = now_leader
-            log.info("%s %s leadership of %s/%s", self.identity, "acquired" if now_leader else "lost",
-                     self.namespace, self.name)
+            verb = "acquired" if now_leader else "is handing over" if giving_up else "lost"
+            log.info("%s %s leadership of %s/%s", self.identity, verb, self.namespace, self.name)
             if self.metrics is not None:
                 self.metrics.leader.set(1 if now_leader else 0)
             if self.on_change is not None:
@@ -237,7 +237,7 @@ class LeaderElector:
             self._notify()
             return
         self._renewed_at = None
-        self._notify()
+        self._notify(giving_up=True)
         body = dict(self._lease)
         spec = dict(body.get("spec") or {})
         now = micro_time(self.clock.now())
