@@ -356,3 +356,47 @@ async def node_gpus_free(env: E2E) -> dict[str, int]:
         if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and node in free:
             free[node] -= pod_requests(pod).get(GPU, 0) // 1000
     return free
+
+
+class JobCluster:
+    """An E2E cluster run with kubesim's Job controller, driven over HTTP by the tests that
+    create batch/v1 Jobs and watch their pods (lifecycle and preemption end to end)."""
+
+    def __init__(self, env: E2E, session: Any) -> None:
+        self.env, self.sim, self.session = env, env.sim, session
+
+    async def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201, 202)) -> Any:
+        async with self.session.request(method, self.sim.url + path, json=body) as response:
+            data = await response.json(content_type=None)
+            assert response.status in ok, f"{method} {path}: {response.status} {data}"
+            return data
+
+    def pods(self, app: str, *, ended: bool = False) -> list[dict]:
+        """The pods labelled app=<app> in default; without `ended`, only those not Succeeded or Failed."""
+        return [p for p in self.sim.store.list("pods", "default")
+                if (p["metadata"].get("labels") or {}).get("app") == app
+                and (ended or (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))]
+
+    async def running(self, app: str, count: int, what: str = "") -> list[dict]:
+        """Wait until exactly `count` pods of the app are Running and not terminating."""
+        async def check() -> list[dict] | None:
+            pods = [p for p in self.pods(app) if (p.get("status") or {}).get("phase") == "Running"
+                    and not p["metadata"].get("deletionTimestamp")]
+            return pods if len(pods) == count else None
+        return await wait_for(check, timeout=30, what=what or f"{count} pods of {app} running")
+
+
+@contextlib.asynccontextmanager
+async def job_cluster(tmp_path: Path, wrapper: type[JobCluster], *, nodes: int, gpus_per_node: int,
+                      time_scale: float, **controller: Any) -> AsyncIterator[Any]:
+    """e2e_cluster with kubesim's controllers on a sped-up wall clock and one gate controller
+    started with `controller` settings, handed to the test as `wrapper(env, session)`."""
+    import aiohttp
+
+    from ganggate.sim.clock import WallClock
+
+    async with e2e_cluster(tmp_path, nodes=nodes, gpus_per_node=gpus_per_node,
+                           clock=WallClock(time_scale=time_scale), controllers=True) as env:
+        await env.start_controller(**controller)
+        async with aiohttp.ClientSession() as session:
+            yield wrapper(env, session)

@@ -7,14 +7,10 @@ GPUs of pods still terminating are not promised to the next gang."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, AsyncIterator
-
-import aiohttp
-import pytest
+from typing import Any
 
 from ganggate.contract import GANG_LABEL, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS
-from ganggate.sim.clock import WallClock
-from tests.controller_support import GPU, E2E, e2e_cluster, is_gated, list_events, wait_for
+from tests.controller_support import GPU, JobCluster, is_gated, job_cluster, list_events, wait_for
 
 
 def gang_job(name: str, pods: int, gpus: int, *, grace: int = 1, annotations: dict | None = None) -> dict:
@@ -27,28 +23,7 @@ def gang_job(name: str, pods: int, gpus: int, *, grace: int = 1, annotations: di
                                                "limits": {"cpu": "1", "memory": "1Gi", GPU: str(gpus)}}}]}}}}
 
 
-class Env:
-    def __init__(self, env: E2E, session: aiohttp.ClientSession) -> None:
-        self.env, self.sim, self.session = env, env.sim, session
-
-    async def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201, 202)) -> Any:
-        async with self.session.request(method, self.sim.url + path, json=body) as response:
-            data = await response.json(content_type=None)
-            assert response.status in ok, f"{method} {path}: {response.status} {data}"
-            return data
-
-    def pods(self, app: str, *, ended: bool = False) -> list[dict]:
-        return [p for p in self.sim.store.list("pods", "default")
-                if (p["metadata"].get("labels") or {}).get("app") == app
-                and (ended or (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))]
-
-    async def running(self, app: str, count: int, what: str = "") -> list[dict]:
-        async def check() -> list[dict] | None:
-            pods = [p for p in self.pods(app) if (p.get("status") or {}).get("phase") == "Running"
-                    and not p["metadata"].get("deletionTimestamp")]
-            return pods if len(pods) == count else None
-        return await wait_for(check, timeout=30, what=what or f"{count} pods of {app} running")
-
+class Env(JobCluster):
     async def events(self, reason: str) -> list[dict]:
         return [e for e in await list_events(self.env.core) if e.get("reason") == reason]
 
@@ -56,14 +31,9 @@ class Env:
         return list(self.sim.store.list("poddisruptionbudgets", "default"))
 
 
-@contextlib.asynccontextmanager
-async def cluster(tmp_path, *, nodes: int = 2, gpus: int = 8, time_scale: float = 10.0, **controller: Any
-                  ) -> AsyncIterator[Env]:
-    async with e2e_cluster(tmp_path, nodes=nodes, gpus_per_node=gpus, clock=WallClock(time_scale=time_scale),
-                           controllers=True) as env:
-        await env.start_controller(**controller)
-        async with aiohttp.ClientSession() as session:
-            yield Env(env, session)
+def cluster(tmp_path, *, nodes: int = 2, gpus: int = 8, time_scale: float = 10.0, **controller: Any
+            ) -> contextlib.AbstractAsyncContextManager[Env]:
+    return job_cluster(tmp_path, Env, nodes=nodes, gpus_per_node=gpus, time_scale=time_scale, **controller)
 
 
 async def test_a_member_failing_breaks_the_gang_and_it_restarts_whole_with_new_pods(tmp_path):

@@ -9,15 +9,13 @@ those modules exist."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, AsyncIterator
+from typing import Any
 
-import aiohttp
 import pytest
 
 from ganggate.contract import GROUP_NAME, GROUP_POD_NUM
 from ganggate.core.reservation import PREEMPTION_ANNOTATION
-from ganggate.sim.clock import WallClock
-from tests.controller_support import GPU, decision, e2e_cluster, list_events, wait_for
+from tests.controller_support import GPU, JobCluster, decision, job_cluster, list_events, wait_for
 from tests.gang_checker import assert_every_gang_whole_or_waiting, wait_quiet
 
 pytest.importorskip("ganggate.sim.eviction", reason="kubesim has no eviction subresource yet")
@@ -38,15 +36,9 @@ def gang_job(name: str, pods: int, gpus: int, priority_class: str) -> dict:
                                   "spec": spec}}}
 
 
-class Cluster:
-    def __init__(self, env: Any, session: aiohttp.ClientSession) -> None:
-        self.env, self.sim, self.session = env, env.sim, session
-
+class Cluster(JobCluster):
     async def post(self, path: str, body: dict) -> dict:
-        async with self.session.post(self.sim.url + path, json=body) as response:
-            data = await response.json(content_type=None)
-            assert response.status in (200, 201), f"POST {path}: {response.status} {data}"
-            return data
+        return await self.request("POST", path, body, ok=(200, 201))
 
     async def priority_class(self, name: str, value: int, policy: str | None = None) -> None:
         body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
@@ -58,18 +50,6 @@ class Cluster:
     async def job(self, manifest: dict) -> None:
         await self.post("/apis/batch/v1/namespaces/default/jobs", manifest)
 
-    def pods(self, app: str) -> list[dict]:
-        return [p for p in self.sim.store.list("pods", "default")
-                if (p["metadata"].get("labels") or {}).get("app") == app
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-
-    async def running(self, app: str, count: int) -> list[dict]:
-        async def check() -> list[dict] | None:
-            pods = [p for p in self.pods(app) if (p.get("status") or {}).get("phase") == "Running"
-                    and not p["metadata"].get("deletionTimestamp")]
-            return pods if len(pods) == count else None
-        return await wait_for(check, timeout=30, what=f"{count} pods of {app} running")
-
     async def gated(self, app: str, count: int, old_uids: set[str]) -> list[dict]:
         async def check() -> list[dict] | None:
             pods = self.pods(app)
@@ -79,13 +59,8 @@ class Cluster:
         return await wait_for(check, timeout=30, what=f"{app} recreated whole and gated")
 
 
-@contextlib.asynccontextmanager
-async def cluster(tmp_path, *, nodes: int, **controller: Any) -> AsyncIterator[Cluster]:
-    async with e2e_cluster(tmp_path, nodes=nodes, gpus_per_node=8, clock=WallClock(time_scale=TIME_SCALE),
-                           controllers=True) as env:
-        await env.start_controller(**controller)
-        async with aiohttp.ClientSession() as session:
-            yield Cluster(env, session)
+def cluster(tmp_path, *, nodes: int, **controller: Any) -> contextlib.AbstractAsyncContextManager[Cluster]:
+    return job_cluster(tmp_path, Cluster, nodes=nodes, gpus_per_node=8, time_scale=TIME_SCALE, **controller)
 
 
 async def test_a_high_priority_gang_preempts_two_low_priority_gangs_whole_and_takes_their_room(tmp_path):
