@@ -82,30 +82,31 @@ def delete_pod(store: Store, namespace: str, name: str, options: Mapping[str, An
             if requested is None or max(requested, 0) >= pending:
                 return clone(current), False  # graceful deletion is pending: nothing to do
             shorter = max(requested, 0)
-            new = clone(current)
             moved = _parse(meta["deletionTimestamp"]) - timedelta(seconds=pending) + timedelta(seconds=shorter)
-            new["metadata"]["deletionTimestamp"] = _rfc3339(moved)
-            new["metadata"]["deletionGracePeriodSeconds"] = shorter
-            if dry_run:
-                return new, False
-            written = store.update("pods", new, expect_rv=meta["resourceVersion"])
-            if shorter > 0:
-                return written, False
-            return store.delete("pods", namespace, name, expect_uid=meta.get("uid")), True
+            return _write_deletion(store, current, moved, shorter, dry_run)
         # A grace of 0 was written but the removal did not happen: remove now (BeforeDelete's recovery).
         if dry_run:
             return clone(current), False
         return store.delete("pods", namespace, name, expect_uid=meta.get("uid")), True
     grace = check_graceful_delete(current, requested)
+    return _write_deletion(store, current, now + timedelta(seconds=grace), grace, dry_run,
+                           bump_generation=meta.get("generation", 0) > 0)
+
+
+def _write_deletion(store: Store, current: Mapping[str, Any], when: datetime, grace: int, dry_run: bool,
+                    bump_generation: bool = False) -> tuple[dict[str, Any], bool]:
+    """Write deletionTimestamp and deletionGracePeriodSeconds (and, on a first delete of an object
+    with a generation, bump it: BeforeDelete); with a grace of 0 the object then goes at once:
+    the timestamp was written (MODIFIED), then the object is removed (DELETED)."""
+    meta = current["metadata"]
     new = clone(current)
-    new["metadata"]["deletionTimestamp"] = _rfc3339(now + timedelta(seconds=grace))
+    new["metadata"]["deletionTimestamp"] = _rfc3339(when)
     new["metadata"]["deletionGracePeriodSeconds"] = grace
-    if meta.get("generation", 0) > 0:
+    if bump_generation:
         new["metadata"]["generation"] = meta["generation"] + 1
     if dry_run:
         return new, False
     written = store.update("pods", new, expect_rv=meta["resourceVersion"])
     if grace > 0:
         return written, False
-    # Deleted gracelessly: the timestamp was written (MODIFIED), then the object goes (DELETED).
-    return store.delete("pods", namespace, name, expect_uid=meta.get("uid")), True
+    return store.delete("pods", meta["namespace"], meta["name"], expect_uid=meta.get("uid")), True
