@@ -102,7 +102,6 @@ class IncrementalRounds:
         self._changed_last: set[str] = set()  # nodes any take of the last round changed
         self.full_rounds = 0
         self.incremental_rounds = 0
-        self._card_policies: tuple[CardPolicy | None, WholeGpuPolicy | None] = (None, None)
         self.turns = 0
 
     def decide(self, state: ClusterState, now: float, *, starvation_seconds: float = 300.0,
@@ -111,7 +110,7 @@ class IncrementalRounds:
         """The round `planner.decide(state, now, starvation_seconds=..., card_policy=...,
         whole_gpu_policy=...)` would return. The card policies matter only on nodes with GPU
         cards, where every round is a full one."""
-        self._card_policies = (card_policy, whole_gpu_policy)
+        policies = {"card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy}
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
@@ -129,13 +128,13 @@ class IncrementalRounds:
             tuple(sorted(state.terminating)),
         )
         if state.topology_levels or self._preempting or self._topology:
-            return self._fallback(state, now, starvation_seconds)
+            return self._fallback(state, now, starvation_seconds, **policies)
         if full or context != self._context:
             self._forget()
             self.capacity = Capacity.from_state(state)
             self._layout = state.layout_version
             if self.capacity.cards:  # GPU cards: their use changes with every pod; not tracked
-                return self._fallback(state, now, starvation_seconds)
+                return self._fallback(state, now, starvation_seconds, **policies)
             stale: set[str] | None = None  # everything
             self.full_rounds += 1
         else:
@@ -145,13 +144,13 @@ class IncrementalRounds:
         decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds)
         return decisions, list(self._status.values()) + waiting
 
-    def _fallback(self, state: ClusterState, now: float, starvation_seconds: float
+    def _fallback(self, state: ClusterState, now: float, starvation_seconds: float,
+                  card_policy: CardPolicy | None, whole_gpu_policy: WholeGpuPolicy | None,
                   ) -> tuple[list[Decision], list[Waiting]]:
         """A part this module does not track is in play: a plain full round, nothing kept."""
         self._forget()
         self.full_rounds += 1
         self.turns = len(self._ready)
-        card_policy, whole_gpu_policy = self._card_policies
         return decide(state, now, starvation_seconds=starvation_seconds, card_policy=card_policy,
                       whole_gpu_policy=whole_gpu_policy)
 
