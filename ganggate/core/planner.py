@@ -130,7 +130,7 @@ def plan_one(
     reserved: Mapping[GangKey, Reservation],
     rivals: Rivals,
     starvation_seconds: float,
-    holding: HoldBack | None = None,
+    holding: HoldBack,
 ) -> Decision | Waiting | None:
     """One gang's turn in a round: its release (taken from `capacity`), why it waits, or None
     (nothing to release, a release in flight, or a started gang's extras waiting quietly)."""
@@ -171,12 +171,12 @@ def plan_one(
     if gang.state == "partial":
         message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
     waited = now - (gang.complete_since if gang.complete_since is not None else now)
-    holding_for = None if holding is None else holding.gang
+    holding_for = holding.gang
     if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
         held = hold_back(pods, capacity, need, state)
         if held > 0:
             message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
-            if gang.state != "partial" and holding is not None:
+            if gang.state != "partial":
                 holding.gang = gang.key
         elif held < 0:
             message += "; it would not fit even if the running pods on the nodes it may use finished"
