@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
                        help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
     serve.add_argument("--no-scheduler", action="store_true", help="do not run the default-scheduler stand-in")
     serve.add_argument("--no-kubelet", action="store_true", help="do not run the kubelet stand-in")
+    serve.add_argument("--components-process", action="store_true",
+                       help="run the scheduler, kubelet and controller stand-ins in a second process (HTTP clients of "
+                            "this one, as kube-scheduler and kube-controller-manager are), not on the API server's loop")
     serve.add_argument("--time-scale", type=float, default=1.0,
                        help="kubelet clock speed-up: simulated seconds per real second (default: 1)")
     serve.add_argument("--watch-history", type=int, default=10000,
@@ -163,6 +166,7 @@ def _serve(args: argparse.Namespace) -> int:
             clock=WallClock(args.time_scale), watch_history=args.watch_history,
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
             kubeconfig_path=args.kubeconfig_out, topology=shape, gpu_mem_per_card=per_card, node_specs=node_specs,
+            components_process=args.components_process,
         ) as sim:
             tune_gc()
             nodes = f"{args.nodes} node" if args.nodes == 1 else f"{args.nodes} nodes"
