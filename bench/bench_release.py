@@ -20,7 +20,7 @@ on the other half of the cluster (twice the nodes the gang needs); bound/ungate 
 (last pod created -> all bound) over it: what the controller adds to the API's own price of
 the release's writes. The load average is printed beside the figures (the machine is shared).
 
-    .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process]
+    .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process | --components-process]
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def gated_pod(name: str, group: str, num: int) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def simulator(nodes: int, in_process: bool):
-    """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields a factory of ApiClients."""
+async def simulator(nodes: int, in_process: bool, components_process: bool = False):
+    """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields a factory of ApiClients.
+    components_process: its scheduler and controllers in a third process (`--components-process`)."""
     if in_process:
         from ganggate.sim import Simulator
 
@@ -72,6 +73,7 @@ async def simulator(nodes: int, in_process: bool):
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "ganggate", "--log-level", "ERROR", "sim", "serve", "--port", "0",
             "--nodes", str(nodes), "--no-kubelet", "--kubeconfig-out", str(kubeconfig),
+            *(["--components-process"] if components_process else []),
             stdout=asyncio.subprocess.DEVNULL)
         try:
             for _ in range(600):
@@ -153,14 +155,15 @@ async def ungate_floor(core: object, size: int, slots: list[str], concurrency: i
 WATCHED: set[str] = set()  # pods the bench's watch has shown
 
 
-async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float, float, int, float]:
+async def one_run(size: int, run: int, in_process: bool,
+                  components_process: bool = False) -> tuple[float, float, float, int, float]:
     """Seconds from the last pod created to (all gates removed, all pods bound); the bare-PATCH
     floor for as many pods; the dry runs the release sent; the ungate floor (`ungate_floor`,
     on the cluster's other half)."""
     from kubernetes_asyncio import client
 
     nodes = 2 * ((size + 7) // 8)  # half for the gang, half for the ungate floor's pods
-    async with simulator(nodes, in_process) as api_client:
+    async with simulator(nodes, in_process, components_process) as api_client:
         api = api_client()
         ctl_api = api_client()
         core = client.CoreV1Api(api)
@@ -225,15 +228,17 @@ async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float, 
         return released, all_bound, floor, controller.releaser.dry_runs, direct
 
 
-async def main(sizes: list[int], repeat: int, in_process: bool) -> None:
+async def main(sizes: list[int], repeat: int, in_process: bool, components_process: bool = False) -> None:
     where = "in this process" if in_process else "in its own process (ganggate sim serve)"
+    if components_process:
+        where += ", its scheduler and controllers in a third (--components-process)"
     print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated); "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} "
           f"{'worst':>8} {'PATCH floor':>12} {'gates/PATCH':>12} {'dry runs':>8} {'ungate floor':>13} {'bound/ungate':>13}")
     for size in sizes:
         # Every run ends by itself: a stuck run is reported, not waited for.
-        results = [await asyncio.wait_for(one_run(size, r, in_process), 400) for r in range(repeat)]
+        results = [await asyncio.wait_for(one_run(size, r, in_process, components_process), 400) for r in range(repeat)]
         rel = [r[0] for r in results]
         bnd = [r[1] for r in results]
         floor = statistics.median(r[2] for r in results)
@@ -253,6 +258,10 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--in-process", action="store_true",
                         help="run kubesim in this process (one event loop for everything)")
+    parser.add_argument("--components-process", action="store_true",
+                        help="run kubesim's scheduler and controllers in a process of their own (sim serve --components-process)")
     args = parser.parse_args()
+    if args.in_process and args.components_process:
+        parser.error("--components-process needs kubesim in its own process (no --in-process)")
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(main(args.sizes, args.repeat, args.in_process))
+    asyncio.run(main(args.sizes, args.repeat, args.in_process, args.components_process))
