@@ -18,7 +18,11 @@ floor: the same client releasing as many gated pods of no gang (the controller l
 alone) with the same release patch, at the same concurrency, no dry run, until all are bound,
 on the other half of the cluster (twice the nodes the gang needs); bound/ungate is the release
 (last pod created -> all bound) over it: what the controller adds to the API's own price of
-the release's writes. The load average is printed beside the figures (the machine is shared).
+the release's writes. The load average is printed beside the figures (the machine is shared);
+and, as the wall times move with whatever else the machine runs, the CPU time all the processes
+used (this one with the controller and the bench's watch, kubesim's, its components') in each
+of the three windows, summed from /proc: the release's CPU over the floors' says what it costs
+in work, whatever the load.
 
     .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process | --components-process]
 """
@@ -94,8 +98,31 @@ async def simulator(nodes: int, in_process: bool, components_process: bool = Fal
                 await proc.wait()
 
 
-async def patch_floor(core: object, names: list[str], concurrency: int) -> float:
-    """Seconds to send one no-op JSON patch to each pod, `concurrency` in flight."""
+def _process_tree(pid: int) -> list[int]:
+    """pid and its descendants (the `sim serve` child, its components process), from /proc."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += _process_tree(int(child))
+    return found
+
+
+def cpu_seconds() -> float:
+    """CPU time, in seconds, of this process and its descendants so far (every thread's run time
+    from /proc/<pid>/task/<tid>/schedstat): what the controller, the bench's watch and kubesim
+    have used, whatever else the machine runs meanwhile."""
+    total = 0
+    for pid in _process_tree(os.getpid()):
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+async def patch_floor(core: object, names: list[str], concurrency: int) -> tuple[float, float]:
+    """Seconds to send one no-op JSON patch to each pod, `concurrency` in flight; and the CPU
+    seconds used meanwhile (cpu_seconds)."""
     sem = asyncio.Semaphore(concurrency)
     pods = {p["metadata"]["name"]: p for p in (await call_json(core.list_namespaced_pod, "default"))["items"]}
 
@@ -104,9 +131,10 @@ async def patch_floor(core: object, names: list[str], concurrency: int) -> float
             body = [{"op": "test", "path": "/metadata/uid", "value": pods[name]["metadata"]["uid"]}]
             await call_json(core.patch_namespaced_pod, name, "default", body)
 
+    cpu = cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(noop(n) for n in names))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu_seconds() - cpu
 
 
 async def free_slots(core: object, nodes: int) -> list[str]:
@@ -120,12 +148,13 @@ async def free_slots(core: object, nodes: int) -> list[str]:
 
 
 async def ungate_floor(core: object, size: int, slots: list[str], concurrency: int,
-                       ungated: dict[str, float], bound: dict[str, float]) -> float:
+                       ungated: dict[str, float], bound: dict[str, float]) -> tuple[float, float]:
     """Seconds for this client alone to release `size` gated pods that belong to no gang (so the
     controller leaves them alone): the same release patch (build_patch: test uid and gate, remove
     the gate, pin to a node with room, record a decision), one per pod, no dry run, at the
     controller's concurrency, until the watch shows every gate removed and every pod bound. The
-    API's own price of a release's writes, the scheduler's bindings included."""
+    API's own price of a release's writes, the scheduler's bindings included; and the CPU seconds
+    used meanwhile."""
     sem = asyncio.Semaphore(concurrency)
     names = [f"direct-{i}" for i in range(size)]
 
@@ -145,21 +174,23 @@ async def ungate_floor(core: object, size: int, slots: list[str], concurrency: i
         async with sem:
             await call_json(core.patch_namespaced_pod, pod["metadata"]["name"], "default", body)
 
+    cpu = cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(release(i, p) for i, p in enumerate(created)))
     while not all(n in ungated and n in bound for n in names):
         await asyncio.sleep(0.005)
-    return max(max(ungated[n], bound[n]) for n in names) - start
+    return max(max(ungated[n], bound[n]) for n in names) - start, cpu_seconds() - cpu
 
 
 WATCHED: set[str] = set()  # pods the bench's watch has shown
 
 
-async def one_run(size: int, run: int, in_process: bool,
-                  components_process: bool = False) -> tuple[float, float, float, int, float]:
+async def one_run(size: int, run: int, in_process: bool, components_process: bool = False
+                  ) -> tuple[float, float, float, int, float, tuple[float, float, float]]:
     """Seconds from the last pod created to (all gates removed, all pods bound); the bare-PATCH
     floor for as many pods; the dry runs the release sent; the ungate floor (`ungate_floor`,
-    on the cluster's other half)."""
+    on the cluster's other half); the CPU seconds of the release (until all bound), of the
+    PATCH floor and of the ungate floor."""
     from kubernetes_asyncio import client
 
     nodes = 2 * ((size + 7) // 8)  # half for the gang, half for the ungate floor's pods
@@ -200,11 +231,13 @@ async def one_run(size: int, run: int, in_process: bool,
         await asyncio.gather(*(create(i) for i in range(size - 1)))
         await asyncio.sleep(0.3)  # the controller has seen the first size-1 pods and decided to wait
         assert not ungated, "released before the gang was complete"
+        cpu = cpu_seconds()
         start = time.perf_counter()
         await create(size - 1)
         deadline = time.monotonic() + 120
         while (len(ungated) < size or len(bound) < size) and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
+        release_cpu = cpu_seconds() - cpu
         if len(ungated) < size:
             gang = controller.state.gangs.get(("default", group))
             print(f"gang of {size}, run {run}: only {len(ungated)} released after 120 s; controller sees "
@@ -215,17 +248,17 @@ async def one_run(size: int, run: int, in_process: bool,
                   file=sys.stderr, flush=True)
         released = max(ungated.values(), default=start + float("nan")) - start
         all_bound = max(bound.values()) - start if len(bound) == size else float("nan")
-        floor = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)],
+        floor, floor_cpu = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)],
                                   controller.config.max_in_flight)
         slots = await free_slots(core, nodes)
-        direct = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, controller.config.max_in_flight,
+        direct, direct_cpu = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, controller.config.max_in_flight,
                                     ungated, bound)
         for task in (ctl_task, watch_task):
             task.cancel()
         await asyncio.gather(ctl_task, watch_task, return_exceptions=True)
         await api.close()
         await ctl_api.close()
-        return released, all_bound, floor, controller.releaser.dry_runs, direct
+        return released, all_bound, floor, controller.releaser.dry_runs, direct, (release_cpu, floor_cpu, direct_cpu)
 
 
 async def main(sizes: list[int], repeat: int, in_process: bool, components_process: bool = False) -> None:
@@ -248,6 +281,11 @@ async def main(sizes: list[int], repeat: int, in_process: bool, components_proce
         print(f"{size:>6} {repeat:>4} {statistics.median(rel) * 1000:>19.0f} ms {max(rel) * 1000:>5.0f} ms "
               f"{statistics.median(bnd) * 1000:>15.0f} ms {max(bnd) * 1000:>5.0f} ms {floor * 1000:>9.0f} ms "
               f"{ratio:>11.2f}x {max(r[3] for r in results):>8} {direct * 1000:>10.0f} ms {direct_ratio:>12.2f}x",
+              flush=True)
+        cpu = [statistics.median(r[5][i] for r in results) for i in range(3)]
+        print(f"{'':>11} CPU of all processes, median: release {cpu[0] * 1000:.0f} ms, PATCH floor {cpu[1] * 1000:.0f} ms "
+              f"(release/floor {statistics.median(r[5][0] / r[5][1] for r in results):.2f}x), ungate floor "
+              f"{cpu[2] * 1000:.0f} ms (release/ungate {statistics.median(r[5][0] / r[5][2] for r in results):.2f}x)",
               flush=True)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
