@@ -21,6 +21,8 @@ import signal
 import sys
 from typing import Any
 
+from ganggate.sim.sched_informer import SharedInformers
+
 log = logging.getLogger("ganggate.sim.components")
 
 READY_LINE = b"ready\n"
@@ -32,6 +34,7 @@ class Components:
     def __init__(self) -> None:
         self.by_name: dict[str, Any] = {}
         self._tasks: list[asyncio.Task[Any]] = []
+        self.shared: SharedInformers | None = None
 
     def start(self, url: str, *, scheduler: bool, kubelet: bool, controllers: bool,
               kubelet_start_seconds: float = 0.0, clock: Any = None) -> None:
@@ -40,11 +43,13 @@ class Components:
         if kubelet:
             self._start("ganggate.sim.kubelet", "Kubelet", url, start_seconds=kubelet_start_seconds, clock=clock)
         if controllers:
-            # kube-controller-manager's job, garbagecollector, nodelifecycle and disruption controllers.
-            self._start("ganggate.sim.jobs", "JobController", url)
-            self._start("ganggate.sim.gc", "GarbageCollector", url)
-            self._start("ganggate.sim.nodelifecycle", "NodeLifecycleController", url, clock=clock)
-            self._start("ganggate.sim.disruption_controller", "DisruptionController", url)
+            # kube-controller-manager's job, garbagecollector, nodelifecycle and disruption
+            # controllers, sharing one watch per collection as its controllers share informers.
+            self.shared = SharedInformers(url)
+            self._start("ganggate.sim.jobs", "JobController", url, shared=self.shared)
+            self._start("ganggate.sim.gc", "GarbageCollector", url, shared=self.shared)
+            self._start("ganggate.sim.nodelifecycle", "NodeLifecycleController", url, clock=clock, shared=self.shared)
+            self._start("ganggate.sim.disruption_controller", "DisruptionController", url, shared=self.shared)
 
     def _start(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:
         try:
@@ -78,6 +83,8 @@ class Components:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self.shared is not None:
+            await self.shared.stop()
 
 
 def process_arguments(*, scheduler: bool, kubelet: bool, controllers: bool, kubelet_start_seconds: float,
