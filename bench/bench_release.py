@@ -47,6 +47,7 @@ from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
 from ganggate.controller.informer import Informer  # noqa: E402
 from ganggate.controller.release import build_patch, decision_annotation  # noqa: E402
 from ganggate.kube.calls import call_json  # noqa: E402
+from ganggate.kube.client import make_api_client  # noqa: E402
 
 
 def gated_pod(name: str, group: str, num: int) -> dict:
@@ -62,15 +63,17 @@ def gated_pod(name: str, group: str, num: int) -> dict:
 
 @contextlib.asynccontextmanager
 async def simulator(nodes: int, in_process: bool, components_process: bool = False):
-    """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields a factory of ApiClients.
+    """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields an async factory of ApiClients.
     components_process: its scheduler and controllers in a third process (`--components-process`)."""
     if in_process:
         from ganggate.sim import Simulator
 
         async with Simulator(nodes=nodes, gpus_per_node=8, scheduler=True, kubelet=False) as sim:
-            yield sim.api_client
+            async def in_process_client() -> object:
+                return sim.api_client()
+
+            yield in_process_client
         return
-    from kubernetes_asyncio import client, config
 
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
@@ -86,9 +89,9 @@ async def simulator(nodes: int, in_process: bool, components_process: bool = Fal
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.2)
 
-            configuration = client.Configuration()
-            await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-            yield lambda: client.ApiClient(configuration)
+            # As `ganggate controller` builds its client (controller/cli.py): a connection per
+            # request in flight, the proxy looked up once.
+            yield lambda: make_api_client(str(kubeconfig), concurrency=2 * ControllerConfig().max_in_flight)
         finally:
             proc.terminate()
             try:
@@ -195,8 +198,8 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
 
     nodes = 2 * ((size + 7) // 8)  # half for the gang, half for the ungate floor's pods
     async with simulator(nodes, in_process, components_process) as api_client:
-        api = api_client()
-        ctl_api = api_client()
+        api = await api_client()
+        ctl_api = await api_client()
         core = client.CoreV1Api(api)
         ungated: dict[str, float] = {}
         bound: dict[str, float] = {}
