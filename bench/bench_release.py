@@ -18,9 +18,13 @@ floor: the same client releasing as many gated pods of no gang (the controller l
 alone) with the same release patch, at the same concurrency, no dry run, until all are bound,
 on the other half of the cluster (twice the nodes the gang needs); bound/ungate is the release
 (last pod created -> all bound) over it: what the controller adds to the API's own price of
-the release's writes. The load average is printed beside the figures (the machine is shared).
+the release's writes. The load average is printed beside the figures (the machine is shared);
+and, as the wall times move with whatever else the machine runs, the CPU time all the processes
+used (this one with the controller and the bench's watch, kubesim's, its components') in each
+of the three windows, summed from /proc: the release's CPU over the floors' says what it costs
+in work, whatever the load.
 
-    .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process]
+    .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process | --components-process]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
 from ganggate.controller.informer import Informer  # noqa: E402
 from ganggate.controller.release import build_patch, decision_annotation  # noqa: E402
 from ganggate.kube.calls import call_json  # noqa: E402
+from ganggate.kube.client import make_api_client  # noqa: E402
 
 
 def gated_pod(name: str, group: str, num: int) -> dict:
@@ -57,21 +62,25 @@ def gated_pod(name: str, group: str, num: int) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def simulator(nodes: int, in_process: bool):
-    """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields a factory of ApiClients."""
+async def simulator(nodes: int, in_process: bool, components_process: bool = False):
+    """kubesim with `nodes` 8-GPU nodes, scheduler on, kubelet off; yields an async factory of ApiClients.
+    components_process: its scheduler and controllers in a third process (`--components-process`)."""
     if in_process:
         from ganggate.sim import Simulator
 
         async with Simulator(nodes=nodes, gpus_per_node=8, scheduler=True, kubelet=False) as sim:
-            yield sim.api_client
+            async def in_process_client() -> object:
+                return sim.api_client()
+
+            yield in_process_client
         return
-    from kubernetes_asyncio import client, config
 
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "ganggate", "--log-level", "ERROR", "sim", "serve", "--port", "0",
             "--nodes", str(nodes), "--no-kubelet", "--kubeconfig-out", str(kubeconfig),
+            *(["--components-process"] if components_process else []),
             stdout=asyncio.subprocess.DEVNULL)
         try:
             for _ in range(600):
@@ -80,9 +89,9 @@ async def simulator(nodes: int, in_process: bool):
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.2)
 
-            configuration = client.Configuration()
-            await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-            yield lambda: client.ApiClient(configuration)
+            # As `ganggate controller` builds its client (controller/cli.py): a connection per
+            # request in flight, the proxy looked up once.
+            yield lambda: make_api_client(str(kubeconfig), concurrency=2 * ControllerConfig().max_in_flight)
         finally:
             proc.terminate()
             try:
@@ -92,8 +101,31 @@ async def simulator(nodes: int, in_process: bool):
                 await proc.wait()
 
 
-async def patch_floor(core: object, names: list[str], concurrency: int) -> float:
-    """Seconds to send one no-op JSON patch to each pod, `concurrency` in flight."""
+def _process_tree(pid: int) -> list[int]:
+    """pid and its descendants (the `sim serve` child, its components process), from /proc."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += _process_tree(int(child))
+    return found
+
+
+def cpu_seconds() -> float:
+    """CPU time, in seconds, of this process and its descendants so far (every thread's run time
+    from /proc/<pid>/task/<tid>/schedstat): what the controller, the bench's watch and kubesim
+    have used, whatever else the machine runs meanwhile."""
+    total = 0
+    for pid in _process_tree(os.getpid()):
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+async def patch_floor(core: object, names: list[str], concurrency: int) -> tuple[float, float]:
+    """Seconds to send one no-op JSON patch to each pod, `concurrency` in flight; and the CPU
+    seconds used meanwhile (cpu_seconds)."""
     sem = asyncio.Semaphore(concurrency)
     pods = {p["metadata"]["name"]: p for p in (await call_json(core.list_namespaced_pod, "default"))["items"]}
 
@@ -102,9 +134,10 @@ async def patch_floor(core: object, names: list[str], concurrency: int) -> float
             body = [{"op": "test", "path": "/metadata/uid", "value": pods[name]["metadata"]["uid"]}]
             await call_json(core.patch_namespaced_pod, name, "default", body)
 
+    cpu = cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(noop(n) for n in names))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu_seconds() - cpu
 
 
 async def free_slots(core: object, nodes: int) -> list[str]:
@@ -118,12 +151,13 @@ async def free_slots(core: object, nodes: int) -> list[str]:
 
 
 async def ungate_floor(core: object, size: int, slots: list[str], concurrency: int,
-                       ungated: dict[str, float], bound: dict[str, float]) -> float:
+                       ungated: dict[str, float], bound: dict[str, float]) -> tuple[float, float]:
     """Seconds for this client alone to release `size` gated pods that belong to no gang (so the
     controller leaves them alone): the same release patch (build_patch: test uid and gate, remove
     the gate, pin to a node with room, record a decision), one per pod, no dry run, at the
     controller's concurrency, until the watch shows every gate removed and every pod bound. The
-    API's own price of a release's writes, the scheduler's bindings included."""
+    API's own price of a release's writes, the scheduler's bindings included; and the CPU seconds
+    used meanwhile."""
     sem = asyncio.Semaphore(concurrency)
     names = [f"direct-{i}" for i in range(size)]
 
@@ -143,26 +177,29 @@ async def ungate_floor(core: object, size: int, slots: list[str], concurrency: i
         async with sem:
             await call_json(core.patch_namespaced_pod, pod["metadata"]["name"], "default", body)
 
+    cpu = cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(release(i, p) for i, p in enumerate(created)))
     while not all(n in ungated and n in bound for n in names):
         await asyncio.sleep(0.005)
-    return max(max(ungated[n], bound[n]) for n in names) - start
+    return max(max(ungated[n], bound[n]) for n in names) - start, cpu_seconds() - cpu
 
 
 WATCHED: set[str] = set()  # pods the bench's watch has shown
 
 
-async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float, float, int, float]:
+async def one_run(size: int, run: int, in_process: bool, components_process: bool = False
+                  ) -> tuple[float, float, float, int, float, tuple[float, float, float]]:
     """Seconds from the last pod created to (all gates removed, all pods bound); the bare-PATCH
     floor for as many pods; the dry runs the release sent; the ungate floor (`ungate_floor`,
-    on the cluster's other half)."""
+    on the cluster's other half); the CPU seconds of the release (until all bound), of the
+    PATCH floor and of the ungate floor."""
     from kubernetes_asyncio import client
 
     nodes = 2 * ((size + 7) // 8)  # half for the gang, half for the ungate floor's pods
-    async with simulator(nodes, in_process) as api_client:
-        api = api_client()
-        ctl_api = api_client()
+    async with simulator(nodes, in_process, components_process) as api_client:
+        api = await api_client()
+        ctl_api = await api_client()
         core = client.CoreV1Api(api)
         ungated: dict[str, float] = {}
         bound: dict[str, float] = {}
@@ -197,11 +234,13 @@ async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float, 
         await asyncio.gather(*(create(i) for i in range(size - 1)))
         await asyncio.sleep(0.3)  # the controller has seen the first size-1 pods and decided to wait
         assert not ungated, "released before the gang was complete"
+        cpu = cpu_seconds()
         start = time.perf_counter()
         await create(size - 1)
         deadline = time.monotonic() + 120
         while (len(ungated) < size or len(bound) < size) and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
+        release_cpu = cpu_seconds() - cpu
         if len(ungated) < size:
             gang = controller.state.gangs.get(("default", group))
             print(f"gang of {size}, run {run}: only {len(ungated)} released after 120 s; controller sees "
@@ -212,28 +251,30 @@ async def one_run(size: int, run: int, in_process: bool) -> tuple[float, float, 
                   file=sys.stderr, flush=True)
         released = max(ungated.values(), default=start + float("nan")) - start
         all_bound = max(bound.values()) - start if len(bound) == size else float("nan")
-        floor = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)],
+        floor, floor_cpu = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)],
                                   controller.config.max_in_flight)
         slots = await free_slots(core, nodes)
-        direct = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, controller.config.max_in_flight,
+        direct, direct_cpu = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, controller.config.max_in_flight,
                                     ungated, bound)
         for task in (ctl_task, watch_task):
             task.cancel()
         await asyncio.gather(ctl_task, watch_task, return_exceptions=True)
         await api.close()
         await ctl_api.close()
-        return released, all_bound, floor, controller.releaser.dry_runs, direct
+        return released, all_bound, floor, controller.releaser.dry_runs, direct, (release_cpu, floor_cpu, direct_cpu)
 
 
-async def main(sizes: list[int], repeat: int, in_process: bool) -> None:
+async def main(sizes: list[int], repeat: int, in_process: bool, components_process: bool = False) -> None:
     where = "in this process" if in_process else "in its own process (ganggate sim serve)"
+    if components_process:
+        where += ", its scheduler and controllers in a third (--components-process)"
     print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated); "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} "
           f"{'worst':>8} {'PATCH floor':>12} {'gates/PATCH':>12} {'dry runs':>8} {'ungate floor':>13} {'bound/ungate':>13}")
     for size in sizes:
         # Every run ends by itself: a stuck run is reported, not waited for.
-        results = [await asyncio.wait_for(one_run(size, r, in_process), 400) for r in range(repeat)]
+        results = [await asyncio.wait_for(one_run(size, r, in_process, components_process), 400) for r in range(repeat)]
         rel = [r[0] for r in results]
         bnd = [r[1] for r in results]
         floor = statistics.median(r[2] for r in results)
@@ -244,6 +285,11 @@ async def main(sizes: list[int], repeat: int, in_process: bool) -> None:
               f"{statistics.median(bnd) * 1000:>15.0f} ms {max(bnd) * 1000:>5.0f} ms {floor * 1000:>9.0f} ms "
               f"{ratio:>11.2f}x {max(r[3] for r in results):>8} {direct * 1000:>10.0f} ms {direct_ratio:>12.2f}x",
               flush=True)
+        cpu = [statistics.median(r[5][i] for r in results) for i in range(3)]
+        print(f"{'':>11} CPU of all processes, median: release {cpu[0] * 1000:.0f} ms, PATCH floor {cpu[1] * 1000:.0f} ms "
+              f"(release/floor {statistics.median(r[5][0] / r[5][1] for r in results):.2f}x), ungate floor "
+              f"{cpu[2] * 1000:.0f} ms (release/ungate {statistics.median(r[5][0] / r[5][2] for r in results):.2f}x)",
+              flush=True)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -253,6 +299,10 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--in-process", action="store_true",
                         help="run kubesim in this process (one event loop for everything)")
+    parser.add_argument("--components-process", action="store_true",
+                        help="run kubesim's scheduler and controllers in a process of their own (sim serve --components-process)")
     args = parser.parse_args()
+    if args.in_process and args.components_process:
+        parser.error("--components-process needs kubesim in its own process (no --in-process)")
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(main(args.sizes, args.repeat, args.in_process))
+    asyncio.run(main(args.sizes, args.repeat, args.in_process, args.components_process))

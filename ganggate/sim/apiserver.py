@@ -865,7 +865,7 @@ class ApiServer:
         for _ in range(MAX_UPDATE_ATTEMPTS):
             current = self._current(target)
             original = json.loads(self.store.lookup(target.info.key, target.namespace or "", target.name).raw)
-            patched = patching.apply_patch(content_type, original, body)
+            patched = patching.apply_patch(content_type, original, body, in_place=True)
             warnings = fieldvalidation.check(info.group, info.version, info.kind, patched, mode, patch=True)
             meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else None
             if meta is not None and meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
@@ -909,7 +909,7 @@ class ApiServer:
             raise errors.conflict("pods", target.name or "",
                                   f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
         # The real server does not check that the node exists (setPodHostAndAnnotations).
-        new = json.loads(dumps(pod))
+        new = json.loads(self.store.lookup(target.info.key, target.namespace or "", target.name or "").raw)  # a copy
         new["spec"]["nodeName"] = target_ref["name"]
         annotations = binding["metadata"].get("annotations") or {}
         if annotations:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ganggate.sim.semantic import normal
+from ganggate.sim.semantic import equal
 from ganggate.sim.watch import clone
 
 # ---- defaulting and strategies -------------------------------------------------------------------
@@ -121,7 +121,7 @@ def prepare_pod_update(new: dict[str, Any], old: Mapping[str, Any]) -> None:
     new["status"] = clone(old.get("status") or {})
     meta = new.setdefault("metadata", {})
     old_generation = (old.get("metadata") or {}).get("generation", 1)
-    changed = new.get("spec") != old.get("spec") and normal(new.get("spec")) != normal(old.get("spec"))
+    changed = not equal(new.get("spec"), old.get("spec"))
     meta["generation"] = old_generation + 1 if changed else old_generation
 
 

@@ -16,7 +16,7 @@ import logging
 import aiohttp
 
 from ganggate.sim import disruption
-from ganggate.sim.sched_informer import Reflector, object_key, run_synced
+from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.workqueue import WorkQueue, put_status
 
 log = logging.getLogger(__name__)
@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 class DisruptionController:
     """Keeps every PodDisruptionBudget's status up to date."""
 
-    def __init__(self, base_url: str, *, retry_seconds: float = 0.5) -> None:
+    def __init__(self, base_url: str, *, retry_seconds: float = 0.5, shared: SharedInformers | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self._session: aiohttp.ClientSession | None = None
         self._pdbs: Reflector | None = None
         self._pods: Reflector | None = None
@@ -70,6 +71,6 @@ class DisruptionController:
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self._session = session
-            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
-            self._pdbs = Reflector(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", self.on_pdb)
+            self._pods = reflector_for(session, self.base_url, "/api/v1/pods", self.on_pod, self.shared)
+            self._pdbs = reflector_for(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", self.on_pdb, self.shared)
             await run_synced(self._pods, self._pdbs, self._work, self.ready)

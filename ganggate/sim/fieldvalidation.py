@@ -31,35 +31,54 @@ def directive(query: dict[str, str], options_kind: str = "CreateOptions") -> str
     return value
 
 
+_RESOLVED: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id(schema) -> (schema, resolved)
+
+
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
-    """Follow $ref and single-element allOf to the schema they name."""
+    """Follow $ref and single-element allOf to the schema they name (memoized: the schemas are fixed)."""
+    entry = _RESOLVED.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
     every = openapi.schemas()
+    resolved = schema
     for _ in range(16):
-        ref = schema.get("$ref")
-        if ref is None and len(schema.get("allOf") or []) == 1:
-            ref = schema["allOf"][0].get("$ref")
+        ref = resolved.get("$ref")
+        if ref is None and len(resolved.get("allOf") or []) == 1:
+            ref = resolved["allOf"][0].get("$ref")
         if ref is None:
-            return schema
-        schema = every.get(ref.rsplit("/", 1)[-1], {})
-    return schema
+            break
+        resolved = every.get(ref.rsplit("/", 1)[-1], {})
+    _RESOLVED[id(schema)] = (schema, resolved)
+    return resolved
 
 
-def _walk(value: Any, schema: dict[str, Any], path: str, out: list[str]) -> None:
+def _walk(value: Any, schema: dict[str, Any], trail: list[str], out: list[str]) -> None:
+    """Append to `out` the paths of the unknown fields under `value` (at the path `trail` spells);
+    only containers are descended into, and a path is only spelled out for an unknown field."""
     schema = _resolve(schema)
     if isinstance(value, dict):
         properties = schema.get("properties")
         extra = schema.get("additionalProperties")
         for key, item in value.items():
-            here = f"{path}.{key}" if path else key
             if properties is not None and key in properties:
-                _walk(item, properties[key], here, out)
+                below = properties[key]
             elif isinstance(extra, dict):
-                _walk(item, extra, here, out)
-            elif properties is not None:
-                out.append(here)
+                below = extra
+            else:
+                if properties is not None:
+                    out.append("".join(trail) + (f".{key}" if trail else key))
+                continue
+            if isinstance(item, (dict, list)):
+                trail.append(f".{key}" if trail else key)
+                _walk(item, below, trail, out)
+                trail.pop()
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        items = schema["items"]
         for index, item in enumerate(value):
-            _walk(item, schema["items"], f"{path}[{index}]", out)
+            if isinstance(item, (dict, list)):
+                trail.append(f"[{index}]")
+                _walk(item, items, trail, out)
+                trail.pop()
 
 
 def unknown_fields(group: str, version: str, kind: str, obj: Any) -> list[str]:
@@ -68,7 +87,7 @@ def unknown_fields(group: str, version: str, kind: str, obj: Any) -> list[str]:
     if name is None or not isinstance(obj, dict):
         return []
     out: list[str] = []
-    _walk(obj, openapi.schemas()[name], "", out)
+    _walk(obj, openapi.schemas()[name], [], out)
     return out
 
 

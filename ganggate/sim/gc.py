@@ -24,7 +24,7 @@ import aiohttp
 
 from ganggate.sim import discovery, errors
 from ganggate.sim.errors import Cause, not_supported
-from ganggate.sim.sched_informer import Reflector, object_key, run_synced
+from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.store import Store
 from ganggate.sim.watch import clone
 
@@ -91,8 +91,9 @@ def owner_path(ref: Mapping[str, Any], namespace: str) -> str | None:
 class GarbageCollector:
     """Deletes pods whose every owner is gone (Background propagation)."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, *, shared: SharedInformers | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self._session: aiohttp.ClientSession | None = None
         self._pods: Reflector | None = None
         self._jobs: Reflector | None = None
@@ -167,6 +168,6 @@ class GarbageCollector:
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self._session = session
-            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
-            self._jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_owner)
+            self._pods = reflector_for(session, self.base_url, "/api/v1/pods", self.on_pod, self.shared)
+            self._jobs = reflector_for(session, self.base_url, "/apis/batch/v1/jobs", self.on_owner, self.shared)
             await run_synced(self._pods, self._jobs, self._work, self.ready)

@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 
 from ganggate.sim import job_pods
-from ganggate.sim.sched_informer import Reflector, object_key, run_synced
+from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.workqueue import WorkQueue, put_status
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,9 @@ def now_rfc3339() -> str:
 class JobController:
     """Runs batch/v1 Jobs against kubesim."""
 
-    def __init__(self, base_url: str, *, retry_seconds: float = 0.5) -> None:
+    def __init__(self, base_url: str, *, retry_seconds: float = 0.5, shared: SharedInformers | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self._session: aiohttp.ClientSession | None = None
         self._jobs: Reflector | None = None
         self._pods: Reflector | None = None
@@ -185,7 +186,7 @@ class JobController:
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self._session = session
-            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
-            self._jobs = Reflector(session, self.base_url, "/apis/batch/v1/jobs", self.on_job)
+            self._pods = reflector_for(session, self.base_url, "/api/v1/pods", self.on_pod, self.shared)
+            self._jobs = reflector_for(session, self.base_url, "/apis/batch/v1/jobs", self.on_job, self.shared)
             # Know the pods before judging the Jobs.
             await run_synced(self._pods, self._jobs, self._work, self.ready)

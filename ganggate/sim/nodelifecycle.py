@@ -29,7 +29,7 @@ import aiohttp
 from ganggate.sim import taints as tainting
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.kubelet_status import now_rfc3339
-from ganggate.sim.sched_informer import Reflector, object_key, run_synced
+from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,10 @@ def disruption_condition(reason: str, message: str, when: str) -> dict:
 class NodeLifecycleController:
     """Taints nodes by their Ready condition, evicts pods from NoExecute-tainted nodes, collects orphans."""
 
-    def __init__(self, base_url: str, *, clock: Clock | None = None, retry_seconds: float = 0.2) -> None:
+    def __init__(self, base_url: str, *, clock: Clock | None = None, retry_seconds: float = 0.2,
+                 shared: SharedInformers | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self.clock: Clock = clock if clock is not None else WallClock()
         self.retry_seconds = retry_seconds
         self._session: aiohttp.ClientSession | None = None
@@ -253,8 +255,8 @@ class NodeLifecycleController:
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self._session = session
-            self._nodes = Reflector(session, self.base_url, "/api/v1/nodes", self.on_node)
-            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
+            self._nodes = reflector_for(session, self.base_url, "/api/v1/nodes", self.on_node, self.shared)
+            self._pods = reflector_for(session, self.base_url, "/api/v1/pods", self.on_pod, self.shared)
             # Know the nodes before judging the pods; the pending evictions and pod GCs go with it.
             await run_synced(self._nodes, self._pods, self._work, self.ready, also_cancel=lambda: [
                 *(t for t, _, _ in self._evictions.values()), *self._orphans.values()])

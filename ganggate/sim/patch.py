@@ -51,14 +51,16 @@ MERGE_KEYS: dict[str, str] = {
 MERGED_SCALAR_LISTS = {"finalizers", "podCIDRs"}
 
 
-def apply_patch(content_type: str, original: dict[str, Any], patch: Any) -> dict[str, Any]:
-    """The patched object (a new dict); 400 for a malformed or inapplicable patch, 415 for others."""
+def apply_patch(content_type: str, original: dict[str, Any], patch: Any, *, in_place: bool = False) -> dict[str, Any]:
+    """The patched object; 400 for a malformed or inapplicable patch, 415 for others. A new dict,
+    unless in_place: then a JSON patch may change `original` (a copy the caller owns and drops),
+    which saves jsonpatch's deep copy of the whole object."""
     media = content_type.split(";")[0].strip().lower()
     if media == JSON_PATCH:
         if not isinstance(patch, list):
             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
         try:
-            result = jsonpatch.apply_patch(original, patch)
+            result = jsonpatch.apply_patch(original, patch, in_place=in_place)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
             # handlers/patch.go applyJSPatch: NewGenericServerResponse(422, ...) with the error as a cause.
             raise errors.ApiError(

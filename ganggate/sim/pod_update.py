@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from ganggate.sim.errors import Cause, forbidden, invalid_value, not_supported, required
 from ganggate.sim.objectmeta import validate_object_meta_update
 from ganggate.sim.pod_validation import validate_pod
-from ganggate.sim.semantic import normal
+from ganggate.sim.semantic import equal, normal
 from ganggate.sim.watch import clone
 
 UPDATABLE_POD_SPEC_FIELDS = ",".join([
@@ -57,6 +57,15 @@ def _term_only_additions(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool
     return True
 
 
+def _restore(new_spec: dict[str, Any], old_spec: Mapping[str, Any], field: str) -> None:
+    """Munge an updatable field back to its old value; absent stays absent, so that the specs
+    compare equal with plain `==` (semantic.equal's fast path) when nothing else changed."""
+    if field in old_spec:
+        new_spec[field] = clone(old_spec[field])
+    else:
+        new_spec.pop(field, None)
+
+
 def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[Cause]:
     """ValidatePodUpdate (see the module docstring)."""
     causes = validate_object_meta_update(new, old) + validate_pod(new)
@@ -80,7 +89,7 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
     new_tolerations = new_spec.get("tolerations") or []
     for old_toleration in old_spec.get("tolerations") or []:
         found = any(
-            isinstance(t, dict) and normal(dict(old_toleration, tolerationSeconds=t.get("tolerationSeconds"))) == normal(t)
+            isinstance(t, dict) and equal(dict(old_toleration, tolerationSeconds=t.get("tolerationSeconds")), t)
             for t in new_tolerations
         )
         if not found:
@@ -100,8 +109,8 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
     new_spec.pop("activeDeadlineSeconds", None)
     if old_ads is not None:
         new_spec["activeDeadlineSeconds"] = old_ads
-    new_spec["schedulingGates"] = clone(old_spec.get("schedulingGates"))
-    new_spec["tolerations"] = clone(old_spec.get("tolerations"))
+    _restore(new_spec, old_spec, "schedulingGates")
+    _restore(new_spec, old_spec, "tolerations")
     old_grace = old_spec.get("terminationGracePeriodSeconds")
     if old_grace is not None and old_grace < 0 and new_spec.get("terminationGracePeriodSeconds") == 1:
         new_spec["terminationGracePeriodSeconds"] = old_grace
@@ -113,10 +122,10 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
             if any(new_selector.get(k) != v for k, v in old_selector.items()):
                 causes.append(invalid_value("spec.nodeSelector", new_selector,
                                             "only additions to spec.nodeSelector are allowed (no mutations or deletions)"))
-            new_spec["nodeSelector"] = clone(old_spec.get("nodeSelector"))
+            _restore(new_spec, old_spec, "nodeSelector")
         old_affinity = (old_spec.get("affinity") or {}).get("nodeAffinity")
         new_affinity = (new_spec.get("affinity") or {}).get("nodeAffinity")
-        if normal(old_affinity) != normal(new_affinity):
+        if not equal(old_affinity, new_affinity):
             old_terms = _required_terms(old_spec)
             new_terms = _required_terms(new_spec) or []
             terms_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
@@ -139,7 +148,7 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
                 new_spec["affinity"] = affinity if affinity or old_spec.get("affinity") is not None else None
             elif old_affinity is not None:
                 new_spec["affinity"] = {"nodeAffinity": clone(old_affinity)}
-    if normal(new_spec) != normal(old_spec):
+    if not equal(new_spec, old_spec):
         diff = _diff(old_spec, new_spec)
         causes.append(forbidden("spec", f"pod updates may not change fields other than {UPDATABLE_POD_SPEC_FIELDS}\n{diff}"))
     return causes

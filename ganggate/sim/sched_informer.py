@@ -170,3 +170,111 @@ async def run_synced(first: Reflector, second: Reflector, work: Callable[[], Any
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+class SharedInformers:
+    """One list+watch per collection for several controllers of one process, as
+    kube-controller-manager's controllers share theirs (client-go tools/cache/shared_informer.go,
+    informers.NewSharedInformerFactory in cmd/kube-controller-manager/app/controllermanager.go):
+    the API server sends each change once to the process, not once per controller."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._shared: dict[str, _Shared] = {}
+
+    def reflector(self, path: str, handler: Handler) -> "_Handle":
+        """A handle on the shared reflector of `path` that also calls `handler` for each change."""
+        shared = self._shared.get(path)
+        if shared is None:
+            shared = self._shared[path] = _Shared(self.base_url, path)
+        return _Handle(shared, handler)
+
+    async def stop(self) -> None:
+        for shared in self._shared.values():
+            await shared.stop()
+
+
+def reflector_for(session: aiohttp.ClientSession, base_url: str, path: str, handler: Handler,
+                  shared: SharedInformers | None) -> "Reflector | _Handle":
+    """A Reflector of the controller's own, or its handle on the process's shared one."""
+    if shared is None:
+        return Reflector(session, base_url, path, handler)
+    return shared.reflector(path, handler)
+
+
+class _Shared:
+    """The one Reflector of a path, on its own session, calling every registered handler."""
+
+    def __init__(self, base_url: str, path: str) -> None:
+        self.base_url = base_url
+        self.path = path
+        self.handlers: list[Handler] = []
+        self.store: dict[str, dict] = {}
+        self.synced = asyncio.Event()
+        self.reflector: Reflector | None = None
+        self._task: asyncio.Future | None = None
+
+    def add(self, handler: Handler) -> None:
+        """Call `handler` for every change from now on; once listed, first for what is there as
+        ADDED (as AddEventHandler on a started informer does)."""
+        self.handlers.append(handler)
+        if self.synced.is_set():
+            for obj in list(self.store.values()):
+                handler("ADDED", obj, None)
+
+    def _dispatch(self, kind: str, obj: dict, previous: dict | None) -> None:
+        """Every handler gets the change; a failure (after all were called) makes the reflector relist."""
+        failure: Exception | None = None
+        for handler in list(self.handlers):
+            try:
+                handler(kind, obj, previous)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, once the others have run
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    async def _run(self) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            self.reflector = Reflector(session, self.base_url, self.path, self._dispatch)
+            self.reflector.store = self.store
+            self.reflector.synced = self.synced
+            await self.reflector.run()
+
+    def start(self) -> asyncio.Future:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+        return self._task
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+class _Handle:
+    """What a controller holds of a shared reflector, used as its own Reflector: `store`,
+    `synced` (once its handler has been told of the listed objects) and `run`, which adds the
+    handler only when called (so run_synced's order, this collection after that one, holds),
+    starts the shared reflector if nobody has, and lasts until cancelled without stopping it."""
+
+    def __init__(self, shared: _Shared, handler: Handler) -> None:
+        self._shared = shared
+        self._handler = handler
+        self.store = shared.store
+        self.synced = asyncio.Event()
+
+    @property
+    def resource_version(self) -> str:
+        return self._shared.reflector.resource_version if self._shared.reflector is not None else ""
+
+    @property
+    def relists(self) -> int:
+        return self._shared.reflector.relists if self._shared.reflector is not None else 0
+
+    async def run(self) -> None:
+        self._shared.add(self._handler)
+        task = self._shared.start()
+        await self._shared.synced.wait()
+        self.synced.set()
+        await asyncio.shield(task)

@@ -5,14 +5,15 @@
 
 The scheduler and kubelet stand-ins (ganggate/sim/scheduler.py, kubelet.py) and the controllers
 (the Job controller, ganggate/sim/jobs.py, and the garbage collector, gc.py) are HTTP clients of
-the server, started as tasks when enabled and present.
+the server (ganggate/sim/components.py), started as tasks when enabled and present, or with
+components_process=True in a process of their own, as the real ones run beside kube-apiserver.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -22,6 +23,7 @@ from aiohttp import web
 
 from ganggate.sim import discovery
 from ganggate.sim.apiserver import ApiServer, Target
+from ganggate.sim.components import READY_LINE, Components, process_arguments
 from ganggate.sim.faults import FaultInjector
 from ganggate.sim.gpushare import GPU_COUNT, GPU_MEM
 from ganggate.sim.kubeconfig import write_kubeconfig
@@ -107,12 +109,18 @@ class Simulator:
         topology: Any = None,
         gpu_mem_per_card: int = 0,
         node_specs: list[dict[str, Any]] | None = None,
+        components_process: bool = False,
     ) -> None:
         # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
         # node count and labels each node with its zone, block and rack.
         # gpu_mem_per_card: share each node's cards (gpus_per_node of them) by GPU memory, in the
         # gpushare unit (ganggate/sim/gpushare.py). node_specs: node_manifest keyword arguments, one
         # dict per node, instead of `nodes` alike (the Alibaba node list: ganggate/sim/alibaba_nodes.py).
+        # components_process: run the scheduler, kubelet and controller stand-ins in a process of
+        # their own (ganggate/sim/components.py), not on this event loop; `components` is then empty.
+        if components_process and clock is not None and not hasattr(clock, "time_scale"):
+            raise ValueError("components in their own process need the wall clock (a time scale), not a manual one")
+        self.components_process = components_process
         self.topology = parse_shape(topology) if isinstance(topology, str) else topology
         self.node_specs = list(node_specs) if node_specs is not None else None
         self.gpu_mem_per_card = gpu_mem_per_card
@@ -136,8 +144,9 @@ class Simulator:
         self._kubeconfig_path = kubeconfig_path
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._runner: web.AppRunner | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
-        self.components: dict[str, Any] = {}
+        self._components = Components()
+        self.components: dict[str, Any] = self._components.by_name
+        self._process: asyncio.subprocess.Process | None = None
         self.url = ""
         self.kubeconfig = ""
 
@@ -172,55 +181,37 @@ class Simulator:
             labels = None if self.topology is None else self.topology.labels(index)
             await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node,
                                 labels=labels, gpu_mem_per_card=self.gpu_mem_per_card)
-        if self.scheduler_enabled:
-            self._start_component("ganggate.sim.scheduler", "Scheduler", self.url)
-        if self.kubelet_enabled:
-            self._start_component("ganggate.sim.kubelet", "Kubelet", self.url,
-                                  start_seconds=self.kubelet_start_seconds, clock=self.clock)
-        if self.controllers_enabled:
-            # kube-controller-manager's job, garbagecollector and disruption controllers.
-            self._start_component("ganggate.sim.jobs", "JobController", self.url)
-            self._start_component("ganggate.sim.gc", "GarbageCollector", self.url)
-            self._start_component("ganggate.sim.nodelifecycle", "NodeLifecycleController", self.url, clock=self.clock)
-            self._start_component("ganggate.sim.disruption_controller", "DisruptionController", self.url)
-            await self._wait_ready()
-
-    def _start_component(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:
-        import importlib
-
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            log.warning("%s is not installed; running without it", module_name)
+        enabled = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
+                       controllers=self.controllers_enabled, kubelet_start_seconds=self.kubelet_start_seconds)
+        if self.components_process:
+            await self._start_process(enabled)
             return
-        component = getattr(module, class_name)(url, **kwargs)
-        self.components[class_name] = component
-        task = asyncio.create_task(component.run(), name=f"kubesim-{class_name.lower()}")
-        self._tasks.append(task)
+        self._components.start(self.url, clock=self.clock, **enabled)
+        if self.controllers_enabled:
+            await self._components.wait_ready()
 
-    async def _wait_ready(self) -> None:
-        """Wait until the components that say when they are ready have listed what they watch.
-
-        So a fault injected or an object created right after start() is seen by them as a change,
-        not consumed by (or raced with) their first list.
-        """
-        for component, task in zip(self.components.values(), self._tasks):
-            ready = getattr(component, "ready", None)
-            if isinstance(ready, asyncio.Event):
-                waiter = asyncio.ensure_future(ready.wait())
-                await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
+    async def _start_process(self, enabled: dict[str, Any]) -> None:
+        """`python -m ganggate.sim.components`, until it says it is ready (or exits)."""
+        flags = process_arguments(time_scale=getattr(self.clock, "time_scale", 1.0), **enabled)
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ganggate.sim.components", self.url, *flags, stdout=asyncio.subprocess.PIPE)
+        assert self._process.stdout is not None
+        line = await self._process.stdout.readline()
+        if line != READY_LINE:
+            raise RuntimeError(f"kubesim's components process exited before it was ready (code {await self._process.wait()})")
 
     async def stop(self) -> None:
         """Stop the stand-ins and the server; remove the temporary kubeconfig."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        await self._components.stop()
+        if self._process is not None:
+            if self._process.returncode is None:
+                self._process.terminate()
+            try:
+                await asyncio.wait_for(self._process.wait(), 10)
+            except asyncio.TimeoutError:
+                self._process.kill()
+                await self._process.wait()
+            self._process = None
         self.store.hub.close_all()
         if self._runner is not None:
             await self._runner.cleanup()
