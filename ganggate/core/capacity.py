@@ -24,7 +24,7 @@ from ganggate.core.nodematch import (
     required_node_terms,
 )
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, add_into, fits, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, gpus
 
 
 class NodeIndex:
@@ -52,6 +52,21 @@ class NodeIndex:
         if not bucket:
             del self.buckets[level]
             del self.levels[bisect.bisect_left(self.levels, level)]
+
+    def move(self, old: tuple[int, int, str], old_level: int, new: tuple[int, int, str], new_level: int) -> None:
+        """Re-file one node whose free capacity changed: its (cpu, memory, name) entry and
+        GPU level before and after (Capacity.take works them out once for all its indexes)."""
+        bucket = self.buckets[old_level]
+        del bucket[bisect.bisect_left(bucket, old)]
+        if not bucket:
+            del self.buckets[old_level]
+            del self.levels[bisect.bisect_left(self.levels, old_level)]
+        bucket = self.buckets.get(new_level)
+        if bucket is None:
+            self.buckets[new_level] = [new]
+            bisect.insort(self.levels, new_level)
+        else:
+            bisect.insort(bucket, new)
 
     def fill(self, names: Iterable[str], free: Mapping[str, Mapping[str, int]], level: Mapping[str, int]) -> None:
         """Add many nodes at once (one sort per bucket instead of an insort per node)."""
@@ -295,23 +310,34 @@ class Capacity:
             value = self._used_gpus[node] = gpus(info.used) if info is not None else 0
         return value
 
-    def take(self, node: str, request: Mapping[str, int], sign: int = 1) -> None:
-        """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
-        indexes = self._node_indexes[node]
-        free = self.free[node]
-        level = self.level[node]
-        if self.before is not None and node not in self.before:
-            self.before[node] = dict(free)
-        for index in indexes:
-            index.remove(node, free, level)
-        add_into(free, request, -sign)
-        level = self.level[node] = gpus(free)
-        for index in indexes:
-            index.add(node, free, level)
-        self.changed.append((node, level))
-        cards = self.cards.get(node) if self.cards else None
-        if cards is not None and (whole := gpus(request)):
-            cards.take_whole(sign * -(-whole // 1000))  # whole GPUs take whole cards
+    def take(self, node: str, request: Mapping[str, int], times: int = 1) -> None:
+        """free[node] -= times * request: `times` copies of it at once (-1 gives one back). May
+        go negative (held back). The node moves once in each index, whatever `times` is."""
+        self.take_each(request, ((node, times),))
+
+    def take_each(self, request: Mapping[str, int], spots: Iterable[tuple[str, int]]) -> None:
+        """take(node, request, times) for each (node, times) of spots, in order."""
+        gpu = gpus(request)
+        whole_cards = -(-gpu // 1000)  # whole GPUs take whole cards
+        asked = list(request.items())
+        before, changed, levels, cards = self.before, self.changed, self.level, self.cards
+        for node, times in spots:
+            free = self.free[node]
+            if before is not None and node not in before:
+                before[node] = dict(free)
+            old = (free.get(CPU, 0), free.get(MEMORY, 0), node)
+            for name, amount in asked:
+                free[name] = free.get(name, 0) - times * amount
+            # gpus() is linear: the new level needs the request's GPU alone, not a pass over free.
+            level = levels[node]
+            new_level = levels[node] = level - times * gpu
+            new = (free.get(CPU, 0), free.get(MEMORY, 0), node)
+            for index in self._node_indexes[node]:
+                index.move(old, level, new, new_level)
+            changed.append((node, new_level))
+            node_cards = cards.get(node) if cards else None
+            if node_cards is not None and gpu:
+                node_cards.take_whole(times * whole_cards)
 
     def start_round(self) -> None:
         """Begin a round on a Capacity kept between rounds: every take from now on can be
@@ -395,6 +421,34 @@ class Capacity:
         # gang's nodes are in the index, so only those at found_level or below can win).
         best_gang = self._best_among(index, request, gang_nodes, found_level)
         return best_gang[3] if best_gang is not None else found
+
+    def best_fit_run(self, pod: PodInfo, count: int) -> list[tuple[str, int]]:
+        """Where best fit puts `count` pods of this pod's shape, one after another, on a gang
+        with no node yet: (node, how many) in order, fewer than `count` in all when the rest
+        fit nowhere. Nothing is taken. For pods asking whole GPUs, without GPU cards.
+
+        Why one pass of the index gives the same nodes as best_node pod by pod: the first
+        node that fits in the index's (free GPU, CPU, memory, name) order wins, keeps winning
+        while the shape fits on it (see packing._repeats_best_fit), and once it is full the
+        nodes before it still do not fit and it fits no more (nor, a gang node, does it win
+        its tie-break): so the next pod goes to the next node that fits in the same order."""
+        index = self.index(pod)
+        request = pod.request
+        probe = (request.get(CPU, 0),)
+        free = self.free
+        out: list[tuple[str, int]] = []
+        left = count
+        for level in index.levels[bisect.bisect_left(index.levels, pod.gpu):]:
+            bucket = index.buckets[level]
+            for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
+                name = bucket[i][2]
+                copies = copies_fitting(request, free[name], left)
+                if copies > 0:
+                    out.append((name, copies))
+                    left -= copies
+                    if not left:
+                        return out
+        return out
 
     def filling_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """The fallback strategy: keep filling the gang's nodes (best fit among them), else

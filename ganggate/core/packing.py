@@ -18,7 +18,7 @@ from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_n
 from ganggate.core.gpushare import card_shortfall
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, fits, format_amount, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, format_amount, gpus
 from ganggate.core.topology import gang_request as gang_topology
 from ganggate.core.topology import place
 
@@ -93,8 +93,8 @@ def plan_flat(
             message = unfit_message(failed, pods, candidates, len(placement), need)
             if failed is not None and failed.shared_gpu > 0 and candidates.cards:
                 message = _card_message(failed, candidates)
-        for node, request in reversed(taken):
-            candidates.take(node, request, -1)
+        for node, request, copies in reversed(taken):
+            candidates.take(node, request, -copies)
         candidates.release_cards(placement)
     return Unfit(message)
 
@@ -108,18 +108,43 @@ def _card_message(pod: PodInfo, capacity: Capacity) -> str:
 
 def _greedy(
     order: list[PodInfo], capacity: Capacity, need: int, choose: Callable[..., str | None]
-) -> tuple[dict[str, str], list[tuple[str, Resources]], PodInfo | None]:
+) -> tuple[dict[str, str], list[tuple[str, Resources, int]], PodInfo | None]:
     """Place the pods in this order, each where `choose` says; stop once `need` is out of
-    reach. Returns the placement, what was taken (to give back) and the first pod left out."""
+    reach. Returns the placement, what was taken (node, request, copies: to give back) and
+    the first pod left out. With best fit, pods of one shape go in bulk, as they would one at
+    a time: a gang's first run of them in one pass over the index (Capacity.best_fit_run),
+    later ones as many on a node as fit there (see _repeats_best_fit), one take per node."""
     placement: dict[str, str] = {}
-    taken: list[tuple[str, Resources]] = []
+    taken: list[tuple[str, Resources, int]] = []
     gang_nodes: dict[str, None] = {}
     first_failed: PodInfo | None = None
     misses = 0
     same_again = _repeats_best_fit(capacity, choose)
     gpu_key, floor = _common_gpu(order)
     last: tuple[PodInfo, str] | None = None
-    for pod in order:
+    i, count = 0, len(order)
+    while i < count:
+        pod = order[i]
+        if same_again and not gang_nodes and _repeatable(pod):
+            # A gang with no node yet: its next pods of this shape all go in one pass.
+            run = _run_length(order, i)
+            placed = 0
+            spots = capacity.best_fit_run(pod, run)
+            capacity.take_each(pod.request, spots)
+            for node, copies in spots:
+                taken.append((node, pod.request, copies))
+                for one in order[i + placed:i + placed + copies]:
+                    placement[one.key] = node
+                placed += copies
+                _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
+                last = (order[i + placed - 1], node)
+            for one in order[i + placed:i + run]:  # no room for these: each is a miss
+                misses += 1
+                first_failed = first_failed or one
+                if count - misses < need:
+                    return placement, taken, first_failed
+            i += run
+            continue
         if same_again and last is not None and _same_shape(pod, last[0]) and fits(pod.request, capacity.free[last[1]]):
             node: str | None = last[1]  # what best_node would say again (see _repeats_best_fit)
         else:
@@ -127,18 +152,40 @@ def _greedy(
         if node is None:
             misses += 1
             first_failed = first_failed or pod
-            if len(order) - misses < need:
+            if count - misses < need:
                 break
+            i += 1
             continue
-        capacity.take(node, pod.request)
-        taken.append((node, pod.request))
-        placement[pod.key] = node
-        if floor and capacity.free[node].get(gpu_key, 0) < floor:
-            gang_nodes.pop(node, None)  # no pod of the gang fits there any more: not worth a look
-        else:
-            gang_nodes[node] = None
-        last = (pod, node)
+        # As many as fit there: one pod at a time would place them there until fits() fails.
+        copies = 1
+        if same_again and _repeatable(pod):
+            copies = _run_length(order, i, copies_fitting(pod.request, capacity.free[node]))
+        capacity.take(node, pod.request, copies)
+        taken.append((node, pod.request, copies))
+        for placed_pod in order[i:i + copies]:
+            placement[placed_pod.key] = node
+        _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
+        i += copies
+        last = (order[i - 1], node)
     return placement, taken, first_failed
+
+
+def _note_gang_node(gang_nodes: dict[str, None], node: str, capacity: Capacity, gpu_key: str, floor: int) -> None:
+    """Keep a node the gang placed pods on among the ones its next pods look at first, unless
+    no pod of the gang fits there any more (not worth a look)."""
+    if floor and capacity.free[node].get(gpu_key, 0) < floor:
+        gang_nodes.pop(node, None)
+    else:
+        gang_nodes[node] = None
+
+
+def _run_length(order: list[PodInfo], start: int, at_most: int | None = None) -> int:
+    """How many pods from order[start] on are of its shape, one after another (at most
+    `at_most`, at least one)."""
+    end, stop = start + 1, len(order) if at_most is None else min(len(order), start + at_most)
+    while end < stop and _same_shape(order[end], order[start]):
+        end += 1
+    return end - start
 
 
 def _repeats_best_fit(capacity: Capacity, choose: Callable[..., str | None]) -> bool:
@@ -163,9 +210,13 @@ def _common_gpu(pods: Sequence[PodInfo]) -> tuple[str, int]:
     return key, min(p.request[key] for p in pods)
 
 
+def _repeatable(pod: PodInfo) -> bool:
+    """A pod asking whole GPUs, no share of a card: best fit repeats for its shape."""
+    return pod.gpu > 0 and pod.shared_gpu == 0
+
+
 def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
-    return (pod.gpu > 0 and pod.shared_gpu == 0 and pod.constraint_key == other.constraint_key
-            and pod.request == other.request)
+    return _repeatable(pod) and pod.constraint_key == other.constraint_key and pod.request == other.request
 
 
 def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | None:
