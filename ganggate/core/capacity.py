@@ -317,26 +317,26 @@ class Capacity:
 
     def take_each(self, request: Mapping[str, int], spots: Iterable[tuple[str, int]]) -> None:
         """take(node, request, times) for each (node, times) of spots, in order."""
-        gpu = gpus(request)
+        gpu, cpu, memory = gpus(request), request.get(CPU, 0), request.get(MEMORY, 0)
         whole_cards = -(-gpu // 1000)  # whole GPUs take whole cards
         asked = list(request.items())
+        free_of, node_indexes = self.free, self._node_indexes
         before, changed, levels, cards = self.before, self.changed, self.level, self.cards
         for node, times in spots:
-            free = self.free[node]
+            free = free_of[node]
             if before is not None and node not in before:
                 before[node] = dict(free)
-            old = (free.get(CPU, 0), free.get(MEMORY, 0), node)
+            old_cpu, old_memory = free.get(CPU, 0), free.get(MEMORY, 0)
             for name, amount in asked:
                 free[name] = free.get(name, 0) - times * amount
             # gpus() is linear: the new level needs the request's GPU alone, not a pass over free.
             level = levels[node]
             new_level = levels[node] = level - times * gpu
-            new = (free.get(CPU, 0), free.get(MEMORY, 0), node)
-            for index in self._node_indexes[node]:
-                index.move(old, level, new, new_level)
+            for index in node_indexes[node]:
+                index.move((old_cpu, old_memory, node), level,
+                           (old_cpu - times * cpu, old_memory - times * memory, node), new_level)
             changed.append((node, new_level))
-            node_cards = cards.get(node) if cards else None
-            if node_cards is not None and gpu:
+            if cards and gpu and (node_cards := cards.get(node)) is not None:
                 node_cards.take_whole(times * whole_cards)
 
     def start_round(self) -> None:

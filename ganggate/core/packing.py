@@ -180,10 +180,15 @@ def _note_gang_node(gang_nodes: dict[str, None], node: str, capacity: Capacity, 
 
 
 def _run_length(order: list[PodInfo], start: int, at_most: int | None = None) -> int:
-    """How many pods from order[start] on are of its shape, one after another (at most
-    `at_most`, at least one)."""
+    """How many pods from order[start] (a _repeatable one) on are of its shape, one after
+    another (at most `at_most`, at least one): _same_shape, without a call per pod."""
+    first = order[start]
+    request, constraint = first.request, first.constraint_key
     end, stop = start + 1, len(order) if at_most is None else min(len(order), start + at_most)
-    while end < stop and _same_shape(order[end], order[start]):
+    while end < stop:
+        pod = order[end]
+        if pod.request != request or pod.constraint_key != constraint or pod.shared_gpu:
+            break
         end += 1
     return end - start
 

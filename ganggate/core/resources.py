@@ -257,8 +257,8 @@ def copies_fitting(request: Mapping[str, int], free: Mapping[str, int], at_most:
     none fits). fits(request, free) is copies_fitting(request, free) > 0."""
     copies = at_most
     for name, amount in request.items():
-        if amount > 0:
-            copies = min(copies, free.get(name, 0) // amount)
+        if amount > 0 and (fit := free.get(name, 0) // amount) < copies:
+            copies = fit
     return copies
 
 
