@@ -68,6 +68,44 @@ class NodeIndex:
         else:
             bisect.insort(bucket, new)
 
+    def move_many(self, moves: list[tuple[tuple[int, int, str], int, tuple[int, int, str], int]]) -> None:
+        """move() for several distinct nodes at once: a bucket loses the entries leaving it
+        in one slice when they sit side by side (best fit takes them so), and gains the
+        arriving ones in one slice when nothing lies between them: fewer shifts of long lists."""
+        if len(moves) == 1:
+            self.move(*moves[0])
+            return
+        leaving: dict[int, list[tuple[int, int, str]]] = {}
+        arriving: dict[int, list[tuple[int, int, str]]] = {}
+        for old, old_level, new, new_level in moves:
+            leaving.setdefault(old_level, []).append(old)
+            arriving.setdefault(new_level, []).append(new)
+        for level, entries in leaving.items():
+            bucket = self.buckets[level]
+            entries.sort()
+            start = bisect.bisect_left(bucket, entries[0])
+            if bucket[start:start + len(entries)] == entries:
+                del bucket[start:start + len(entries)]
+            else:
+                for entry in entries:
+                    del bucket[bisect.bisect_left(bucket, entry)]
+            if not bucket:
+                del self.buckets[level]
+                del self.levels[bisect.bisect_left(self.levels, level)]
+        for level, entries in arriving.items():
+            bucket = self.buckets.get(level)
+            entries.sort()
+            if bucket is None:
+                self.buckets[level] = entries
+                bisect.insort(self.levels, level)
+                continue
+            at = bisect.bisect_left(bucket, entries[0])
+            if at == len(bucket) or entries[-1] < bucket[at]:
+                bucket[at:at] = entries
+            else:
+                for entry in entries:
+                    bisect.insort(bucket, entry)
+
     def fill(self, names: Iterable[str], free: Mapping[str, Mapping[str, int]], level: Mapping[str, int]) -> None:
         """Add many nodes at once (one sort per bucket instead of an insort per node)."""
         added: dict[int, list[tuple[int, int, str]]] = {}
@@ -316,12 +354,14 @@ class Capacity:
         self.take_each(request, ((node, times),))
 
     def take_each(self, request: Mapping[str, int], spots: Iterable[tuple[str, int]]) -> None:
-        """take(node, request, times) for each (node, times) of spots, in order."""
+        """take(node, request, times) for each (node, times) of spots (distinct nodes), the
+        nodes re-filed in each index together (NodeIndex.move_many)."""
         gpu, cpu, memory = gpus(request), request.get(CPU, 0), request.get(MEMORY, 0)
         whole_cards = -(-gpu // 1000)  # whole GPUs take whole cards
         asked = list(request.items())
         free_of, node_indexes = self.free, self._node_indexes
         before, changed, levels, cards = self.before, self.changed, self.level, self.cards
+        moves: dict[int, tuple[NodeIndex, list]] = {}
         for node, times in spots:
             free = free_of[node]
             if before is not None and node not in before:
@@ -332,12 +372,15 @@ class Capacity:
             # gpus() is linear: the new level needs the request's GPU alone, not a pass over free.
             level = levels[node]
             new_level = levels[node] = level - times * gpu
+            move = ((old_cpu, old_memory, node), level, (old_cpu - times * cpu, old_memory - times * memory, node),
+                    new_level)
             for index in node_indexes[node]:
-                index.move((old_cpu, old_memory, node), level,
-                           (old_cpu - times * cpu, old_memory - times * memory, node), new_level)
+                moves.setdefault(id(index), (index, []))[1].append(move)
             changed.append((node, new_level))
             if cards and gpu and (node_cards := cards.get(node)) is not None:
                 node_cards.take_whole(times * whole_cards)
+        for index, index_moves in moves.values():
+            index.move_many(index_moves)
 
     def start_round(self) -> None:
         """Begin a round on a Capacity kept between rounds: every take from now on can be

@@ -11,6 +11,7 @@ The per-node fitting and node choice are `ganggate.core.capacity`'s.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Sequence
 
 from ganggate.core.capacity import Capacity
@@ -56,10 +57,6 @@ def plan_gang(
     return plan_flat(pods, candidates, min_count)
 
 
-def _key_of(pod: PodInfo) -> str:
-    return pod.key
-
-
 def _need(pods: Sequence[PodInfo], min_count: int | None) -> int:
     return len(pods) if min_count is None else max(0, min(min_count, len(pods)))
 
@@ -71,14 +68,15 @@ def plan_flat(
     if not pods:
         return {}
     need = _need(pods, min_count)
-    pruned = _prune(pods, candidates, need)
+    one_shape = _one_shape(pods)
+    pruned = _prune(pods, candidates, need, one_shape)
     if pruned is not None:
         return pruned
     first = pods[0].request
-    several = any(p.request != first for p in pods)
+    several = not one_shape and any(p.request != first for p in pods)
     # One shape: largest first is by key alone (the other sort keys are all equal).
-    alike = not several and all(p.shared_gpu == pods[0].shared_gpu for p in pods)
-    largest = sorted(pods, key=_key_of) if alike else largest_first(pods)
+    alike = one_shape or (not several and all(p.shared_gpu == pods[0].shared_gpu for p in pods))
+    largest = sorted(pods, key=attrgetter("key")) if alike else largest_first(pods)
     tries = [(largest, candidates.best_node)]
     if several:
         # Gangs of several shapes get two more tries when best fit fails: CPU-heaviest
@@ -86,7 +84,7 @@ def plan_flat(
         tries += [(cpu_first(pods), candidates.best_node), (largest, candidates.filling_node)]
     message = ""
     for order, choose in tries:
-        placement, taken, failed = _greedy(order, candidates, need, choose)
+        placement, taken, failed = _greedy(order, candidates, need, choose, one_shape)
         if len(placement) >= need:
             return placement
         if not message:  # said against what is left once the pods that fit are placed
@@ -107,27 +105,28 @@ def _card_message(pod: PodInfo, capacity: Capacity) -> str:
 
 
 def _greedy(
-    order: list[PodInfo], capacity: Capacity, need: int, choose: Callable[..., str | None]
+    order: list[PodInfo], capacity: Capacity, need: int, choose: Callable[..., str | None], one_shape: bool = False
 ) -> tuple[dict[str, str], list[tuple[str, Resources, int]], PodInfo | None]:
     """Place the pods in this order, each where `choose` says; stop once `need` is out of
     reach. Returns the placement, what was taken (node, request, copies: to give back) and
     the first pod left out. With best fit, pods of one shape go in bulk, as they would one at
     a time: a gang's first run of them in one pass over the index (Capacity.best_fit_run),
-    later ones as many on a node as fit there (see _repeats_best_fit), one take per node."""
+    later ones as many on a node as fit there (see _repeats_best_fit), one take per node.
+    `one_shape`: every pod is of one shape (_one_shape), so a run goes to the end."""
     placement: dict[str, str] = {}
     taken: list[tuple[str, Resources, int]] = []
     gang_nodes: dict[str, None] = {}
     first_failed: PodInfo | None = None
     misses = 0
     same_again = _repeats_best_fit(capacity, choose)
-    gpu_key, floor = _common_gpu(order)
+    gpu_key, floor = _common_gpu(order[:1] if one_shape else order)
     last: tuple[PodInfo, str] | None = None
     i, count = 0, len(order)
     while i < count:
         pod = order[i]
         if same_again and not gang_nodes and _repeatable(pod):
             # A gang with no node yet: its next pods of this shape all go in one pass.
-            run = _run_length(order, i)
+            run = count - i if one_shape else _run_length(order, i)
             placed = 0
             spots = capacity.best_fit_run(pod, run)
             capacity.take_each(pod.request, spots)
@@ -224,14 +223,27 @@ def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
     return _repeatable(pod) and pod.constraint_key == other.constraint_key and pod.request == other.request
 
 
-def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | None:
-    """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit."""
-    gpu_pods = [p for p in pods if p.gpu > 0]
-    if not gpu_pods or len({p.constraint_key for p in gpu_pods}) != 1:
+def _one_shape(pods: Sequence[PodInfo]) -> bool:
+    """Whether every pod asks the same: request, share of a card and node constraint."""
+    first = pods[0]
+    request, shared, constraint = first.request, first.shared_gpu, first.constraint_key
+    return all(p.request == request and p.shared_gpu == shared and p.constraint_key == constraint for p in pods)
+
+
+def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int, one_shape: bool = False) -> Unfit | None:
+    """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit (`one_shape`:
+    every pod is like the first, see _one_shape)."""
+    if one_shape:
+        gpu_pods = list(pods) if pods[0].gpu > 0 else []
+    else:
+        gpu_pods = [p for p in pods if p.gpu > 0]
+        if len({p.constraint_key for p in gpu_pods}) > 1:
+            return None
+    if not gpu_pods:
         return None
     index = capacity.index(gpu_pods[0])
-    smallest = min(p.gpu for p in gpu_pods)
-    largest = max(gpu_pods, key=lambda p: p.gpu)
+    smallest = gpu_pods[0].gpu if one_shape else min(p.gpu for p in gpu_pods)
+    largest = gpu_pods[0] if one_shape else max(gpu_pods, key=lambda p: p.gpu)
     top = index.levels[-1] if index.levels else 0
     if not index.members:
         return Unfit(no_nodes_message(capacity.rejected(gpu_pods[0]), len(capacity.nodes)))
