@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from itertools import islice
 from typing import Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState, node_filter_key
@@ -109,10 +110,15 @@ class NodeIndex:
     def fill(self, names: Iterable[str], free: Mapping[str, Mapping[str, int]], level: Mapping[str, int]) -> None:
         """Add many nodes at once (one sort per bucket instead of an insort per node)."""
         added: dict[int, list[tuple[int, int, str]]] = {}
+        names = list(names)
+        self.members.update(names)
         for name in names:
-            self.members.add(name)
             f = free[name]
-            added.setdefault(level[name], []).append((f.get(CPU, 0), f.get(MEMORY, 0), name))
+            entry = (f.get(CPU, 0), f.get(MEMORY, 0), name)
+            if (entries := added.get(lv := level[name])) is None:
+                added[lv] = [entry]
+            else:
+                entries.append(entry)
         for lv, entries in added.items():
             bucket = self.buckets.get(lv)
             if bucket is None:
@@ -160,6 +166,12 @@ class _Projection:
         self.members: list[list[str]] = []
         self.representatives: list[dict] = []
         self.joint: Counter[tuple[int, int]] = Counter()  # (class, group) -> nodes
+        if not keys and nodes:  # no label read (no selector at all, the usual pod): one group
+            self.group_of_value[()] = 0
+            self.members.append(list(nodes))
+            self.representatives.append({"metadata": {"name": "", "labels": {}}})
+            self.joint.update((class_of[name], 0) for name in nodes)
+            return
         for name, raw in nodes.items():
             labels = (raw.get("metadata") or {}).get("labels") or {}
             value = tuple(name if k == _NAME_FIELD else labels.get(k) for k in keys)
@@ -361,7 +373,7 @@ class Capacity:
         asked = list(request.items())
         free_of, node_indexes = self.free, self._node_indexes
         before, changed, levels, cards = self.before, self.changed, self.level, self.cards
-        moves: dict[int, tuple[NodeIndex, list]] = {}
+        moves: dict[NodeIndex, list] = {}
         for node, times in spots:
             free = free_of[node]
             if before is not None and node not in before:
@@ -375,11 +387,13 @@ class Capacity:
             move = ((old_cpu, old_memory, node), level, (old_cpu - times * cpu, old_memory - times * memory, node),
                     new_level)
             for index in node_indexes[node]:
-                moves.setdefault(id(index), (index, []))[1].append(move)
+                if (index_moves := moves.get(index)) is None:
+                    index_moves = moves[index] = []
+                index_moves.append(move)
             changed.append((node, new_level))
             if cards and gpu and (node_cards := cards.get(node)) is not None:
                 node_cards.take_whole(times * whole_cards)
-        for index, index_moves in moves.values():
+        for index, index_moves in moves.items():
             index.move_many(index_moves)
 
     def start_round(self) -> None:
@@ -476,15 +490,14 @@ class Capacity:
         nodes before it still do not fit and it fits no more (nor, a gang node, does it win
         its tie-break): so the next pod goes to the next node that fits in the same order."""
         index = self.index(pod)
-        request = pod.request
+        request = {name: amount for name, amount in pod.request.items() if amount > 0}  # (what fitting reads)
         probe = (request.get(CPU, 0),)
         free = self.free
         out: list[tuple[str, int]] = []
         left = count
         for level in index.levels[bisect.bisect_left(index.levels, pod.gpu):]:
             bucket = index.buckets[level]
-            for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
-                name = bucket[i][2]
+            for _, _, name in islice(bucket, bisect.bisect_left(bucket, probe), None):
                 copies = copies_fitting(request, free[name], left)
                 if copies > 0:
                     out.append((name, copies))

@@ -126,18 +126,20 @@ def _greedy(
         pod = order[i]
         if same_again and not gang_nodes and _repeatable(pod):
             # A gang with no node yet: its next pods of this shape all go in one pass.
+            # (The pod after it is of another shape: `last` is of no use to it.)
             run = count - i if one_shape else _run_length(order, i)
-            placed = 0
             spots = capacity.best_fit_run(pod, run)
             capacity.take_each(pod.request, spots)
+            placed = i
             for node, copies in spots:
                 taken.append((node, pod.request, copies))
-                for one in order[i + placed:i + placed + copies]:
+                for one in order[placed:placed + copies]:
                     placement[one.key] = node
                 placed += copies
-                _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
-                last = (order[i + placed - 1], node)
-            for one in order[i + placed:i + run]:  # no room for these: each is a miss
+            if i + run < count:  # pods of other shapes follow: they look at these nodes first
+                for node, _ in spots:
+                    _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
+            for one in order[placed:i + run]:  # no room for these: each is a miss
                 misses += 1
                 first_failed = first_failed or one
                 if count - misses < need:
@@ -225,9 +227,10 @@ def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
 
 def _one_shape(pods: Sequence[PodInfo]) -> bool:
     """Whether every pod asks the same: request, share of a card and node constraint."""
-    first = pods[0]
-    request, shared, constraint = first.request, first.shared_gpu, first.constraint_key
-    return all(p.request == request and p.shared_gpu == shared and p.constraint_key == constraint for p in pods)
+    first, count = pods[0], len(pods)
+    # (list.count compares without a Python step per pod: gangs are large and usually of one shape)
+    return all(list(map(attrgetter(field), pods)).count(getattr(first, field)) == count
+               for field in ("constraint_key", "shared_gpu", "request"))
 
 
 def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int, one_shape: bool = False) -> Unfit | None:
