@@ -37,23 +37,6 @@ class NodeIndex:
         self.levels: list[int] = []
         self.buckets: dict[int, list[tuple[int, int, str]]] = {}
 
-    def add(self, name: str, free: Mapping[str, int], level: int | None = None) -> None:
-        level = gpus(free) if level is None else level  # (take works it out once for all)
-        bucket = self.buckets.get(level)
-        if bucket is None:
-            bucket = self.buckets[level] = []
-            bisect.insort(self.levels, level)
-        bisect.insort(bucket, (free.get(CPU, 0), free.get(MEMORY, 0), name))
-
-    def remove(self, name: str, free: Mapping[str, int], level: int | None = None) -> None:
-        level = gpus(free) if level is None else level
-        bucket = self.buckets[level]
-        entry = (free.get(CPU, 0), free.get(MEMORY, 0), name)
-        del bucket[bisect.bisect_left(bucket, entry)]
-        if not bucket:
-            del self.buckets[level]
-            del self.levels[bisect.bisect_left(self.levels, level)]
-
     def move(self, old: tuple[int, int, str], old_level: int, new: tuple[int, int, str], new_level: int) -> None:
         """Re-file one node whose free capacity changed: its (cpu, memory, name) entry and
         GPU level before and after (Capacity.take works them out once for all its indexes)."""
@@ -208,7 +191,8 @@ class Capacity:
         self.nodes = nodes
         self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
         self.level: dict[str, int] = {name: gpus(f) for name, f in self.free.items()}  # gpus(free[name])
-        self._node_indexes: dict[str, list[NodeIndex]] = {name: [] for name in nodes}
+        # Node -> the indexes it is in; nodes in the same ones share one tuple (see _join).
+        self._node_indexes: dict[str, tuple[NodeIndex, ...]] = dict.fromkeys(nodes, ())
         self._used_gpus: dict[str, int] = {}
         self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
         self._by_signature: dict[tuple, NodeIndex] = {}
@@ -260,7 +244,7 @@ class Capacity:
         sub.nodes = {name: self.nodes[name] for name in names}
         sub.free = {name: dict(self.free[name]) for name in sub.nodes}
         sub.level = {name: self.level[name] for name in sub.nodes}
-        sub._node_indexes = {name: [] for name in sub.nodes}
+        sub._node_indexes = dict.fromkeys(sub.nodes, ())
         sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
         sub.topology_levels, sub.topology_cache, sub.topology_free, sub.changed = (), {}, {}, []
         sub.topology_placed = {}
@@ -274,11 +258,9 @@ class Capacity:
                 continue
             parent = self.index(pod)
             index = NodeIndex()
-            for name in sub.nodes:
-                if name in parent.members:
-                    index.members.add(name)
-                    index.add(name, sub.free[name], sub.level[name])
-                    sub._node_indexes[name].append(index)
+            names = [name for name in sub.nodes if name in parent.members]
+            index.fill(names, sub.free, sub.level)
+            sub._join(names, index)
             sub._by_constraint[pod.constraint_key] = (index, Counter())
         return sub
 
@@ -303,12 +285,22 @@ class Capacity:
         if found is None:
             parent = self._eligibility(pod)[0]
             found = self._scoped[key] = NodeIndex()
-            for name in self.scope[1]:
-                if name in parent.members:
-                    found.members.add(name)
-                    found.add(name, self.free[name], self.level[name])
-                    self._node_indexes[name].append(found)
+            names = [name for name in self.scope[1] if name in parent.members]
+            found.fill(names, self.free, self.level)
+            self._join(names, found)
         return found
+
+    def _join(self, names: Iterable[str], index: NodeIndex) -> None:
+        """File these nodes as members of `index` too. Nodes that were in the same indexes
+        share one tuple of them: a round keeps no container per node for it."""
+        node_indexes = self._node_indexes
+        joined: dict[tuple[NodeIndex, ...], tuple[NodeIndex, ...]] = {}
+        for name in names:
+            old = node_indexes[name]
+            new = joined.get(old)
+            if new is None:
+                new = joined[old] = (*old, index)
+            node_indexes[name] = new
 
     def rejected(self, pod: PodInfo) -> Counter[str]:
         """Why the other nodes may not be used: reason -> number of nodes."""
@@ -345,10 +337,12 @@ class Capacity:
         if index is None:
             index = self._by_signature[signature] = NodeIndex()
             class_of = self._class_of
-            names = [n for group in groups for n in projection.members[group] if class_of[n] in classes]
+            if len(classes) == len(self._classes):  # every class may be used: no class to test
+                names = [n for group in groups for n in projection.members[group]]
+            else:
+                names = [n for group in groups for n in projection.members[group] if class_of[n] in classes]
             index.fill(names, self.free, self.level)
-            for name in names:
-                self._node_indexes[name].append(index)
+            self._join(names, index)
         found = self._by_constraint[pod.constraint_key] = (index, rejected)
         return found
 
@@ -411,7 +405,7 @@ class Capacity:
         self.changed.clear()
         self.card_choices.clear()
 
-    def indexes_of(self, node: str) -> list[NodeIndex]:
+    def indexes_of(self, node: str) -> tuple[NodeIndex, ...]:
         """The indexes the node is in (one per set of constraints that may use it)."""
         return self._node_indexes[node]
 
@@ -420,8 +414,8 @@ class Capacity:
         old, level = self.free[node], self.level[node]
         new_level = gpus(free)
         for index in self._node_indexes[node]:
-            index.remove(node, old, level)
-            index.add(node, free, new_level)
+            index.move((old.get(CPU, 0), old.get(MEMORY, 0), node), level,
+                       (free.get(CPU, 0), free.get(MEMORY, 0), node), new_level)
         self.free[node], self.level[node] = dict(free), new_level
         self._used_gpus.pop(node, None)
 
