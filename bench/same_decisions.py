@@ -13,11 +13,39 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+
+
+def mixed_shapes(pods: list[dict]) -> list[dict]:
+    """The same pods, every third gang of two shapes: its odd pods ask twice the CPU and half
+    the GPUs (at least one); so packing runs with the gang's nodes in play, and its extra tries."""
+    out = []
+    for pod in pods:
+        name = (pod["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name")
+        if name and int(name[1:]) % 3 == 0 and int(pod["metadata"]["name"].rsplit("-", 1)[1]) % 2:
+            container = pod["spec"]["containers"][0]
+            resources = container["resources"]
+            gpus = max(1, int(resources["limits"]["nvidia.com/gpu"]) // 2)
+            resources = {"requests": {**resources["requests"], "cpu": "8"}, "limits": {"nvidia.com/gpu": str(gpus)}}
+            pod = {**pod, "spec": {**pod["spec"], "containers": [{**container, "resources": resources}]}}
+        out.append(pod)
+    return out
+
+
+def rivals(seed: int, node_count: int) -> list[dict]:
+    """Pending pods without a gate, each pinned to one node, that the scheduler may bind first
+    (contention: a gang's plan must leave them their room, or go elsewhere)."""
+    from ganggate.core.snapshot import make_pod  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
+                     node_selector={"kubernetes.io/hostname": f"node-{rng.randrange(node_count):05d}"})
+            for i in range(max(1, node_count // 20))]
 
 
 def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
@@ -59,6 +87,10 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     other = ClusterState()
     other.reset(nodes, varied)
     out["constraints"] = rows(decide(other, now))
+    mixed = ClusterState()
+    mixed.reset(nodes, mixed_shapes(pods) + rivals(seed, node_count))
+    out["mixed shapes, rivals"] = rows(decide(mixed, now))
+    out["mixed shapes, rivals, starving"] = rows(decide(mixed, now, starvation_seconds=0.0))
     topo_nodes, topo_pods = with_topology(nodes, pods)
     topo = ClusterState(topology_levels=TOPOLOGY_LEVELS)
     topo.reset(topo_nodes, topo_pods)
