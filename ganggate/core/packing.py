@@ -227,10 +227,9 @@ def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
 
 def _one_shape(pods: Sequence[PodInfo]) -> bool:
     """Whether every pod asks the same: request, share of a card and node constraint."""
-    first, count = pods[0], len(pods)
-    # (list.count compares without a Python step per pod: gangs are large and usually of one shape)
-    return all(list(map(attrgetter(field), pods)).count(getattr(first, field)) == count
-               for field in ("constraint_key", "shared_gpu", "request"))
+    first = pods[0]
+    request, shared, constraint = first.request, first.shared_gpu, first.constraint_key
+    return all(p.request == request and p.shared_gpu == shared and p.constraint_key == constraint for p in pods)
 
 
 def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int, one_shape: bool = False) -> Unfit | None:
