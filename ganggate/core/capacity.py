@@ -236,34 +236,6 @@ class Capacity:
                 )
             self._class_of[name] = cls_id
 
-    def restricted(self, names: Iterable[str], pods: Iterable[PodInfo] = ()) -> "Capacity":
-        """A Capacity of these nodes alone, with a copy of their free capacity now (sharing
-        this one's node classes, and the eligibility of these pods' constraints, instead of
-        working them out again; rejected nodes are not counted in it)."""
-        sub = Capacity.__new__(Capacity)
-        sub.nodes = {name: self.nodes[name] for name in names}
-        sub.free = {name: dict(self.free[name]) for name in sub.nodes}
-        sub.level = {name: self.level[name] for name in sub.nodes}
-        sub._node_indexes = dict.fromkeys(sub.nodes, ())
-        sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
-        sub.topology_levels, sub.topology_cache, sub.topology_free, sub.changed = (), {}, {}, []
-        sub.topology_placed = {}
-        sub._class_of = {name: self._class_of[name] for name in sub.nodes}
-        sub.cards = {name: self.cards[name].copy() for name in sub.nodes if name in self.cards}
-        sub.card_policy, sub.workload, sub.card_choices = self.card_policy, self.workload, {}
-        sub.whole_gpu_policy = self.whole_gpu_policy
-        sub._classes = self._classes
-        for pod in pods:
-            if pod.constraint_key in sub._by_constraint:
-                continue
-            parent = self.index(pod)
-            index = NodeIndex()
-            names = [name for name in sub.nodes if name in parent.members]
-            index.fill(names, sub.free, sub.level)
-            sub._join(names, index)
-            sub._by_constraint[pod.constraint_key] = (index, Counter())
-        return sub
-
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
         nodes = {name: info.raw for name, info in state.nodes.items()}
