@@ -122,39 +122,25 @@ def room(free_gpu: int, per: int) -> int:
 class DomainFree:
     """The free GPUs of each domain of one level over all nodes (or, per > 0, the pods of
     `per` GPUs they hold), kept in order, so the domains that could hold a gang are a bisect.
-    Caught up from Capacity.changed only when asked for (`domain_free`), so a take costs
-    topology nothing, a view nobody asks for costs nothing, and a node taken from several
-    times (or tried in a domain and given back) between two asks moves its domain once."""
+    `LevelFree` moves a domain's share when the round took capacity from its nodes."""
 
-    def __init__(self, capacity: Capacity, level: str, per: int = 0) -> None:
-        self.capacity = capacity
+    def __init__(self, groups: Mapping[str, Sequence[str]], node_gpus: Mapping[str, int], per: int = 0) -> None:
         self.per = per
-        self.seen = len(capacity.changed)
-        self.groups = domains(capacity, level)
-        self.domain_of_node = _domain_of_node(capacity, level)
-        # Each node's share as last seen (free GPUs, or pods of `per`; negative free: none).
+        self.groups = groups
+        of_node = node_gpus.__getitem__
         if per:
-            self.share = {name: max(level, 0) // per for name, level in capacity.level.items()}
+            self.free = {d: sum(g // per for g in map(of_node, names)) for d, names in groups.items()}
         else:
-            self.share = {name: max(level, 0) for name, level in capacity.level.items()}
-        of_share = self.share.__getitem__
-        self.free = {d: sum(map(of_share, names)) for d, names in self.groups.items()}
+            self.free = {d: sum(map(of_node, names)) for d, names in groups.items()}
         self.order = sorted((f, d) for d, f in self.free.items())
 
-    def catch_up(self) -> None:
-        """Follow the takes since last asked: each changed node's domain moves by its change."""
-        changed = self.capacity.changed
-        if self.seen == len(changed):
-            return
-        latest = dict(changed[self.seen:])  # each node's last free GPU
-        self.seen = len(changed)
-        per, share, of_node, deltas = self.per, self.share, self.domain_of_node, {}
-        for node, after in latest.items():
-            new = (max(after, 0) // per) if per else max(after, 0)
-            delta = new - share[node]
+    def move(self, moved: Sequence[tuple[str, int, int]]) -> None:
+        """Nodes' free GPUs went from `before` to `after` (domain, before, after): their
+        domains' shares follow, each domain moved once."""
+        per, deltas = self.per, {}
+        for domain, before, after in moved:
+            delta = (after // per - before // per) if per else after - before
             if delta:
-                share[node] = new
-                domain = of_node[node]
                 deltas[domain] = deltas.get(domain, 0) + delta
         free, order = self.free, self.order
         for domain, delta in deltas.items():
@@ -174,15 +160,52 @@ class DomainFree:
         return self.order[bisect.bisect_left(self.order, (top, ""))]
 
 
+class LevelFree:
+    """Each node's free GPUs as last seen and one level's DomainFree views (one per pod size
+    asked for), caught up from Capacity.changed only when a view of the level is asked for:
+    a take costs topology nothing, a node taken from several times (or tried in a domain and
+    given back) between two asks moves once, and each change is looked at once per level."""
+
+    def __init__(self, capacity: Capacity, level: str) -> None:
+        self.capacity = capacity
+        self.seen = len(capacity.changed)
+        self.groups = domains(capacity, level)
+        self.domain_of_node = _domain_of_node(capacity, level)
+        self.gpus = {name: max(level, 0) for name, level in capacity.level.items()}  # negative: none
+        self.views: dict[int, DomainFree] = {}
+
+    def view(self, per: int) -> DomainFree:
+        self.catch_up()
+        found = self.views.get(per)
+        if found is None:
+            found = self.views[per] = DomainFree(self.groups, self.gpus, per)
+        return found
+
+    def catch_up(self) -> None:
+        changed = self.capacity.changed
+        if self.seen == len(changed):
+            return
+        latest = dict(changed[self.seen:])  # each node's last free GPU
+        self.seen = len(changed)
+        known, of_node, moved = self.gpus, self.domain_of_node, []
+        for node, after in latest.items():
+            after = max(after, 0)
+            before = known[node]
+            if after != before:
+                known[node] = after
+                moved.append((of_node[node], before, after))
+        if moved:
+            for view in self.views.values():
+                view.move(moved)
+
+
 def domain_free(capacity: Capacity, level: str, per: int = 0) -> DomainFree:
     """The level's DomainFree for this round, up to date with the round's takes."""
-    key = f"{level}\x00free\x00{per}"
-    view = capacity.topology_free.get(key)
-    if not isinstance(view, DomainFree):
-        view = capacity.topology_free[key] = DomainFree(capacity, level, per)
-    else:
-        view.catch_up()
-    return view
+    key = f"{level}\x00free"
+    tracker = capacity.topology_free.get(key)
+    if not isinstance(tracker, LevelFree):
+        tracker = capacity.topology_free[key] = LevelFree(capacity, level)
+    return tracker.view(per)
 
 
 def placement_domain(capacity: Capacity, placement: Mapping[str, str | None]) -> str | None:
