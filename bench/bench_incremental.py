@@ -7,7 +7,9 @@ the shell does, the incremental round (IncrementalRounds) after one gang arrives
 and priority 100, ahead of the older gangs), after one running pod finishes, and after nothing
 changed, each beside the full round on the same state and checked to decide the same; and the
 peak RSS of the process after building the ClusterState beside the size of the JSON it was
-built from. Medians of --repeat runs.
+built from. Medians of --repeat runs. After each relist (ClusterState.reset) the picture is moved
+out of the garbage collector's way with gc.freeze(), as the controller does (controller/loop.py
+_reset), so that the rounds timed are the controller's.
 Run: .venv/bin/python bench/bench_incremental.py (--help for a smaller cluster).
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import resource
@@ -74,12 +77,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     small = ClusterState()
     small.reset(*build(args.seed, args.small_nodes, args.small_waiting_pods))
+    gc.freeze()  # as the controller does after a relist
     small_full = [cpu_ms(lambda: decide(small, NOW))[0] for _ in range(max(args.repeat, args.full_repeat))]
+    gc.unfreeze()  # the small picture is done with: let the collector have it back
     del small
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     rss_before = rss_mib()
     state = ClusterState()
     reset_ms, _ = cpu_ms(lambda: state.reset(nodes, pods))
+    gc.freeze()
     rss_after = rss_mib()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     json_bytes = sum(len(json.dumps(o, separators=(",", ":"))) for o in nodes + pods)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from itertools import islice
 from typing import Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState, node_filter_key
@@ -24,7 +25,7 @@ from ganggate.core.nodematch import (
     required_node_terms,
 )
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, add_into, fits, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, gpus
 
 
 class NodeIndex:
@@ -36,30 +37,71 @@ class NodeIndex:
         self.levels: list[int] = []
         self.buckets: dict[int, list[tuple[int, int, str]]] = {}
 
-    def add(self, name: str, free: Mapping[str, int], level: int | None = None) -> None:
-        level = gpus(free) if level is None else level  # (take works it out once for all)
-        bucket = self.buckets.get(level)
-        if bucket is None:
-            bucket = self.buckets[level] = []
-            bisect.insort(self.levels, level)
-        bisect.insort(bucket, (free.get(CPU, 0), free.get(MEMORY, 0), name))
-
-    def remove(self, name: str, free: Mapping[str, int], level: int | None = None) -> None:
-        level = gpus(free) if level is None else level
-        bucket = self.buckets[level]
-        entry = (free.get(CPU, 0), free.get(MEMORY, 0), name)
-        del bucket[bisect.bisect_left(bucket, entry)]
+    def move(self, old: tuple[int, int, str], old_level: int, new: tuple[int, int, str], new_level: int) -> None:
+        """Re-file one node whose free capacity changed: its (cpu, memory, name) entry and
+        GPU level before and after (Capacity.take works them out once for all its indexes)."""
+        bucket = self.buckets[old_level]
+        del bucket[bisect.bisect_left(bucket, old)]
         if not bucket:
-            del self.buckets[level]
-            del self.levels[bisect.bisect_left(self.levels, level)]
+            del self.buckets[old_level]
+            del self.levels[bisect.bisect_left(self.levels, old_level)]
+        bucket = self.buckets.get(new_level)
+        if bucket is None:
+            self.buckets[new_level] = [new]
+            bisect.insort(self.levels, new_level)
+        else:
+            bisect.insort(bucket, new)
+
+    def move_many(self, moves: list[tuple[tuple[int, int, str], int, tuple[int, int, str], int]]) -> None:
+        """move() for several distinct nodes at once: a bucket loses the entries leaving it
+        in one slice when they sit side by side (best fit takes them so), and gains the
+        arriving ones in one slice when nothing lies between them: fewer shifts of long lists."""
+        if len(moves) == 1:
+            self.move(*moves[0])
+            return
+        leaving: dict[int, list[tuple[int, int, str]]] = {}
+        arriving: dict[int, list[tuple[int, int, str]]] = {}
+        for old, old_level, new, new_level in moves:
+            leaving.setdefault(old_level, []).append(old)
+            arriving.setdefault(new_level, []).append(new)
+        for level, entries in leaving.items():
+            bucket = self.buckets[level]
+            entries.sort()
+            start = bisect.bisect_left(bucket, entries[0])
+            if bucket[start:start + len(entries)] == entries:
+                del bucket[start:start + len(entries)]
+            else:
+                for entry in entries:
+                    del bucket[bisect.bisect_left(bucket, entry)]
+            if not bucket:
+                del self.buckets[level]
+                del self.levels[bisect.bisect_left(self.levels, level)]
+        for level, entries in arriving.items():
+            bucket = self.buckets.get(level)
+            entries.sort()
+            if bucket is None:
+                self.buckets[level] = entries
+                bisect.insort(self.levels, level)
+                continue
+            at = bisect.bisect_left(bucket, entries[0])
+            if at == len(bucket) or entries[-1] < bucket[at]:
+                bucket[at:at] = entries
+            else:
+                for entry in entries:
+                    bisect.insort(bucket, entry)
 
     def fill(self, names: Iterable[str], free: Mapping[str, Mapping[str, int]], level: Mapping[str, int]) -> None:
         """Add many nodes at once (one sort per bucket instead of an insort per node)."""
         added: dict[int, list[tuple[int, int, str]]] = {}
+        names = list(names)
+        self.members.update(names)
         for name in names:
-            self.members.add(name)
             f = free[name]
-            added.setdefault(level[name], []).append((f.get(CPU, 0), f.get(MEMORY, 0), name))
+            entry = (f.get(CPU, 0), f.get(MEMORY, 0), name)
+            if (entries := added.get(lv := level[name])) is None:
+                added[lv] = [entry]
+            else:
+                entries.append(entry)
         for lv, entries in added.items():
             bucket = self.buckets.get(lv)
             if bucket is None:
@@ -107,6 +149,12 @@ class _Projection:
         self.members: list[list[str]] = []
         self.representatives: list[dict] = []
         self.joint: Counter[tuple[int, int]] = Counter()  # (class, group) -> nodes
+        if not keys and nodes:  # no label read (no selector at all, the usual pod): one group
+            self.group_of_value[()] = 0
+            self.members.append(list(nodes))
+            self.representatives.append({"metadata": {"name": "", "labels": {}}})
+            self.joint.update((class_of[name], 0) for name in nodes)
+            return
         for name, raw in nodes.items():
             labels = (raw.get("metadata") or {}).get("labels") or {}
             value = tuple(name if k == _NAME_FIELD else labels.get(k) for k in keys)
@@ -143,7 +191,8 @@ class Capacity:
         self.nodes = nodes
         self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
         self.level: dict[str, int] = {name: gpus(f) for name, f in self.free.items()}  # gpus(free[name])
-        self._node_indexes: dict[str, list[NodeIndex]] = {name: [] for name in nodes}
+        # Node -> the indexes it is in; nodes in the same ones share one tuple (see _join).
+        self._node_indexes: dict[str, tuple[NodeIndex, ...]] = dict.fromkeys(nodes, ())
         self._used_gpus: dict[str, int] = {}
         self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
         self._by_signature: dict[tuple, NodeIndex] = {}
@@ -187,36 +236,6 @@ class Capacity:
                 )
             self._class_of[name] = cls_id
 
-    def restricted(self, names: Iterable[str], pods: Iterable[PodInfo] = ()) -> "Capacity":
-        """A Capacity of these nodes alone, with a copy of their free capacity now (sharing
-        this one's node classes, and the eligibility of these pods' constraints, instead of
-        working them out again; rejected nodes are not counted in it)."""
-        sub = Capacity.__new__(Capacity)
-        sub.nodes = {name: self.nodes[name] for name in names}
-        sub.free = {name: dict(self.free[name]) for name in sub.nodes}
-        sub.level = {name: self.level[name] for name in sub.nodes}
-        sub._node_indexes = {name: [] for name in sub.nodes}
-        sub._used_gpus, sub._by_constraint, sub._by_signature, sub._projections = {}, {}, {}, {}
-        sub.topology_levels, sub.topology_cache, sub.topology_free, sub.changed = (), {}, {}, []
-        sub.topology_placed = {}
-        sub._class_of = {name: self._class_of[name] for name in sub.nodes}
-        sub.cards = {name: self.cards[name].copy() for name in sub.nodes if name in self.cards}
-        sub.card_policy, sub.workload, sub.card_choices = self.card_policy, self.workload, {}
-        sub.whole_gpu_policy = self.whole_gpu_policy
-        sub._classes = self._classes
-        for pod in pods:
-            if pod.constraint_key in sub._by_constraint:
-                continue
-            parent = self.index(pod)
-            index = NodeIndex()
-            for name in sub.nodes:
-                if name in parent.members:
-                    index.members.add(name)
-                    index.add(name, sub.free[name], sub.level[name])
-                    sub._node_indexes[name].append(index)
-            sub._by_constraint[pod.constraint_key] = (index, Counter())
-        return sub
-
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
         nodes = {name: info.raw for name, info in state.nodes.items()}
@@ -238,12 +257,22 @@ class Capacity:
         if found is None:
             parent = self._eligibility(pod)[0]
             found = self._scoped[key] = NodeIndex()
-            for name in self.scope[1]:
-                if name in parent.members:
-                    found.members.add(name)
-                    found.add(name, self.free[name], self.level[name])
-                    self._node_indexes[name].append(found)
+            names = [name for name in self.scope[1] if name in parent.members]
+            found.fill(names, self.free, self.level)
+            self._join(names, found)
         return found
+
+    def _join(self, names: Iterable[str], index: NodeIndex) -> None:
+        """File these nodes as members of `index` too. Nodes that were in the same indexes
+        share one tuple of them: a round keeps no container per node for it."""
+        node_indexes = self._node_indexes
+        joined: dict[tuple[NodeIndex, ...], tuple[NodeIndex, ...]] = {}
+        for name in names:
+            old = node_indexes[name]
+            new = joined.get(old)
+            if new is None:
+                new = joined[old] = (*old, index)
+            node_indexes[name] = new
 
     def rejected(self, pod: PodInfo) -> Counter[str]:
         """Why the other nodes may not be used: reason -> number of nodes."""
@@ -280,10 +309,12 @@ class Capacity:
         if index is None:
             index = self._by_signature[signature] = NodeIndex()
             class_of = self._class_of
-            names = [n for group in groups for n in projection.members[group] if class_of[n] in classes]
+            if len(classes) == len(self._classes):  # every class may be used: no class to test
+                names = [n for group in groups for n in projection.members[group]]
+            else:
+                names = [n for group in groups for n in projection.members[group] if class_of[n] in classes]
             index.fill(names, self.free, self.level)
-            for name in names:
-                self._node_indexes[name].append(index)
+            self._join(names, index)
         found = self._by_constraint[pod.constraint_key] = (index, rejected)
         return found
 
@@ -295,23 +326,41 @@ class Capacity:
             value = self._used_gpus[node] = gpus(info.used) if info is not None else 0
         return value
 
-    def take(self, node: str, request: Mapping[str, int], sign: int = 1) -> None:
-        """free[node] -= request (sign=-1 gives it back). May go negative (held back)."""
-        indexes = self._node_indexes[node]
-        free = self.free[node]
-        level = self.level[node]
-        if self.before is not None and node not in self.before:
-            self.before[node] = dict(free)
-        for index in indexes:
-            index.remove(node, free, level)
-        add_into(free, request, -sign)
-        level = self.level[node] = gpus(free)
-        for index in indexes:
-            index.add(node, free, level)
-        self.changed.append((node, level))
-        cards = self.cards.get(node) if self.cards else None
-        if cards is not None and (whole := gpus(request)):
-            cards.take_whole(sign * -(-whole // 1000))  # whole GPUs take whole cards
+    def take(self, node: str, request: Mapping[str, int], times: int = 1) -> None:
+        """free[node] -= times * request: `times` copies of it at once (-1 gives one back). May
+        go negative (held back). The node moves once in each index, whatever `times` is."""
+        self.take_each(request, ((node, times),))
+
+    def take_each(self, request: Mapping[str, int], spots: Iterable[tuple[str, int]]) -> None:
+        """take(node, request, times) for each (node, times) of spots (distinct nodes), the
+        nodes re-filed in each index together (NodeIndex.move_many)."""
+        gpu, cpu, memory = gpus(request), request.get(CPU, 0), request.get(MEMORY, 0)
+        whole_cards = -(-gpu // 1000)  # whole GPUs take whole cards
+        asked = list(request.items())
+        free_of, node_indexes = self.free, self._node_indexes
+        before, changed, levels, cards = self.before, self.changed, self.level, self.cards
+        moves: dict[NodeIndex, list] = {}
+        for node, times in spots:
+            free = free_of[node]
+            if before is not None and node not in before:
+                before[node] = dict(free)
+            old_cpu, old_memory = free.get(CPU, 0), free.get(MEMORY, 0)
+            for name, amount in asked:
+                free[name] = free.get(name, 0) - times * amount
+            # gpus() is linear: the new level needs the request's GPU alone, not a pass over free.
+            level = levels[node]
+            new_level = levels[node] = level - times * gpu
+            move = ((old_cpu, old_memory, node), level, (old_cpu - times * cpu, old_memory - times * memory, node),
+                    new_level)
+            for index in node_indexes[node]:
+                if (index_moves := moves.get(index)) is None:
+                    index_moves = moves[index] = []
+                index_moves.append(move)
+            changed.append((node, new_level))
+            if cards and gpu and (node_cards := cards.get(node)) is not None:
+                node_cards.take_whole(times * whole_cards)
+        for index, index_moves in moves.items():
+            index.move_many(index_moves)
 
     def start_round(self) -> None:
         """Begin a round on a Capacity kept between rounds: every take from now on can be
@@ -328,7 +377,7 @@ class Capacity:
         self.changed.clear()
         self.card_choices.clear()
 
-    def indexes_of(self, node: str) -> list[NodeIndex]:
+    def indexes_of(self, node: str) -> tuple[NodeIndex, ...]:
         """The indexes the node is in (one per set of constraints that may use it)."""
         return self._node_indexes[node]
 
@@ -337,8 +386,8 @@ class Capacity:
         old, level = self.free[node], self.level[node]
         new_level = gpus(free)
         for index in self._node_indexes[node]:
-            index.remove(node, old, level)
-            index.add(node, free, new_level)
+            index.move((old.get(CPU, 0), old.get(MEMORY, 0), node), level,
+                       (free.get(CPU, 0), free.get(MEMORY, 0), node), new_level)
         self.free[node], self.level[node] = dict(free), new_level
         self._used_gpus.pop(node, None)
 
@@ -395,6 +444,33 @@ class Capacity:
         # gang's nodes are in the index, so only those at found_level or below can win).
         best_gang = self._best_among(index, request, gang_nodes, found_level)
         return best_gang[3] if best_gang is not None else found
+
+    def best_fit_run(self, pod: PodInfo, count: int) -> list[tuple[str, int]]:
+        """Where best fit puts `count` pods of this pod's shape, one after another, on a gang
+        with no node yet: (node, how many) in order, fewer than `count` in all when the rest
+        fit nowhere. Nothing is taken. For pods asking whole GPUs, without GPU cards.
+
+        Why one pass of the index gives the same nodes as best_node pod by pod: the first
+        node that fits in the index's (free GPU, CPU, memory, name) order wins, keeps winning
+        while the shape fits on it (see packing._repeats_best_fit), and once it is full the
+        nodes before it still do not fit and it fits no more (nor, a gang node, does it win
+        its tie-break): so the next pod goes to the next node that fits in the same order."""
+        index = self.index(pod)
+        request = {name: amount for name, amount in pod.request.items() if amount > 0}  # (what fitting reads)
+        probe = (request.get(CPU, 0),)
+        free = self.free
+        out: list[tuple[str, int]] = []
+        left = count
+        for level in index.levels[bisect.bisect_left(index.levels, pod.gpu):]:
+            bucket = index.buckets[level]
+            for _, _, name in islice(bucket, bisect.bisect_left(bucket, probe), None):
+                copies = copies_fitting(request, free[name], left)
+                if copies > 0:
+                    out.append((name, copies))
+                    left -= copies
+                    if not left:
+                        return out
+        return out
 
     def filling_node(self, pod: PodInfo, gang_nodes: Iterable[str] = ()) -> str | None:
         """The fallback strategy: keep filling the gang's nodes (best fit among them), else

@@ -61,13 +61,15 @@ def place_uncontested(
 ) -> tuple[dict[str, str] | Unfit, dict[str, list[str]]]:
     """plan_gang, redone with contested nodes closed to the gang; returns the placement (or
     Unfit) and every contested node met on the way, with the pods that contest it."""
+    if not rivals:  # no pod may bind first: the plan stands
+        return plan_gang(pods, capacity, need), {}
     by_key = {p.key: p for p in pods}
     closed: dict[str, Resources] = {}
     seen: dict[str, list[str]] = {}
     try:
         for _ in range(CONTEST_RETRIES + 1):
             result = plan_gang(pods, capacity, need)
-            if isinstance(result, Unfit) or not rivals:
+            if isinstance(result, Unfit):
                 return result, seen
             contested = contested_nodes(result, by_key, capacity, rivals)
             if not contested:

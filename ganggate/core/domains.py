@@ -56,8 +56,25 @@ def domain_count(capacity: Capacity, level: str) -> int:
     key = f"{level}\x00count"
     found = capacity.topology_free.get(key)
     if not isinstance(found, int):
-        found = capacity.topology_free[key] = len(_by_label_values(capacity, level, None))
+        found = capacity.topology_free[key] = _count_domains(capacity, level)
     return found
+
+
+def _count_domains(capacity: Capacity, level: str) -> int:
+    """_by_label_values' number of groups, from a set of the label values (no lists built)."""
+    levels = capacity.topology_levels
+    if level in levels:
+        depth = list(levels).index(level) + 1
+        values = list(_label_values(capacity).values())
+        if depth < len(levels):
+            values = [v[:depth] for v in values]
+    else:
+        values = [(_labels(capacity, n).get(level),) for n in capacity.nodes]
+    distinct = set(values)
+    partial = [v for v in distinct if None in v]  # a node missing a label: a domain of its own
+    if not partial:
+        return len(distinct)
+    return len(distinct) - len(partial) + sum(1 for v in values if None in v)
 
 
 def _by_label_values(capacity: Capacity, level: str, names: Sequence[str] | None) -> dict[object, list[str]]:
@@ -105,35 +122,33 @@ def room(free_gpu: int, per: int) -> int:
 class DomainFree:
     """The free GPUs of each domain of one level over all nodes (or, per > 0, the pods of
     `per` GPUs they hold), kept in order, so the domains that could hold a gang are a bisect.
-    `FreeGpus` moves a node's share when the round takes capacity from it."""
+    `LevelFree` moves a domain's share when the round took capacity from its nodes."""
 
-    def __init__(self, tracker: "FreeGpus", level: str, per: int = 0) -> None:
-        capacity = tracker.capacity
+    def __init__(self, groups: Mapping[str, Sequence[str]], node_gpus: Mapping[str, int], per: int = 0) -> None:
         self.per = per
-        self.groups = domains(capacity, level)
-        self.domain_of_node = _domain_of_node(capacity, level)
-        node_gpus = tracker.gpus
+        self.groups = groups
+        of_node = node_gpus.__getitem__
         if per:
-            self.free = {d: sum(node_gpus[n] // per for n in names) for d, names in self.groups.items()}
+            self.free = {d: sum(g // per for g in map(of_node, names)) for d, names in groups.items()}
         else:
-            self.free = {d: sum(node_gpus[n] for n in names) for d, names in self.groups.items()}
+            self.free = {d: sum(map(of_node, names)) for d, names in groups.items()}
         self.order = sorted((f, d) for d, f in self.free.items())
 
     def move(self, moved: Sequence[tuple[str, int, int]]) -> None:
-        """Nodes' free GPUs went from `before` to `after` (node, before, after): their
+        """Nodes' free GPUs went from `before` to `after` (domain, before, after): their
         domains' shares follow, each domain moved once."""
-        per, of_node, deltas = self.per, self.domain_of_node, {}
-        for node, before, after in moved:
+        per, deltas = self.per, {}
+        for domain, before, after in moved:
             delta = (after // per - before // per) if per else after - before
             if delta:
-                domain = of_node[node]
                 deltas[domain] = deltas.get(domain, 0) + delta
+        free, order = self.free, self.order
         for domain, delta in deltas.items():
             if delta:
-                old = self.free[domain]
-                del self.order[bisect.bisect_left(self.order, (old, domain))]
-                self.free[domain] = old + delta
-                bisect.insort(self.order, (old + delta, domain))
+                old = free[domain]
+                del order[bisect.bisect_left(order, (old, domain))]
+                free[domain] = old + delta
+                bisect.insort(order, (old + delta, domain))
 
     def at_least(self, amount: int) -> Iterator[tuple[int, str]]:
         """(free, domain) of the domains with at least `amount` free GPUs, least first."""
@@ -145,22 +160,25 @@ class DomainFree:
         return self.order[bisect.bisect_left(self.order, (top, ""))]
 
 
-class FreeGpus:
-    """Each node's free GPUs as last seen, and the round's DomainFree views of them; caught up
-    from Capacity.changed when a view is asked for, so a take costs topology nothing (a pod
-    tried in a domain and given back moves no domain at all)."""
+class LevelFree:
+    """Each node's free GPUs as last seen and one level's DomainFree views (one per pod size
+    asked for), caught up from Capacity.changed only when a view of the level is asked for:
+    a take costs topology nothing, a node taken from several times (or tried in a domain and
+    given back) between two asks moves once, and each change is looked at once per level."""
 
-    def __init__(self, capacity: Capacity) -> None:
+    def __init__(self, capacity: Capacity, level: str) -> None:
         self.capacity = capacity
         self.seen = len(capacity.changed)
+        self.groups = domains(capacity, level)
+        self.domain_of_node = _domain_of_node(capacity, level)
         self.gpus = {name: max(level, 0) for name, level in capacity.level.items()}  # negative: none
-        self.views: dict[tuple[str, int], DomainFree] = {}
+        self.views: dict[int, DomainFree] = {}
 
-    def view(self, level: str, per: int) -> DomainFree:
+    def view(self, per: int) -> DomainFree:
         self.catch_up()
-        found = self.views.get((level, per))
+        found = self.views.get(per)
         if found is None:
-            found = self.views[(level, per)] = DomainFree(self, level, per)
+            found = self.views[per] = DomainFree(self.groups, self.gpus, per)
         return found
 
     def catch_up(self) -> None:
@@ -169,38 +187,49 @@ class FreeGpus:
             return
         latest = dict(changed[self.seen:])  # each node's last free GPU
         self.seen = len(changed)
-        known = self.gpus
-        moved = [(node, known[node], max(after, 0)) for node, after in latest.items() if max(after, 0) != known[node]]
-        for node, _, after in moved:
-            known[node] = after
-        for view in self.views.values():
-            view.move(moved)
+        known, of_node, moved = self.gpus, self.domain_of_node, []
+        for node, after in latest.items():
+            after = max(after, 0)
+            before = known[node]
+            if after != before:
+                known[node] = after
+                moved.append((of_node[node], before, after))
+        if moved:
+            for view in self.views.values():
+                view.move(moved)
 
 
 def domain_free(capacity: Capacity, level: str, per: int = 0) -> DomainFree:
     """The level's DomainFree for this round, up to date with the round's takes."""
-    tracker = capacity.topology_free.get("\x00free")
-    if not isinstance(tracker, FreeGpus):
-        tracker = capacity.topology_free["\x00free"] = FreeGpus(capacity)
-    return tracker.view(level, per)
+    key = f"{level}\x00free"
+    tracker = capacity.topology_free.get(key)
+    if not isinstance(tracker, LevelFree):
+        tracker = capacity.topology_free[key] = LevelFree(capacity, level)
+    return tracker.view(per)
 
 
 def placement_domain(capacity: Capacity, placement: Mapping[str, str | None]) -> str | None:
     """The narrowest configured domain that holds the whole placement ('example.com/rack=r3'),
     or None when there are no levels or it spans the widest."""
-    nodes = sorted({n for n in placement.values() if n is not None and n in capacity.nodes})
-    if not nodes:
+    all_nodes, levels = capacity.nodes, capacity.topology_levels
+    nodes = {n for n in placement.values() if n is not None and n in all_nodes}
+    if not nodes or not levels:
         return None
-    levels = capacity.topology_levels
-    for level in reversed(levels):
-        if level in capacity.topology_cache:  # the round's map; else this placement's nodes only
-            of_node = _domain_of_node(capacity, level)
-            found = {of_node[n] for n in nodes}
-        else:
-            first = domain_of(capacity.nodes[nodes[0]], level, levels)
-            found = {first} if all(domain_of(capacity.nodes[n], level, levels) == first for n in nodes[1:]) else set()
-        if len(found) == 1:
-            return found.pop()
+    first = nodes.pop()
+    if not nodes:  # one node is one domain at every level: the narrowest's
+        return domain_of(all_nodes[first], levels[-1], levels)
+    # Nodes share a domain of a level when they agree on the label values down to it and
+    # none is missing one (a node without one is a domain of its own): domain_of's grouping,
+    # so any of them names it.
+    values_of = _label_values(capacity)
+    mine, others = values_of[first], {values_of[n] for n in nodes}
+    for depth in range(len(levels), 0, -1):
+        common = mine[:depth]
+        if None not in common and all(values[:depth] == common for values in others):
+            level = levels[depth - 1]
+            if level in capacity.topology_cache:  # the round's map names it already
+                return _domain_of_node(capacity, level)[first]
+            return domain_of(all_nodes[first], level, levels)
     return None
 
 

@@ -46,6 +46,8 @@ def with_cards(pods: Sequence[PodInfo], placement: dict[str, str], capacity: Cap
     """The placement, with a card for every sharing pod in it. A pod placed without one (a
     preemptor's reserved node, planned before any card was chosen) gets the policy's card on
     its node now; when none holds it the whole placement is given back and the gang waits."""
+    if not capacity.cards:
+        return placement  # no node has cards: no pod needs one
     by_key = {p.key: p for p in pods}
     missing = [key for key, node in placement.items()
                if by_key[key].shared_gpu > 0 and node in capacity.cards
@@ -68,6 +70,8 @@ def with_cards(pods: Sequence[PodInfo], placement: dict[str, str], capacity: Cap
 def card_annotations(placement: dict[str, str], capacity: Capacity, now: float) -> dict[str, dict[str, str]]:
     """pod key -> the gpushare annotations of its card, for the sharing pods of a placement."""
     out: dict[str, dict[str, str]] = {}
+    if not capacity.card_choices:
+        return out
     for key, node in placement.items():
         choice = capacity.card_choices.get(key)
         if choice is not None and choice[0] == node:

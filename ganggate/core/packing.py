@@ -11,6 +11,7 @@ The per-node fitting and node choice are `ganggate.core.capacity`'s.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Sequence
 
 from ganggate.core.capacity import Capacity
@@ -18,7 +19,7 @@ from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_n
 from ganggate.core.gpushare import card_shortfall
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, fits, format_amount, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, format_amount, gpus
 from ganggate.core.topology import gang_request as gang_topology
 from ganggate.core.topology import place
 
@@ -56,10 +57,6 @@ def plan_gang(
     return plan_flat(pods, candidates, min_count)
 
 
-def _key_of(pod: PodInfo) -> str:
-    return pod.key
-
-
 def _need(pods: Sequence[PodInfo], min_count: int | None) -> int:
     return len(pods) if min_count is None else max(0, min(min_count, len(pods)))
 
@@ -71,14 +68,15 @@ def plan_flat(
     if not pods:
         return {}
     need = _need(pods, min_count)
-    pruned = _prune(pods, candidates, need)
+    one_shape = _one_shape(pods)
+    pruned = _prune(pods, candidates, need, one_shape)
     if pruned is not None:
         return pruned
     first = pods[0].request
-    several = any(p.request != first for p in pods)
+    several = not one_shape and any(p.request != first for p in pods)
     # One shape: largest first is by key alone (the other sort keys are all equal).
-    alike = not several and all(p.shared_gpu == pods[0].shared_gpu for p in pods)
-    largest = sorted(pods, key=_key_of) if alike else largest_first(pods)
+    alike = one_shape or (not several and all(p.shared_gpu == pods[0].shared_gpu for p in pods))
+    largest = sorted(pods, key=attrgetter("key")) if alike else largest_first(pods)
     tries = [(largest, candidates.best_node)]
     if several:
         # Gangs of several shapes get two more tries when best fit fails: CPU-heaviest
@@ -86,15 +84,15 @@ def plan_flat(
         tries += [(cpu_first(pods), candidates.best_node), (largest, candidates.filling_node)]
     message = ""
     for order, choose in tries:
-        placement, taken, failed = _greedy(order, candidates, need, choose)
+        placement, taken, failed = _greedy(order, candidates, need, choose, one_shape)
         if len(placement) >= need:
             return placement
         if not message:  # said against what is left once the pods that fit are placed
             message = unfit_message(failed, pods, candidates, len(placement), need)
             if failed is not None and failed.shared_gpu > 0 and candidates.cards:
                 message = _card_message(failed, candidates)
-        for node, request in reversed(taken):
-            candidates.take(node, request, -1)
+        for node, request, copies in reversed(taken):
+            candidates.take(node, request, -copies)
         candidates.release_cards(placement)
     return Unfit(message)
 
@@ -107,19 +105,47 @@ def _card_message(pod: PodInfo, capacity: Capacity) -> str:
 
 
 def _greedy(
-    order: list[PodInfo], capacity: Capacity, need: int, choose: Callable[..., str | None]
-) -> tuple[dict[str, str], list[tuple[str, Resources]], PodInfo | None]:
+    order: list[PodInfo], capacity: Capacity, need: int, choose: Callable[..., str | None], one_shape: bool = False
+) -> tuple[dict[str, str], list[tuple[str, Resources, int]], PodInfo | None]:
     """Place the pods in this order, each where `choose` says; stop once `need` is out of
-    reach. Returns the placement, what was taken (to give back) and the first pod left out."""
+    reach. Returns the placement, what was taken (node, request, copies: to give back) and
+    the first pod left out. With best fit, pods of one shape go in bulk, as they would one at
+    a time: a gang's first run of them in one pass over the index (Capacity.best_fit_run),
+    later ones as many on a node as fit there (see _repeats_best_fit), one take per node.
+    `one_shape`: every pod is of one shape (_one_shape), so a run goes to the end."""
     placement: dict[str, str] = {}
-    taken: list[tuple[str, Resources]] = []
+    taken: list[tuple[str, Resources, int]] = []
     gang_nodes: dict[str, None] = {}
     first_failed: PodInfo | None = None
     misses = 0
     same_again = _repeats_best_fit(capacity, choose)
-    gpu_key, floor = _common_gpu(order)
+    gpu_key, floor = _common_gpu(order[:1] if one_shape else order)
     last: tuple[PodInfo, str] | None = None
-    for pod in order:
+    i, count = 0, len(order)
+    while i < count:
+        pod = order[i]
+        if same_again and not gang_nodes and _repeatable(pod):
+            # A gang with no node yet: its next pods of this shape all go in one pass.
+            # (The pod after it is of another shape: `last` is of no use to it.)
+            run = count - i if one_shape else _run_length(order, i)
+            spots = capacity.best_fit_run(pod, run)
+            capacity.take_each(pod.request, spots)
+            placed = i
+            for node, copies in spots:
+                taken.append((node, pod.request, copies))
+                for one in order[placed:placed + copies]:
+                    placement[one.key] = node
+                placed += copies
+            if i + run < count:  # pods of other shapes follow: they look at these nodes first
+                for node, _ in spots:
+                    _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
+            for one in order[placed:i + run]:  # no room for these: each is a miss
+                misses += 1
+                first_failed = first_failed or one
+                if count - misses < need:
+                    return placement, taken, first_failed
+            i += run
+            continue
         if same_again and last is not None and _same_shape(pod, last[0]) and fits(pod.request, capacity.free[last[1]]):
             node: str | None = last[1]  # what best_node would say again (see _repeats_best_fit)
         else:
@@ -127,18 +153,45 @@ def _greedy(
         if node is None:
             misses += 1
             first_failed = first_failed or pod
-            if len(order) - misses < need:
+            if count - misses < need:
                 break
+            i += 1
             continue
-        capacity.take(node, pod.request)
-        taken.append((node, pod.request))
-        placement[pod.key] = node
-        if floor and capacity.free[node].get(gpu_key, 0) < floor:
-            gang_nodes.pop(node, None)  # no pod of the gang fits there any more: not worth a look
-        else:
-            gang_nodes[node] = None
-        last = (pod, node)
+        # As many as fit there: one pod at a time would place them there until fits() fails.
+        copies = 1
+        if same_again and _repeatable(pod):
+            copies = _run_length(order, i, copies_fitting(pod.request, capacity.free[node]))
+        capacity.take(node, pod.request, copies)
+        taken.append((node, pod.request, copies))
+        for placed_pod in order[i:i + copies]:
+            placement[placed_pod.key] = node
+        _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
+        i += copies
+        last = (order[i - 1], node)
     return placement, taken, first_failed
+
+
+def _note_gang_node(gang_nodes: dict[str, None], node: str, capacity: Capacity, gpu_key: str, floor: int) -> None:
+    """Keep a node the gang placed pods on among the ones its next pods look at first, unless
+    no pod of the gang fits there any more (not worth a look)."""
+    if floor and capacity.free[node].get(gpu_key, 0) < floor:
+        gang_nodes.pop(node, None)
+    else:
+        gang_nodes[node] = None
+
+
+def _run_length(order: list[PodInfo], start: int, at_most: int | None = None) -> int:
+    """How many pods from order[start] (a _repeatable one) on are of its shape, one after
+    another (at most `at_most`, at least one): _same_shape, without a call per pod."""
+    first = order[start]
+    request, constraint = first.request, first.constraint_key
+    end, stop = start + 1, len(order) if at_most is None else min(len(order), start + at_most)
+    while end < stop:
+        pod = order[end]
+        if pod.request != request or pod.constraint_key != constraint or pod.shared_gpu:
+            break
+        end += 1
+    return end - start
 
 
 def _repeats_best_fit(capacity: Capacity, choose: Callable[..., str | None]) -> bool:
@@ -163,19 +216,36 @@ def _common_gpu(pods: Sequence[PodInfo]) -> tuple[str, int]:
     return key, min(p.request[key] for p in pods)
 
 
+def _repeatable(pod: PodInfo) -> bool:
+    """A pod asking whole GPUs, no share of a card: best fit repeats for its shape."""
+    return pod.gpu > 0 and pod.shared_gpu == 0
+
+
 def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
-    return (pod.gpu > 0 and pod.shared_gpu == 0 and pod.constraint_key == other.constraint_key
-            and pod.request == other.request)
+    return _repeatable(pod) and pod.constraint_key == other.constraint_key and pod.request == other.request
 
 
-def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> Unfit | None:
-    """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit."""
-    gpu_pods = [p for p in pods if p.gpu > 0]
-    if not gpu_pods or len({p.constraint_key for p in gpu_pods}) != 1:
+def _one_shape(pods: Sequence[PodInfo]) -> bool:
+    """Whether every pod asks the same: request, share of a card and node constraint."""
+    first = pods[0]
+    request, shared, constraint = first.request, first.shared_gpu, first.constraint_key
+    return all(p.request == request and p.shared_gpu == shared and p.constraint_key == constraint for p in pods)
+
+
+def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int, one_shape: bool = False) -> Unfit | None:
+    """A quick no, from the GPU buckets alone, for gangs that plainly cannot fit (`one_shape`:
+    every pod is like the first, see _one_shape)."""
+    if one_shape:
+        gpu_pods = list(pods) if pods[0].gpu > 0 else []
+    else:
+        gpu_pods = [p for p in pods if p.gpu > 0]
+        if len({p.constraint_key for p in gpu_pods}) > 1:
+            return None
+    if not gpu_pods:
         return None
     index = capacity.index(gpu_pods[0])
-    smallest = min(p.gpu for p in gpu_pods)
-    largest = max(gpu_pods, key=lambda p: p.gpu)
+    smallest = gpu_pods[0].gpu if one_shape else min(p.gpu for p in gpu_pods)
+    largest = gpu_pods[0] if one_shape else max(gpu_pods, key=lambda p: p.gpu)
     top = index.levels[-1] if index.levels else 0
     if not index.members:
         return Unfit(no_nodes_message(capacity.rejected(gpu_pods[0]), len(capacity.nodes)))

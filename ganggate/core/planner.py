@@ -117,7 +117,7 @@ def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
     """The pods a round may release for the gang; None when there are none, or a release is
     in flight (its promises hold). Reads the gang and its promises alone, not the capacity."""
     pods = release_candidates(gang)
-    if not pods or any(p.key in state.promises for p in pods):
+    if not pods or (state.promises and any(p.key in state.promises for p in pods)):
         return None
     return pods
 

@@ -252,6 +252,16 @@ def fits(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
     return True
 
 
+def copies_fitting(request: Mapping[str, int], free: Mapping[str, int], at_most: int = LARGEST_MILLI) -> int:
+    """How many copies of the request fit in free, all at once (at most `at_most`; 0 or less:
+    none fits). fits(request, free) is copies_fitting(request, free) > 0."""
+    copies = at_most
+    for name, amount in request.items():
+        if amount > 0 and (fit := free.get(name, 0) // amount) < copies:
+            copies = fit
+    return copies
+
+
 def insufficient(request: Mapping[str, int], free: Mapping[str, int]) -> list[str]:
     """Names of the resources whose request exceeds what is free, sorted."""
     return sorted(n for n, a in request.items() if a > 0 and a > free.get(n, 0))

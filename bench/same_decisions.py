@@ -1,0 +1,133 @@
+"""Check that two checkouts of ganggate decide the same on bench_decide's clusters.
+
+Not a benchmark and not a test: a check to run by hand after a change to the decision core
+that should change its speed and nothing else. It dumps every round bench_decide times (the
+ordinary round, all starving, after promises, one constraint per gang, with topology) at a
+few seeds, with this checkout's code and with another's (e.g. a `git worktree` of the commit
+before the change), and compares them: each decision's placement, message and annotations,
+and each waiting gang's reason and message.
+Run: .venv/bin/python bench/same_decisions.py /tmp/base-checkout [--seeds 1 2 3] [--nodes N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def mixed_shapes(pods: list[dict]) -> list[dict]:
+    """The same pods, every third gang of two shapes: its odd pods ask twice the CPU and half
+    the GPUs (at least one); so packing runs with the gang's nodes in play, and its extra tries."""
+    out = []
+    for pod in pods:
+        name = (pod["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name")
+        if name and int(name[1:]) % 3 == 0 and int(pod["metadata"]["name"].rsplit("-", 1)[1]) % 2:
+            container = pod["spec"]["containers"][0]
+            resources = container["resources"]
+            gpus = max(1, int(resources["limits"]["nvidia.com/gpu"]) // 2)
+            resources = {"requests": {**resources["requests"], "cpu": "8"}, "limits": {"nvidia.com/gpu": str(gpus)}}
+            pod = {**pod, "spec": {**pod["spec"], "containers": [{**container, "resources": resources}]}}
+        out.append(pod)
+    return out
+
+
+def rivals(seed: int, node_count: int) -> list[dict]:
+    """Pending pods without a gate, each pinned to one node, that the scheduler may bind first
+    (contention: a gang's plan must leave them their room, or go elsewhere)."""
+    from ganggate.core.snapshot import make_pod  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
+                     node_selector={"kubernetes.io/hostname": f"node-{rng.randrange(node_count):05d}"})
+            for i in range(max(1, node_count // 20))]
+
+
+def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
+    """Every round's decisions and waitings, as JSON-able lists, with the ganggate (and the
+    bench_decide) of the checkout at `root`."""
+    sys.path[:0] = [str(root / "bench"), str(root)]
+    from bench_decide import TOPOLOGY_LEVELS, build, with_topology  # noqa: PLC0415
+
+    from ganggate.core.cluster import ClusterState  # noqa: PLC0415
+    from ganggate.core.planner import decide  # noqa: PLC0415
+
+    def rows(out) -> dict:
+        decisions, waiting = out
+        return {
+            "decisions": [[list(d.gang_key), d.placement, d.reason, d.roll_forward, d.domain, d.annotations]
+                          for d in decisions],
+            "waiting": sorted([list(w.gang_key), w.event_reason, w.message] for w in waiting),
+        }
+
+    now = 1704067200.0 + 300
+    nodes, pods = build(seed, node_count, waiting_pods)
+    state = ClusterState()
+    state.reset(nodes, pods)
+    out: dict = {}
+    first = decide(state, now)
+    out["round"] = rows(first)
+    out["starving"] = rows(decide(state, now, starvation_seconds=0.0))
+    for d in first[0]:
+        state.promise(d.gang_key, d.placement, now + 120)
+    out["after promises"] = rows(decide(state, now))
+    out["after promises, starving"] = rows(decide(state, now, starvation_seconds=0.0))
+    varied = []
+    for pod in pods:
+        name = (pod["metadata"]["annotations"] or {}).get("scheduling.k8s.io/group-name")
+        if name and int(name[1:]) % 3 == 0:
+            pod = {**pod, "spec": {**pod["spec"], "nodeSelector": {"kubernetes.io/os": "linux"},
+                                   "tolerations": [{"key": f"team/{name}", "operator": "Exists"}]}}
+        varied.append(pod)
+    other = ClusterState()
+    other.reset(nodes, varied)
+    out["constraints"] = rows(decide(other, now))
+    mixed = ClusterState()
+    mixed.reset(nodes, mixed_shapes(pods) + rivals(seed, node_count))
+    out["mixed shapes, rivals"] = rows(decide(mixed, now))
+    out["mixed shapes, rivals, starving"] = rows(decide(mixed, now, starvation_seconds=0.0))
+    topo_nodes, topo_pods = with_topology(nodes, pods)
+    topo = ClusterState(topology_levels=TOPOLOGY_LEVELS)
+    topo.reset(topo_nodes, topo_pods)
+    out["topology"] = rows(decide(topo, now))
+    out["topology, starving"] = rows(decide(topo, now, starvation_seconds=0.0))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("other", help="the other checkout's root (its ganggate is imported from there)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 7])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--waiting-pods", type=int, default=10000)
+    parser.add_argument("--dump", type=int, help=argparse.SUPPRESS)  # (the child's side)
+    args = parser.parse_args()
+    if args.dump is not None:
+        json.dump(dump(Path(args.other).resolve(), args.dump, args.nodes, args.waiting_pods), sys.stdout)
+        return 0
+    differ = 0
+    for seed in args.seeds:
+        answers = []
+        for root in (HERE, Path(args.other).resolve()):
+            command = [sys.executable, __file__, str(root), "--dump", str(seed),
+                       "--nodes", str(args.nodes), "--waiting-pods", str(args.waiting_pods)]
+            answers.append(json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE).stdout))
+        mine, theirs = answers
+        for name in mine:
+            same = mine[name] == theirs[name]
+            differ += not same
+            released = sum(len(d[1]) for d in mine[name]["decisions"])
+            print(f"seed {seed:3d} {name:26s} {'same' if same else 'DIFFERENT'}: "
+                  f"{len(mine[name]['decisions'])} gangs / {released} pods released, "
+                  f"{len(mine[name]['waiting'])} wait")
+    print("all the same" if not differ else f"{differ} rounds differ")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
