@@ -42,7 +42,7 @@ from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
-from ganggate.controller.release import Releaser, ReleaseRequest, release_view
+from ganggate.controller.release import Releaser, ReleaseRequest
 from ganggate.core.gpushare import cards_of
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.preemption import PreemptionOptions
@@ -439,8 +439,7 @@ class Controller:
         request = ReleaseRequest(
             decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
             pod_count=count, placement=dict(decision.placement),
-            pods={k: release_view(self.state.pods[k]) for k in decision.placement if k in self.state.pods},
-            shapes={k: self.state.pods[k].shape for k in decision.placement if k in self.state.pods},
+            pods={k: self.state.pods[k] for k in decision.placement if k in self.state.pods},
             # A pod given a GPU card is pinned even with --placement=free: the card is its node's.
             hostnames=hostnames, pinned=self.config.placement == "pinned" or bool(decision.annotations),
             annotations=dict(decision.annotations),
@@ -513,7 +512,7 @@ class Controller:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and not self._stopping:
             pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
-                       and p.uid == ((request.pods[k].get("metadata") or {}).get("uid"))]
+                       and p.uid == request.pods[k].uid]
             if not pending:
                 return
             await asyncio.sleep(0.02)

@@ -115,6 +115,11 @@ def patch_shape(pod: Mapping, patch: list[dict], spec: str | None = None) -> str
     return json.dumps([metadata.get("namespace") or "default", spec, ops], separators=(",", ":"))
 
 
+def _object(pod: Mapping | PodInfo | None) -> Mapping | None:
+    """A pod object to build a patch from: a PodInfo's release_view, made now."""
+    return release_view(pod) if isinstance(pod, PodInfo) else pod
+
+
 def release_view(pod: PodInfo) -> dict:
     """The parts of a pod `build_patch` reads, from the controller's picture (which keeps no
     pod object): identity, whether labels and annotations exist, the gates, the nodeSelector."""
@@ -139,11 +144,12 @@ class ReleaseRequest:
     gang: str  # "ns/name"
     pod_count: int  # pods in the decision, as recorded
     placement: dict[str, str | None]  # pod key -> node name (None = unpinned)
-    pods: dict[str, dict]  # pod key -> last seen pod object (or its release_view)
+    # pod key -> the pod as last seen: a PodInfo of the controller's picture (its release_view
+    # is made only while its patch is built), or a pod object
+    pods: dict[str, Mapping | PodInfo]
     hostnames: dict[str, str]  # node name -> kubernetes.io/hostname value
     pinned: bool = True
     annotations: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> extra (Decision.annotations)
-    shapes: dict[str, str] = field(default_factory=dict)  # pod key -> spec_shape, when `pods` are views
 
 
 @dataclass
@@ -208,7 +214,7 @@ class Releaser:
 
     async def _one(self, req: ReleaseRequest, key: str, dry_run: bool, outcome: ReleaseOutcome) -> None:
         """Validate or apply one pod's patch; refetch and rebuild on 409/422, a few times."""
-        pod = req.pods.get(key)
+        pod = _object(req.pods.get(key))
         expected_uid = ((pod or {}).get("metadata") or {}).get("uid")
         for attempt in range(4):
             if pod is None or (expected_uid and pod["metadata"].get("uid") != expected_uid):
@@ -246,13 +252,15 @@ class Releaser:
         """One pod key per distinct patch shape (the first in key order), for the dry runs."""
         representatives: dict[str, str] = {}
         for key in keys:
-            pod = req.pods.get(key)
+            seen = req.pods.get(key)
+            pod = _object(seen)
             if pod is None:
                 check.vanished.append(key)
                 continue
             body = self._patch_for(req, key, pod)
             if body is not None:
-                representatives.setdefault(patch_shape(pod, body, req.shapes.get(key)), key)
+                spec = seen.shape if isinstance(seen, PodInfo) else None
+                representatives.setdefault(patch_shape(pod, body, spec), key)
         return list(representatives.values())
 
     async def release(self, req: ReleaseRequest) -> ReleaseOutcome:

@@ -31,7 +31,7 @@ from ganggate.core.losses import MemberLoss, loss_of, losses_after_relist
 from ganggate.core.nodematch import node_hostname, node_is_cordoned, node_is_ready
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
-from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, parse_time  # noqa: F401
+from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
 from ganggate.core.resources import GPU, Resources, add_into, node_allocatable
 
 
@@ -69,28 +69,37 @@ class NodeInfo:
         spec = node.get("spec") or {}
         name = sys.intern(meta.get("name") or "")
         ready = node_is_ready(node)
-        view_spec: dict = {}
-        if spec.get("unschedulable"):
-            view_spec["unschedulable"] = spec["unschedulable"]
-        if spec.get("taints"):
-            view_spec["taints"] = spec["taints"]
+        filter_key = _NODE_PARTS.one(node_filter_key(node))
         labels = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v
                   for k, v in (meta.get("labels") or {}).items()}
         view = {
             "metadata": {"name": name, "labels": labels},
-            "spec": view_spec,
-            "status": {"conditions": [_READY if ready else _NOT_READY]},
+            # Nodes that filter alike share one spec and status (read only).
+            "spec": _NODE_PARTS.one(("spec", filter_key), lambda: _view_spec(spec)),
+            "status": _READY_STATUS if ready else _NOT_READY_STATUS,
         }
-        return cls(name=name, view=view, allocatable=node_allocatable(node), used={}, promised={},
-                   filter_key=node_filter_key(node), card_totals=node_totals(node), ready=ready,
-                   cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)))
+        allocatable = node_allocatable(node)
+        return cls(name=name, view=view, allocatable=_NODE_PARTS.one(tuple(allocatable.items()), lambda: allocatable),
+                   used={}, promised={}, filter_key=filter_key, card_totals=_NODE_PARTS.one(node_totals(node)),
+                   ready=ready, cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)))
 
 
-_READY = {"type": "Ready", "status": "True"}
-_NOT_READY = {"type": "Ready", "status": "False"}
+_READY_STATUS = {"conditions": [{"type": "Ready", "status": "True"}]}
+_NOT_READY_STATUS = {"conditions": [{"type": "Ready", "status": "False"}]}
+_NODE_PARTS = Shared()  # what many nodes repeat: filter keys, specs, allocatable, card totals
 
 
-@dataclass
+def _view_spec(spec: Mapping) -> dict:
+    """spec.unschedulable and spec.taints, the parts of a node's spec nodematch reads."""
+    view: dict = {}
+    if spec.get("unschedulable"):
+        view["unschedulable"] = spec["unschedulable"]
+    if spec.get("taints"):
+        view["taints"] = spec["taints"]
+    return view
+
+
+@dataclass(slots=True)
 class Promise:
     """Capacity held for a released pod until it is bound, deleted, or the deadline passes."""
 
@@ -98,7 +107,7 @@ class Promise:
     pod_key: str
     uid: str
     node: str | None
-    request: Resources
+    request: Resources  # the pod's own request (shared with its PodInfo: never modified)
     deadline: float
     #: The (card index, amount) of shared GPU memory promised with it (GPU sharing), if any.
     card: tuple[int, int] | None = None
@@ -280,7 +289,7 @@ class ClusterState:
                 continue
             self._end_promise(pod_key)
             card = (cards or {}).get(pod_key)
-            self._hold(Promise(gang_key, pod_key, pod.uid, node, dict(pod.request), deadline, card))
+            self._hold(Promise(gang_key, pod_key, pod.uid, node, pod.request, deadline, card))
 
     def expired_promises(self, now: float) -> list[tuple[GangKey, list[str]]]:
         """Gangs whose released pods are still unbound past the deadline, with those pods.
@@ -414,7 +423,7 @@ class ClusterState:
             return
         deadline = parse_time(pod.decision.get("time")) + self.bind_timeout_seconds
         card = pod.gpu_card if pod.shared_gpu > 0 else None  # the card its annotations record
-        self._hold(Promise(gang_key, pod.key, pod.uid, node, dict(pod.request), deadline, card))
+        self._hold(Promise(gang_key, pod.key, pod.uid, node, pod.request, deadline, card))
 
 
 def node_filter_key(node: Mapping) -> tuple:

@@ -15,6 +15,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Hashable, Mapping
 
 from ganggate.contract import (
@@ -65,6 +66,8 @@ _VALUES = Shared()  # hashable values: gates, gang specs, owner references, anno
 _REQUESTS = Shared()  # request dicts, by their items
 _SELECTIONS = Shared()  # node-selection objects, by constraint key
 _LABELS = Shared()  # label dicts, by their items
+_SHAPES = Shared(limit=1000)  # spec shapes: long strings, so few are kept past their pods
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
 def parse_time(value: object) -> float:
@@ -165,7 +168,7 @@ def _selection(spec: Mapping, key: str) -> Mapping:
 def _labels(meta: Mapping) -> Mapping[str, str]:
     labels = meta.get("labels") or {}
     if not labels:
-        return {}
+        return _NO_LABELS
     items = tuple((_text(k), _text(v)) for k, v in labels.items())
     return _LABELS.one(items, lambda: dict(items))
 
@@ -181,7 +184,7 @@ class PodInfo:
 
     uid: str
     namespace: str
-    name: str
+    #: "<namespace>/<name>" (the name is read off it: one string per pod, not two).
     key: str
     request: Resources
     priority: int
@@ -192,11 +195,8 @@ class PodInfo:
     phase: str
     decision: dict | None
     scheduler_name: str
-    owned: bool
     #: Equal for pods that may use exactly the same nodes (selector, affinity, tolerations).
     constraint_key: str = ""
-    #: Any scheduling gate at all (ganggate's or another system's, e.g. Kueue's).
-    has_gates: bool = False
     #: metadata.deletionTimestamp is set: the pod is going away (graceful deletion). Until the
     #: DELETED event a bound one still holds its requests on its node, as the scheduler counts
     #: it (its NodeInfo keeps every assigned pod until the pod object is gone), but it is no
@@ -213,7 +213,7 @@ class PodInfo:
     #: The (card index, amount) the pod's gpushare annotations record, when it has a card.
     gpu_card: tuple[int, int] | None = None
     #: metadata.labels (PodDisruptionBudget selectors read them).
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=lambda: _NO_LABELS)
     #: The controller ownerReference: apiVersion, kind, name, uid (as present), or None.
     controller_ref: Mapping[str, str] | None = None
     #: spec.preemptionPolicy (set from the PriorityClass at admission), when set.
@@ -241,8 +241,23 @@ class PodInfo:
     gpu_resources: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.gpu = gpus(self.request)
-        self.gpu_resources = tuple(k for k, v in self.request.items() if v > 0 and (k == GPU or k.endswith("/gpu")))
+        self.gpu = _VALUES.one(gpus(self.request))
+        self.gpu_resources = _VALUES.one(
+            tuple(k for k, v in self.request.items() if v > 0 and (k == GPU or k.endswith("/gpu"))))
+
+    @property
+    def name(self) -> str:
+        return self.key[len(self.namespace) + 1:]
+
+    @property
+    def owned(self) -> bool:
+        """It has a controller (an ownerReference with controller: true)."""
+        return self.controller_ref is not None
+
+    @property
+    def has_gates(self) -> bool:
+        """Any scheduling gate at all (ganggate's or another system's, e.g. Kueue's)."""
+        return bool(self.gates)
 
     @property
     def terminated(self) -> bool:
@@ -264,20 +279,17 @@ class PodInfo:
         return cls(
             uid=meta.get("uid") or "",
             namespace=namespace,
-            name=name,
             key=f"{namespace}/{name}",
             request=_request(pod),
             priority=int(spec.get("priority") or 0),
-            created=parse_time(meta.get("creationTimestamp")),
+            created=_VALUES.one(parse_time(meta.get("creationTimestamp"))),
             gang=_VALUES.one(gang) if isinstance(gang, GangSpec) else gang,
             gated=GATE_NAME in gates,
             node_name=_text(spec.get("nodeName")) or None,
             phase=_text((pod.get("status") or {}).get("phase") or "Pending"),
             decision=json_annotation(annotations, DECISION_ANNOTATION),
             scheduler_name=_text(spec.get("schedulerName") or "default-scheduler"),
-            owned=controller_ref is not None,
             constraint_key=_VALUES.one(constraint_key),
-            has_gates=bool(gates),
             terminating=bool(meta.get("deletionTimestamp")),
             disruption=_disruption(pod),
             timeout_seconds=_timeout(annotations),
@@ -293,7 +305,7 @@ class PodInfo:
             solo=SOLO_ANNOTATION in annotations,
             reservation=_VALUES.one(annotations[PREEMPTION_ANNOTATION]) if PREEMPTION_ANNOTATION in annotations else None,
             has_annotations=meta.get("annotations") is not None,
-            shape=_VALUES.one(spec_shape(spec)) if GATE_NAME in gates else "",
+            shape=_SHAPES.one(spec_shape(spec)) if GATE_NAME in gates else "",
         )
 
     @property
