@@ -173,9 +173,63 @@ def _labels(meta: Mapping) -> Mapping[str, str]:
     return _LABELS.one(items, lambda: dict(items))
 
 
+def _traits(meta: Mapping, spec: Mapping, annotations: Mapping[str, str], gates: tuple[str, ...],
+            selection: Mapping, constraint_key: str) -> "PodTraits":
+    """The pod's PodTraits, shared with every pod that has the same."""
+    labels, owner = _labels(meta), _controller_ref(meta)
+    group_name = annotations.get(GROUP_NAME)
+    values = dict(
+        preemption_policy=_text(spec.get("preemptionPolicy")) or None,
+        gates=gates,
+        group_name=_text(group_name) if group_name is not None else None,
+        decided=DECISION_ANNOTATION in annotations,
+        solo=SOLO_ANNOTATION in annotations,
+        reservation=annotations.get(PREEMPTION_ANNOTATION),
+        has_annotations=meta.get("annotations") is not None,
+        shape=_SHAPES.one(spec_shape(spec)) if GATE_NAME in gates else "",
+    )
+    key = (tuple(labels.items()), None if owner is None else tuple(owner.items()), constraint_key,
+           *values.values())
+    return _TRAITS.one(key, lambda: PodTraits(labels=labels, controller_ref=owner, selection=selection, **values))
+
+
 def _request(pod: Mapping) -> Resources:
     request = pod_requests(pod)
     return _REQUESTS.one(tuple(request.items()), lambda: request)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PodTraits:
+    """The parts of a pod many pods repeat that decisions in a round do not read: kept once
+    per distinct combination (PodInfo.from_pod shares them), so a pod costs one slot for all."""
+
+    #: metadata.labels (PodDisruptionBudget selectors read them).
+    labels: Mapping[str, str] = field(default_factory=lambda: _NO_LABELS)
+    #: The controller ownerReference: apiVersion, kind, name, uid (as present), or None.
+    controller_ref: Mapping[str, str] | None = None
+    #: spec.preemptionPolicy (set from the PriorityClass at admission), when set.
+    preemption_policy: str | None = None
+    #: The node-selection part of the spec in a pod's shape (spec.nodeSelector, the required
+    #: node affinity, spec.tolerations), for nodematch: shared by pods of one constraint_key.
+    selection: Mapping = field(default_factory=lambda: {"spec": {}})
+    #: The names of spec.schedulingGates, in order (a release patch removes ours by index).
+    gates: tuple[str, ...] = ()
+    #: The annotations ganggate reads beyond the gang's: group-name as written (also when the
+    #: gang does not parse), whether a decision is recorded at all, gang-of-one, and the
+    #: preemption reservation's JSON.
+    group_name: str | None = None
+    decided: bool = False
+    solo: bool = False
+    reservation: str | None = None
+    #: Whether metadata.annotations is present (a release patch adds the map or a key to it).
+    has_annotations: bool = False
+    #: spec_shape() of a gated pod ("" for others: only gated pods are released), for the
+    #: release's one dry run per shape.
+    shape: str = ""
+
+
+_NO_TRAITS = PodTraits()
+_TRAITS = Shared()  # PodTraits, by the values they hold
 
 
 @dataclass(slots=True)
@@ -212,29 +266,9 @@ class PodInfo:
     shared_gpu: int = 0
     #: The (card index, amount) the pod's gpushare annotations record, when it has a card.
     gpu_card: tuple[int, int] | None = None
-    #: metadata.labels (PodDisruptionBudget selectors read them).
-    labels: Mapping[str, str] = field(default_factory=lambda: _NO_LABELS)
-    #: The controller ownerReference: apiVersion, kind, name, uid (as present), or None.
-    controller_ref: Mapping[str, str] | None = None
-    #: spec.preemptionPolicy (set from the PriorityClass at admission), when set.
-    preemption_policy: str | None = None
-    #: The node-selection part of the spec in a pod's shape (spec.nodeSelector, the required
-    #: node affinity, spec.tolerations), for nodematch: shared by pods of one constraint_key.
-    selection: Mapping = field(default_factory=lambda: {"spec": {}})
-    #: The names of spec.schedulingGates, in order (a release patch removes ours by index).
-    gates: tuple[str, ...] = ()
-    #: The annotations ganggate reads beyond the gang's: group-name as written (also when the
-    #: gang does not parse), whether a decision is recorded at all, gang-of-one, and the
-    #: preemption reservation's JSON.
-    group_name: str | None = None
-    decided: bool = False
-    solo: bool = False
-    reservation: str | None = None
-    #: Whether metadata.annotations is present (a release patch adds the map or a key to it).
-    has_annotations: bool = False
-    #: spec_shape() of a gated pod ("" for others: only gated pods are released), for the
-    #: release's one dry run per shape.
-    shape: str = ""
+    #: What the pods of one template repeat and only the shell or rare checks read (labels,
+    #: owner, selection, gates, annotations, shape): one shared PodTraits, read via properties.
+    traits: PodTraits = field(default_factory=lambda: _NO_TRAITS)
     #: GPU amount (milli) of the request, worked out once (the planner asks it per node tried).
     gpu: int = field(init=False)
     #: The GPU resources (every name */gpu) the pod asks a positive amount of.
@@ -244,6 +278,18 @@ class PodInfo:
         self.gpu = _VALUES.one(gpus(self.request))
         self.gpu_resources = _VALUES.one(
             tuple(k for k, v in self.request.items() if v > 0 and (k == GPU or k.endswith("/gpu"))))
+
+    labels = property(lambda self: self.traits.labels)
+    controller_ref = property(lambda self: self.traits.controller_ref)
+    preemption_policy = property(lambda self: self.traits.preemption_policy)
+    selection = property(lambda self: self.traits.selection)
+    gates = property(lambda self: self.traits.gates)
+    group_name = property(lambda self: self.traits.group_name)
+    decided = property(lambda self: self.traits.decided)
+    solo = property(lambda self: self.traits.solo)
+    reservation = property(lambda self: self.traits.reservation)
+    has_annotations = property(lambda self: self.traits.has_annotations)
+    shape = property(lambda self: self.traits.shape)
 
     @property
     def name(self) -> str:
@@ -271,11 +317,9 @@ class PodInfo:
         namespace = _text(meta.get("namespace") or "default")
         name = meta.get("name") or ""
         gang = parse_gang(annotations, max_pod_num)
-        controller_ref = _controller_ref(meta)
         constraint_key = selection_key(pod)
         selection = _selection(spec, constraint_key)
         gates = _gates(spec)
-        group_name = annotations.get(GROUP_NAME)
         return cls(
             uid=meta.get("uid") or "",
             namespace=namespace,
@@ -295,17 +339,7 @@ class PodInfo:
             timeout_seconds=_timeout(annotations),
             shared_gpu=_shared_gpu(pod),
             gpu_card=_gpu_card(annotations),
-            labels=_labels(meta),
-            controller_ref=controller_ref,
-            preemption_policy=_text(spec.get("preemptionPolicy")) or None,
-            selection=selection,
-            gates=gates,
-            group_name=_text(group_name) if group_name is not None else None,
-            decided=DECISION_ANNOTATION in annotations,
-            solo=SOLO_ANNOTATION in annotations,
-            reservation=_VALUES.one(annotations[PREEMPTION_ANNOTATION]) if PREEMPTION_ANNOTATION in annotations else None,
-            has_annotations=meta.get("annotations") is not None,
-            shape=_SHAPES.one(spec_shape(spec)) if GATE_NAME in gates else "",
+            traits=_traits(meta, spec, annotations, gates, selection, constraint_key),
         )
 
     @property
