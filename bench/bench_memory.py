@@ -3,13 +3,16 @@
 kubesim runs in a process of its own (`ganggate sim serve --load`: the cluster of bench_decide's
 builder, 20,000 nodes of 8 GPUs, 40% partly used, 100,000 waiting pods in gangs, created through
 its create pipeline). The controller (`ganggate controller` in a subprocess, on kubesim's
-kubeconfig) lists and watches it; once it has synced and finished two decision rounds (its
-/metrics: ganggate_decide_seconds_count), its peak RSS (VmHWM) and RSS (VmRSS) are read from
-/proc/PID/status, with the CPU time it used so far. Beside them: the same controller against an
-empty kubesim (the interpreter and libraries alone: the idle baseline), and the bytes of JSON its
-list calls are served (nodes + pods, page by page with the controller's page size). The picture is
-peak - idle. Every PATCH of a pod is refused by an injected fault (403), so releases stop at their
-dry run and every controller run sees the same cluster (Events are still written).
+kubeconfig) lists and watches it, twice: as a standby replica (leader election on, the Lease held
+by another replica: it syncs and holds the picture but runs no round) until its /readyz says it is
+synced, and as the leader (--no-leader-election) until it has finished two decision rounds (its
+/metrics: ganggate_decide_seconds_count). Each time its peak RSS (VmHWM) and RSS (VmRSS) are read
+from /proc/PID/status, with the CPU time it used so far. Beside them: the same controller against
+an empty kubesim (the interpreter and libraries alone: the idle baseline), and the bytes of JSON
+its list calls are served (nodes + pods, page by page with the controller's page size). The
+picture is the standby's peak - idle; what rounds add is the leader's peak - the standby's. Every
+PATCH of a pod is refused by an injected fault (403), so releases stop at their dry run and every
+controller run sees the same cluster (Events are still written).
 
 --before DIR runs the controller of another checkout too (a worktree of an older commit, with
 this checkout's kubesim), alternately with this one, --repeat times each.
@@ -37,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_decide import build  # noqa: E402
 
 PAGE_SIZE = 500  # the controller's list page (controller/informer.py)
+LEASE = ("ganggate-system", "ganggate-controller")  # the controller's default lease (controller/config.py)
 MIB = 2**20
 
 
@@ -75,7 +79,13 @@ def write_cluster(path: Path, seed: int, nodes: int, waiting: int) -> tuple[int,
         if value:
             priorities.add(value)
             pod["spec"]["priorityClassName"] = f"priority-{value}"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": LEASE[1], "namespace": LEASE[0]},
+             "spec": {"holderIdentity": "another-replica", "leaseDurationSeconds": 3600,
+                      "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}}
     with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE[0]}}) + "\n")
+        out.write(json.dumps(lease) + "\n")  # a standby controller never leads here (see measure_controller)
         for name in namespaces:
             out.write(json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}) + "\n")
         for value in sorted(priorities):
@@ -174,23 +184,39 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def synced(port: int) -> bool:
+    """The controller's /readyz no longer says its informers are not synced."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5):
+            return True
+    except urllib.error.HTTPError as exc:
+        return b"not synced" not in exc.read()
+    except OSError:
+        return False
+
+
 def measure_controller(code: Path, kubeconfig: Path, rounds: int, timeout: float) -> dict[str, float]:
-    """Run the controller of a checkout until it has finished `rounds` rounds; its memory then."""
+    """Run the controller of a checkout until it has finished `rounds` rounds (0: as a standby
+    replica, leader election on, until it has synced); its memory then."""
     port = free_port()
-    cmd = [sys.executable, "-m", "ganggate", "controller", "--kubeconfig", str(kubeconfig),
-           "--no-leader-election", "--metrics-port", str(port)]
+    cmd = [sys.executable, "-m", "ganggate", "controller", "--kubeconfig", str(kubeconfig), "--metrics-port", str(port)]
+    if rounds:
+        cmd.append("--no-leader-election")
+    done = (lambda: rounds_done(port) >= rounds) if rounds else (lambda: synced(port))
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(cmd, cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
                                stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
-        while rounds_done(port) < rounds:
+        while not done():
             if process.poll() is not None:
                 log.seek(0)
                 raise RuntimeError(f"controller exited {process.returncode}: {log.read()[-2000:].decode()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"controller did not finish {rounds} rounds within {timeout:g}s")
+                raise RuntimeError(f"controller did not finish {rounds} rounds (0: sync) within {timeout:g}s")
             time.sleep(0.5)
+        if not rounds:
+            time.sleep(2.0)  # the last page's conversion and the relist's rebuild are done by now
         status = proc_status(process.pid)
         return {"peak": status["VmHWM"], "rss": status["VmRSS"], "cpu": cpu_seconds(process.pid)}
     finally:
@@ -217,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
         load_seconds = time.monotonic() - started
         empty = Kubesim(work, None, args.timeout)
         results: dict[str, list[dict[str, float]]] = {name: [] for name in codes}
+        standby: dict[str, list[dict[str, float]]] = {name: [] for name in codes}
         idle: dict[str, list[dict[str, float]]] = {name: [] for name in codes}
         try:
             # Releases stop at their dry run: the cluster stays the same for every run.
@@ -227,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.repeat):
                 for name, code in codes.items():  # alternately: the same load for both
                     idle[name].append(measure_controller(code, empty.kubeconfig, 1, args.timeout))
+                    standby[name].append(measure_controller(code, loaded.kubeconfig, 0, args.timeout))
                     results[name].append(measure_controller(code, loaded.kubeconfig, 2, args.timeout))
         finally:
             loaded.stop()
@@ -238,15 +266,17 @@ def main(argv: list[str] | None = None) -> None:
           f"loaded into kubesim in {load_seconds:.0f} s")
     print(f"JSON the controller's lists are served: {json_bytes / MIB:.1f} MiB "
           f"(nodes {node_bytes / MIB:.1f} MiB, pods {pod_bytes / MIB:.1f} MiB, pages of {PAGE_SIZE})")
-    print(f"{'controller':40s} {'peak RSS':>9s} {'RSS':>9s} {'idle peak':>10s} {'picture':>9s} "
-          f"{'picture/JSON':>13s} {'CPU to 2 rounds':>16s}")
+    print(f"{'controller':34s} {'idle peak':>9s} {'standby':>8s} {'picture':>8s} {'/JSON':>6s} {'leader':>8s} "
+          f"{'- idle':>7s} {'/JSON':>6s} {'rounds add':>10s} {'CPU sync':>8s} {'CPU 2 rounds':>12s}")
     for name in codes:
-        for run, base in zip(results[name], idle[name]):
-            picture = run["peak"] - base["peak"]
-            print(f"{name:40s} {run['peak'] / MIB:7.0f} M {run['rss'] / MIB:7.0f} M {base['peak'] / MIB:8.0f} M "
-                  f"{picture / MIB:7.0f} M {picture / json_bytes:12.2f}x {run['cpu']:14.1f} s")
-    print("peak RSS: VmHWM of the controller process after it synced and finished two rounds; idle peak: the same "
-          "controller against an empty cluster; picture = peak RSS - idle peak")
+        for run, ready, base in zip(results[name], standby[name], idle[name]):
+            picture, whole = ready["peak"] - base["peak"], run["peak"] - base["peak"]
+            print(f"{name:34s} {base['peak'] / MIB:7.0f} M {ready['peak'] / MIB:6.0f} M {picture / MIB:6.0f} M "
+                  f"{picture / json_bytes:5.2f}x {run['peak'] / MIB:6.0f} M {whole / MIB:5.0f} M {whole / json_bytes:5.2f}x "
+                  f"{(run['peak'] - ready['peak']) / MIB:8.0f} M {ready['cpu']:6.1f} s {run['cpu']:10.1f} s")
+    print("peak RSS = VmHWM. idle peak: the leader against an empty cluster (interpreter and libraries); standby: "
+          "synced, not leading (the picture = standby - idle); leader: after two rounds (the first releases "
+          "every gang that fits at once, all refused at their dry run); rounds add = leader - standby")
     print(f"load average {load_average()}")
 
 
