@@ -143,12 +143,17 @@ class Kubesim:
                 return total
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop(self.process, 30)
+
+
+def stop(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within `grace` seconds."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def free_port() -> int:
@@ -220,12 +225,7 @@ def measure_controller(code: Path, kubeconfig: Path, rounds: int, timeout: float
         status = proc_status(process.pid)
         return {"peak": status["VmHWM"], "rss": status["VmRSS"], "cpu": cpu_seconds(process.pid)}
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, 60)
         log.close()
 
 

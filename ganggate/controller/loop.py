@@ -432,13 +432,14 @@ class Controller:
             if gang.complete_since is not None and gang.state == "waiting":
                 self.metrics.wait_seconds.observe(max(0.0, now - gang.complete_since))
         # Promise before the first patch, so the next round already counts this capacity.
-        self.state.promise(decision.gang_key, dict(decision.placement), now + self.config.bind_timeout_seconds,
+        placement = dict(decision.placement)  # one copy, the promise's and the release's
+        self.state.promise(decision.gang_key, placement, now + self.config.bind_timeout_seconds,
                            cards=cards_of(decision.annotations))
         hostnames = {name: self.state.nodes[name].hostname for name in set(decision.placement.values())
                      if name is not None and name in self.state.nodes}
         request = ReleaseRequest(
             decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
-            pod_count=count, placement=dict(decision.placement),
+            pod_count=count, placement=placement,
             pods={k: self.state.pods[k] for k in decision.placement if k in self.state.pods},
             # A pod given a GPU card is pinned even with --placement=free: the card is its node's.
             hostnames=hostnames, pinned=self.config.placement == "pinned" or bool(decision.annotations),
