@@ -206,7 +206,7 @@ def run(nodes: list[dict], pods: Sequence[TracePod], policy: str, seed: int, wor
     first_failure: float | None = None
     points: list[tuple[float, float]] = []
     for index, pod in enumerate(arrivals(pods, total_milli, seed) if order is None else order):
-        info = dataclasses.replace(infos[pod.name], key=f"bench/{pod.name}#{index}", name=f"{pod.name}#{index}")
+        info = dataclasses.replace(infos[pod.name], key=f"bench/{pod.name}#{index}")  # its name: "<name>#<index>"
         arrived += pod.gpu_demand
         placement = plan_gang([info], capacity)
         if isinstance(placement, Unfit):
