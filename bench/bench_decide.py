@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     apply = None
     if decisions:
         key, node = next(iter(decisions[0].placement.items()))
-        raw = state.pods[key].raw
+        raw = next(p for p in pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" == key)
         bound = {**raw, "spec": {**raw["spec"], "schedulingGates": [], "nodeName": node}}
         apply = timed(lambda: state.apply_pod("MODIFIED", bound), 200)
     # The same cluster where every gang has its own tolerations and a pool selector (one

@@ -120,6 +120,11 @@ def read_pods(path: Path) -> list[TracePod]:
 
 def pod_info(pod: TracePod) -> PodInfo:
     """The PodInfo of a pod asking what the trace row asks (whole GPUs, or a share of one card)."""
+    return PodInfo.from_pod(pod_object(pod))
+
+
+def pod_object(pod: TracePod) -> dict:
+    """The Pod object of a trace row (whole GPUs, or a share of one card)."""
     requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
     limits: dict[str, str] = {}
     if pod.num_gpu >= 1 and pod.gpu_milli >= MILLI:
@@ -130,7 +135,7 @@ def pod_info(pod: TracePod) -> PodInfo:
     manifest = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": pod.name, "namespace": "bench", "uid": pod.name},
                 "spec": {"containers": [{"name": "main", "image": "x", "resources": resources}]}}
-    return PodInfo.from_pod(manifest)
+    return manifest
 
 
 def workload_of(pods: Iterable[TracePod], coverage: float = POPULARITY) -> list:
@@ -201,7 +206,7 @@ def run(nodes: list[dict], pods: Sequence[TracePod], policy: str, seed: int, wor
     first_failure: float | None = None
     points: list[tuple[float, float]] = []
     for index, pod in enumerate(arrivals(pods, total_milli, seed) if order is None else order):
-        info = dataclasses.replace(infos[pod.name], key=f"bench/{pod.name}#{index}", name=f"{pod.name}#{index}")
+        info = dataclasses.replace(infos[pod.name], key=f"bench/{pod.name}#{index}")  # its name: "<name>#<index>"
         arrived += pod.gpu_demand
         placement = plan_gang([info], capacity)
         if isinstance(placement, Unfit):

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
 from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.core.cluster import NodeInfo, PodInfo  # noqa: E402
 from ganggate.core.snapshot import make_pod  # noqa: E402
 
 TICK = 0.001
@@ -48,7 +49,7 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     controller = Controller(api, ControllerConfig(leader_election=False, planning="loop" if planning == "idle" else planning, preemption="off",
                                                   protect_running_gangs=False))
     controller._start_release = lambda decision, now: None  # no API: decide the same each round
-    controller._reset(nodes, pods)  # as a relist does
+    controller._replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p) for p in pods])  # as relists do
     stalls: list[float] = []
     rounds: list[float] = []
     running = True

@@ -29,7 +29,7 @@ from typing import Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_gpushare import (MILLI, TRACE, TracePod, node_object, pod_info, read_pods, run,  # noqa: E402
+from bench.bench_gpushare import (MILLI, TRACE, TracePod, node_object, pod_info, pod_object, read_pods, run,  # noqa: E402
                                   workload_of)
 from ganggate.contract import GPUSHARE_CARD_INDEX, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
 from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly  # noqa: E402
@@ -39,7 +39,7 @@ def pod_manifest(pod: TracePod, index: int) -> dict:
     """The trace pod as a Pod: whole GPUs or a share of one card; a gang of one unless it shares."""
     name = f"{pod.name}-{index}"
     info = pod_info(pod)
-    container = info.raw["spec"]["containers"][0]
+    container = pod_object(pod)["spec"]["containers"][0]
     annotations = {} if info.shared_gpu > 0 else {GROUP_NAME: name, GROUP_POD_NUM: "1"}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "annotations": annotations},

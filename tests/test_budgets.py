@@ -9,7 +9,7 @@ import pytest
 
 from ganggate.controller.protection import plan_budgets, preemption_victims
 from ganggate.core.budgets import covers, foreign_budgets_over, is_ours, selector_matches
-from ganggate.core.cluster import ClusterState
+from ganggate.core.cluster import ClusterState, PodInfo
 from ganggate.core.reservation import PREEMPTION_ANNOTATION, annotation_value
 from ganggate.core.snapshot import make_node, make_pod
 
@@ -70,7 +70,7 @@ def test_a_selector_matches_as_the_eviction_subresource_reads_it(selector, match
 
 
 def test_a_budget_covers_only_pods_of_its_namespace_and_ours_are_told_apart() -> None:
-    pod = released("t-0", "train")
+    pod = PodInfo.from_pod(released("t-0", "train"))
     assert covers(budget("team", {"matchLabels": {"app": "train"}}), pod)
     assert not covers(budget("team", {"matchLabels": {"app": "train"}}, namespace="other"), pod)
     assert is_ours(ours("train"))

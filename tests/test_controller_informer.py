@@ -56,3 +56,24 @@ async def test_pages_then_watches_then_resumes_and_relists():
                 sim.faults.clear()
                 await wait_for(lambda: _true(len(lists) == 2), what="relist after 410")
                 assert lists[-1] == 9 and "default/p-9" in informer.store
+
+
+async def test_without_a_store_each_page_is_converted_as_it_comes():
+    """keep_store=False with convert (the controller's node and pod informers): on_list gets the
+    converted objects of every page, nothing is kept, and watch events still arrive."""
+    async with Simulator(nodes=1, scheduler=False, kubelet=False) as sim:
+        async with sim.api_client() as api:
+            core = client.CoreV1Api(api)
+            await create_pods(core, [gang_pod(f"p-{i}", None, None, gpus=0) for i in range(5)])
+            lists, events = [], []
+            informer = Informer(core.list_pod_for_all_namespaces, "pods", page_size=2,
+                                on_list=lists.append,
+                                on_event=lambda kind, pod: events.append((kind, pod["metadata"]["name"])),
+                                convert=lambda pod: ("seen", pod["metadata"]["name"]), keep_store=False,
+                                backoff_base=0.01)
+            async with running(informer.run()):
+                await wait_for(lambda: _true(informer.synced), what="synced")
+                assert sorted(lists[0]) == [("seen", f"p-{i}") for i in range(5)]
+                await create_pods(core, [gang_pod("p-5", None, None, gpus=0)])
+                await wait_for(lambda: _true(("ADDED", "p-5") in events), what="a watch event")
+                assert informer.store == {}

@@ -20,6 +20,8 @@ from ganggate.controller.release import (
     parse_decision,
 )
 from ganggate.kube.calls import ApiCallError, Backoff, with_retries
+from ganggate.core.pods import PodInfo
+from ganggate.core.snapshot import make_pod
 
 
 def pod(gates=None, node_selector=None, annotations=None, uid="u-1"):
@@ -136,11 +138,11 @@ def test_watch_error_410_means_relist_and_other_errors_reconnect():
 
 
 def _pods(n, created="2026-01-01T00:00:0{}Z"):
-    return [{"metadata": {"name": f"p{i}", "uid": f"u{i}", "creationTimestamp": created.format(i)}} for i in range(n)]
+    return [PodInfo.from_pod(make_pod(f"p{i}", uid=f"u{i}", created=created.format(i))) for i in range(n)]
 
 
 def names(pods):
-    return [p["metadata"]["name"] for p in pods]
+    return [p.name for p in pods]
 
 
 def test_waiting_events_stay_few_for_a_big_gang():

@@ -176,9 +176,9 @@ def test_totals_only_thinks_pods_are_divisible() -> None:
 
 
 def test_all_three_agree_when_it_plainly_fits() -> None:
-    state = cluster([make_node("n0"), make_node("n1")], gang("job", 4, 4))
+    job = gang("job", 4, 4)
+    state = cluster([make_node("n0"), make_node("n1")], job)
     free = {n: state.free(n) for n in state.nodes}
-    job = [p.raw for p in state.gangs[("ml", "job")].pods.values()]
     assert count_only_fits(requests(job), free) and totals_only_fits(requests(job), free)
     assert len(decide(state, T0)[0]) == 1
 

@@ -94,7 +94,7 @@ def test_every_decision_is_feasible_and_whole(case) -> None:
         assert decision.roll_forward == (gang.state == "partial")
         for pod_key, node in decision.placement.items():
             pod = state.pods[pod_key]
-            assert node_rejects(pod.raw, state.nodes[node].raw) is None
+            assert node_rejects(pod.selection, state.nodes[node].view) is None
             add_into(placed.setdefault(node, {}), pod.request)
         spec = gang.spec
         if gang.state == "waiting":

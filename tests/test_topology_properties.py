@@ -45,10 +45,11 @@ def test_required_topology_is_never_violated_and_nodes_never_overcommitted(clust
     nodes, pods = cluster
     state, (decisions, _) = run(nodes, pods, LEVELS if with_levels else (), 0.0 if starving else 300.0)
     raw = {n["metadata"]["name"]: n for n in nodes}
+    pod_objects = {f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}": p for p in pods}
     placed_gpus: dict[str, int] = defaultdict(int)
     for d in decisions:
-        members = [state.pods[key] for key in d.placement]
-        required = (members[0].raw["metadata"]["annotations"] or {}).get("scheduling.k8s.io/group-topology-required")
+        first = pod_objects[next(iter(d.placement))]
+        required = (first["metadata"]["annotations"] or {}).get("scheduling.k8s.io/group-topology-required")
         if required:
             assert len({domain_of(raw[n], required, LEVELS if with_levels else ()) for n in d.placement.values()}) == 1
         for key, name in d.placement.items():

@@ -52,23 +52,23 @@ class BindTimeouts:
                     continue
                 secs = int(self.timeout_seconds)
                 if action == "recreate" and pod.owned:
-                    self.events.emit(pod.raw, "GangBindTimeout",
+                    self.events.emit(pod, "GangBindTimeout",
                                      f"released with gang {gang} but not bound within {secs}s; deleting it so "
                                      "its controller recreates it")
                     self.spawn(self._delete(pod_key, pod.uid))
                 elif action == "recreate":
-                    self.events.emit(pod.raw, "GangBindTimeout",
+                    self.events.emit(pod, "GangBindTimeout",
                                      f"released with gang {gang} but not bound within {secs}s; not deleted: "
                                      "it has no owning controller")
                 elif action == "member-loss":
-                    self.events.emit(pod.raw, "GangBindTimeout",
+                    self.events.emit(pod, "GangBindTimeout",
                                      f"released with gang {gang} but not bound within {secs}s; a member loss "
                                      "(--on-member-loss decides)")
                     decision = pod.decision.get("id") if isinstance(pod.decision, dict) else None
                     losses.append(MemberLoss(gang_key, pod_key, pod.uid, "BindTimeout",
                                              None if decision is None else str(decision)))
                 else:
-                    self.events.emit(pod.raw, "GangBindTimeout",
+                    self.events.emit(pod, "GangBindTimeout",
                                      f"released with gang {gang} but not bound within {secs}s; waiting")
             if losses and self.on_loss is not None:
                 self.on_loss(losses)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, ContractError
+from ganggate.contract import GATE_NAME, ContractError
 from ganggate.core.explain import plural
 
 GangKey = tuple[str, str]
@@ -24,12 +24,11 @@ CAUSES = ("the ganggate webhook is not installed (no MutatingWebhookConfiguratio
 
 def bypass_key(pod: Any, scheduler_names: Iterable[str]) -> GangKey | None:
     """The gang of a pod (a PodInfo) that bypassed the gate, or None when it did not."""
-    annotations = ((pod.raw.get("metadata") or {}).get("annotations")) or {}
-    group = annotations.get(GROUP_NAME)
+    group = pod.group_name
     if not group or pod.scheduler_name not in tuple(scheduler_names) or pod.gated:
         return None
-    if DECISION_ANNOTATION in annotations:
-        return None  # released by ganggate
+    if pod.decided:
+        return None  # released by ganggate (it records a decision)
     return (pod.namespace, str(group))
 
 

@@ -15,10 +15,13 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 from ganggate.kube.clock import WALL, Clock
+
+if TYPE_CHECKING:
+    from ganggate.core.pods import PodInfo
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,15 @@ class PodRef:
     def from_pod(cls, pod: dict) -> "PodRef":
         meta = pod.get("metadata") or {}
         return cls(meta.get("namespace") or "default", meta.get("name") or "", meta.get("uid") or "")
+
+    @classmethod
+    def of(cls, pod: "Mapping | PodRef | PodInfo") -> "PodRef":
+        """The reference to a pod object, a PodInfo of the controller's picture, or a PodRef."""
+        if isinstance(pod, PodRef):
+            return pod
+        if isinstance(pod, Mapping):
+            return cls.from_pod(pod)
+        return cls(pod.namespace, pod.name, pod.uid)
 
 
 def event_name(ref: PodRef, reason: str) -> str:
@@ -72,9 +84,9 @@ class EventRecorder:
         self._sent: dict[tuple[PodRef, str], _Sent] = {}
         self.sent_count = 0
 
-    def emit(self, pod: dict | PodRef, reason: str, message: str, log_it: bool = True) -> None:
+    def emit(self, pod: "Mapping | PodRef | PodInfo", reason: str, message: str, log_it: bool = True) -> None:
         """Queue an Event (non-blocking) and log the same line (unless the caller logs it per gang)."""
-        ref = pod if isinstance(pod, PodRef) else PodRef.from_pod(pod)
+        ref = PodRef.of(pod)
         if log_it:
             level = logging.WARNING if reason in WARNING_REASONS else logging.INFO
             log.log(level, "%s %s/%s: %s", reason, ref.namespace, ref.name, message)
@@ -177,26 +189,25 @@ class WaitNotifier:
         self._notices: dict[tuple[str, str], _GangNotice] = {}
 
     def targets(self, gang_key: tuple[str, str], reason: str, message: str,
-                pods: list[dict], now: float) -> list[dict]:
-        """The pods to send this (reason, message) to now (possibly none); records the sending."""
+                pods: "list[PodInfo]", now: float) -> "list[PodInfo]":
+        """The pods to send this (reason, message) to now (possibly none), oldest first;
+        records the sending."""
         if not pods:
             return []
-        ordered = sorted(pods, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
-                                              (p.get("metadata") or {}).get("name") or ""))
+        ordered = sorted(pods, key=lambda p: (p.created, p.name))
         first = ordered[0]
-        uid = lambda p: (p.get("metadata") or {}).get("uid") or ""  # noqa: E731
         notice = self._notices.get(gang_key)
         if notice is None or notice.reason != reason:
-            self._notices[gang_key] = _GangNotice(reason, message, now, {uid(p) for p in ordered})
+            self._notices[gang_key] = _GangNotice(reason, message, now, {p.uid for p in ordered})
             return ordered
-        out: list[dict] = []
+        out: list[PodInfo] = []
         if notice.message != message or now - notice.at >= self.repeat_seconds:
             out.append(first)
             notice.message = message
             notice.at = now
         for pod in ordered:
-            if uid(pod) not in notice.told:
-                notice.told.add(uid(pod))
+            if pod.uid not in notice.told:
+                notice.told.add(pod.uid)
                 if pod is not first or not out:
                     out.append(pod)
         return out

@@ -4,8 +4,13 @@ List with paging (limit/continue), then watch from the list's resourceVersion wi
 BOOKMARK events only move the resourceVersion; a 410 Gone (HTTP status or an ERROR event,
 k8s.io/client-go/tools/cache/reflector.go) relists; any other failure reconnects with
 exponential backoff and jitter. Responses are parsed from JSON directly (no model objects) so
-10,000s of pods stay cheap. The informer keeps a store (key -> object) and hands each change
-to callbacks: `on_list(objects)` after every (re)list and `on_event(type, object)` per event.
+10,000s of pods stay cheap. The informer hands each change to callbacks: `on_list(objects)`
+after every (re)list and `on_event(type, object)` per event; it keeps a store (key -> object)
+unless told not to (`keep_store=False`: the controller's ClusterState is its own store, and a
+second copy of 100,000 pod objects would be most of its memory, issue #11). With `convert`, a
+list reads each page into the caller's form as the page arrives (client-go's Reflector pages
+its lists too, tools/cache/reflector.go with tools/pager, but keeps every object), so no more
+than one page of objects is alive at once and on_list gets the converted ones.
 """
 
 from __future__ import annotations
@@ -34,12 +39,14 @@ def object_key(obj: dict) -> str:
 
 
 class Informer:
-    """Keeps a store of one kind of object in step with the API server."""
+    """Keeps the caller (and a store, unless keep_store is False) of one kind of object in
+    step with the API server."""
 
     def __init__(self, list_fn: Callable[..., Any], kind: str, *,
-                 on_list: Callable[[list[dict]], None], on_event: Callable[[str, dict], None],
+                 on_list: Callable[[list[Any]], None], on_event: Callable[[str, dict], None],
                  page_size: int = 500, watch_timeout: int = 300, metrics: Any = None,
-                 backoff_base: float = 0.2, backoff_cap: float = 10.0) -> None:
+                 backoff_base: float = 0.2, backoff_cap: float = 10.0,
+                 convert: Callable[[dict], Any] | None = None, keep_store: bool = True) -> None:
         self.list_fn = list_fn
         self.kind = kind
         self.on_list = on_list
@@ -49,6 +56,8 @@ class Informer:
         self.metrics = metrics
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
+        self.convert = convert
+        self.keep_store = keep_store
         self.store: dict[str, dict] = {}
         self.resource_version: str | None = None
         self.synced = False
@@ -56,21 +65,26 @@ class Informer:
         self.watch_restarts = 0
 
     async def list(self) -> None:
-        """List everything (page by page) and replace the store."""
-        items: list[dict] = []
+        """List everything (page by page, each page converted as it comes) and replace the store."""
+        items: list[Any] = []
+        store: dict[str, dict] = {}
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size}
             if token:
                 kwargs["_continue"] = token
             body = await call_json(self.list_fn, verb="list", metrics=self.metrics, timeout=60.0, **kwargs)
-            items.extend(body.get("items") or [])
+            page = body.get("items") or []
+            if self.keep_store:
+                store.update((object_key(o), o) for o in page)
+            items.extend(page if self.convert is None else map(self.convert, page))
             meta = body.get("metadata") or {}
             token = meta.get("continue")
+            del body, page  # this page's objects go now, not at the end of the list
             if not token:
                 self.resource_version = meta.get("resourceVersion")
                 break
-        self.store = {object_key(o): o for o in items}
+        self.store = store
         self.relists += 1
         self.on_list(items)
         self.synced = True
@@ -131,11 +145,12 @@ class Informer:
             return
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             return
-        key = object_key(obj)
-        if kind == "DELETED":
-            self.store.pop(key, None)
-        else:
-            self.store[key] = obj
+        if self.keep_store:
+            key = object_key(obj)
+            if kind == "DELETED":
+                self.store.pop(key, None)
+            else:
+                self.store[key] = obj
         if rv:
             self.resource_version = rv
         self.on_event(kind, obj)

@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any
 
-from ganggate.core.cluster import ClusterState
+from ganggate.core.cluster import ClusterState, NodeInfo, PodInfo
 from ganggate.controller.bindtimeout import BindTimeouts
 from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
 from ganggate.controller.bypass import BypassTracker, describe
@@ -97,10 +97,15 @@ class Controller:
             timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
-        self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_list,
-                              on_event=self._on_node_event, metrics=self.metrics)
-        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._on_list,
-                             on_event=self._on_pod_event, metrics=self.metrics)
+        # No store of objects besides the state (issue #11): a list is read page by page into
+        # NodeInfo and PodInfo, and replaces its kind in the state.
+        max_pod_num = config.max_pod_num
+        self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_node_list,
+                              on_event=self._on_node_event, metrics=self.metrics,
+                              convert=NodeInfo.from_node, keep_store=False)
+        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._on_pod_list,
+                             on_event=self._on_pod_event, metrics=self.metrics,
+                             convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False)
         self.leader: LeaderElector | None = None
         if config.leader_election:
             self.leader = LeaderElector(
@@ -187,13 +192,19 @@ class Controller:
         if self._dirty is not None:
             self._dirty.set()
 
-    def _on_list(self, _items: list[dict]) -> None:
-        # The stores as they are now: a relist held during a round must not take in later events.
-        self._changes.apply(self._reset, list(self.nodes.store.values()), list(self.pods.store.values()))
+    def _on_node_list(self, nodes: list[NodeInfo]) -> None:
+        # Applied in order with the events (held during a round): the pods kept are the ones
+        # the events before this list made, as an informer's store would hold them.
+        self._changes.apply(self._replace, nodes, None)
         self._poke()
 
-    def _reset(self, nodes: list[dict], pods: list[dict]) -> None:
-        self.state.reset(nodes, pods)
+    def _on_pod_list(self, pods: list[PodInfo]) -> None:
+        self._changes.apply(self._replace, None, pods)
+        self._poke()
+
+    def _replace(self, nodes: list[NodeInfo] | None, pods: list[PodInfo] | None) -> None:
+        """A relist of one kind: the picture rebuilt with it and the other kind as it is."""
+        self.state.replace(nodes, pods)
         self.bypass.reset(self.state.pods.values())
         # The picture a relist builds is long-lived: out of the collector's way (gc.freeze), else
         # every full collection walks all of it, holding the GIL for hundreds of milliseconds at
@@ -401,7 +412,7 @@ class Controller:
             self.metrics.not_gated.inc()
             log.warning("GangNotGated %s: %s", report.gang, message)
             for pod in report.pods:
-                self.events.emit(pod.raw, "GangNotGated", message, log_it=False)
+                self.events.emit(pod, "GangNotGated", message, log_it=False)
 
     # ---- releasing -----------------------------------------------------------------------
 
@@ -421,14 +432,15 @@ class Controller:
             if gang.complete_since is not None and gang.state == "waiting":
                 self.metrics.wait_seconds.observe(max(0.0, now - gang.complete_since))
         # Promise before the first patch, so the next round already counts this capacity.
-        self.state.promise(decision.gang_key, dict(decision.placement), now + self.config.bind_timeout_seconds,
+        placement = dict(decision.placement)  # one copy, the promise's and the release's
+        self.state.promise(decision.gang_key, placement, now + self.config.bind_timeout_seconds,
                            cards=cards_of(decision.annotations))
         hostnames = {name: self.state.nodes[name].hostname for name in set(decision.placement.values())
                      if name is not None and name in self.state.nodes}
         request = ReleaseRequest(
             decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
-            pod_count=count, placement=dict(decision.placement),
-            pods={k: self.state.pods[k].raw for k in decision.placement if k in self.state.pods},
+            pod_count=count, placement=placement,
+            pods={k: self.state.pods[k] for k in decision.placement if k in self.state.pods},
             # A pod given a GPU card is pinned even with --placement=free: the card is its node's.
             hostnames=hostnames, pinned=self.config.placement == "pinned" or bool(decision.annotations),
             annotations=dict(decision.annotations),
@@ -501,7 +513,7 @@ class Controller:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and not self._stopping:
             pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
-                       and p.uid == ((request.pods[k].get("metadata") or {}).get("uid"))]
+                       and p.uid == request.pods[k].uid]
             if not pending:
                 return
             await asyncio.sleep(0.02)
@@ -515,7 +527,7 @@ class Controller:
             if gang is None:
                 continue
             live.append(waiting.gang_key)
-            pods = [p.raw for p in gang.pods.values() if not p.terminated]
+            pods = [p for p in gang.pods.values() if not p.terminated]
             targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now)
             if targets:
                 level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING

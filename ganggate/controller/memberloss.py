@@ -160,7 +160,7 @@ class GangLifecycle:
         self.metrics.member_losses.labels(cause=loss.cause).inc()
         namespace, name = loss.pod_key.split("/", 1)
         pod = self.state.pods.get(loss.pod_key)
-        ref = PodRef.from_pod(pod.raw) if pod is not None and pod.uid == loss.uid else PodRef(namespace, name, loss.uid)
+        ref = PodRef.of(pod) if pod is not None and pod.uid == loss.uid else PodRef(namespace, name, loss.uid)
         if not breakage.below_min:
             log.info("gang %s/%s: %s", *loss.gang_key, message)
             return
@@ -206,4 +206,4 @@ class GangLifecycle:
             log.warning("GangTimedOut %s/%s: %s", *key, message)
             self.metrics.timeouts.inc()
             if pods:
-                self.events.emit(pods[0].raw, "GangTimedOut", message, log_it=False)
+                self.events.emit(pods[0], "GangTimedOut", message, log_it=False)

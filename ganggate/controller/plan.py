@@ -60,7 +60,6 @@ def plan_snapshot(
 ) -> PlanReport:
     """Run one decision round on the snapshot (pure: the snapshot is not changed)."""
     from ganggate.core.cluster import ClusterState
-    from ganggate.core.nodematch import node_is_ready
     from ganggate.core.planner import decide, gpus
 
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
@@ -101,7 +100,7 @@ def plan_snapshot(
     )
     return PlanReport(
         nodes=len(state.nodes),
-        ready_nodes=sum(1 for n in state.nodes.values() if node_is_ready(n.raw)),
+        ready_nodes=sum(1 for n in state.nodes.values() if n.ready),
         pods=len(state.pods),
         free_gpus=free_gpus // 1000,
         gangs=rows,

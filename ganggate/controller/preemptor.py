@@ -32,6 +32,7 @@ from ganggate.core.budgets import covers
 from ganggate.core.cluster import ClusterState
 from ganggate.core.explain import plural
 from ganggate.core.outcome import Waiting
+from ganggate.core.pods import PodInfo
 from ganggate.core.preemption import PreemptionOptions, PreemptionPlan, Victim, plan_preemption
 from ganggate.core.reservation import PREEMPTION_ANNOTATION, annotation_value
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
@@ -106,9 +107,9 @@ class Preemptor:
         finally:
             self.in_flight = None
 
-    def _preemptor_pods(self, plan: PreemptionPlan) -> list[dict]:
+    def _preemptor_pods(self, plan: PreemptionPlan) -> list[PodInfo]:
         gang = self.state.gangs.get(plan.preemptor)
-        return [p.raw for p in gang.live_pods()] if gang is not None else []
+        return list(gang.live_pods()) if gang is not None else []
 
     async def _reserve(self, plan: PreemptionPlan, preemption_id: str, now: float) -> bool:
         """Write the reservation on every pod of the preemptor; False (and a log) if any failed."""
@@ -118,11 +119,10 @@ class Preemptor:
         pods = self._preemptor_pods(plan)
         path = "/metadata/annotations/" + PREEMPTION_ANNOTATION.replace("~", "~0").replace("/", "~1")
 
-        async def one(pod: dict) -> None:
-            meta = pod["metadata"]
-            body = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+        async def one(pod: PodInfo) -> None:
+            body = [{"op": "test", "path": "/metadata/uid", "value": pod.uid},
                     {"op": "add", "path": path, "value": value}]
-            await with_retries(lambda: call_json(self.core.patch_namespaced_pod, meta["name"], meta["namespace"],
+            await with_retries(lambda: call_json(self.core.patch_namespaced_pod, pod.name, pod.namespace,
                                                  body, verb="patch", metrics=self.metrics), self.backoff)
 
         results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
@@ -145,7 +145,7 @@ class Preemptor:
                 if victim.gang_key is not None and _labels_own(meta, victim.gang_key[1]):
                     own.append((namespace, meta.get("name") or ""))
                     continue
-                covered = sum(1 for p in victim.pods if selects(budget, p.raw))
+                covered = sum(1 for p in victim.pods if selects(budget, p))
                 allowed = int((budget.get("status") or {}).get("disruptionsAllowed") or 0)
                 if covered > allowed:
                     return own, (victim, f"{namespace}/{meta.get('name')} (allows {allowed}, would take {covered})")
@@ -179,20 +179,19 @@ class Preemptor:
                    f"{plural(len(plan.placement), 'pod')}")
         log.info("GangPreempted %s: %s", victim.name, message)
         mine = [b for b in own if victim.gang_key is not None and b[0] == victim.gang_key[0]]
-        results = await asyncio.gather(*(self._evict(p.raw, mine) for p in victim.pods), return_exceptions=True)
+        results = await asyncio.gather(*(self._evict(p, mine) for p in victim.pods), return_exceptions=True)
         for pod, result in zip(victim.pods, results):
             if isinstance(result, BaseException):
                 log.warning("evicting %s (%s): %s", pod.key, victim.name, result)
             else:
-                self.events.emit(pod.raw, "GangPreempted", message, log_it=False)
+                self.events.emit(pod, "GangPreempted", message, log_it=False)
 
-    async def _evict(self, pod: Mapping, own_budgets: list[tuple[str, str]]) -> None:
+    async def _evict(self, pod: PodInfo, own_budgets: list[tuple[str, str]]) -> None:
         """Evict one pod; a 429 that may be ganggate's own budget come back (the budget keeper
         recreates it for a gang still running) deletes that budget again before the retry."""
-        meta = pod.get("metadata") or {}
-        name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
+        name, namespace = pod.name, pod.namespace
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
-                "deleteOptions": {"preconditions": {"uid": meta.get("uid")}}}
+                "deleteOptions": {"preconditions": {"uid": pod.uid or None}}}
 
         async def attempt() -> dict:
             try:
@@ -215,7 +214,7 @@ def _labels_own(meta: Mapping, gang_name: str) -> bool:
     return (meta.get("labels") or {}).get(GANG_LABEL) == gang_label_value(gang_name)
 
 
-def selects(budget: Mapping, pod: Mapping) -> bool:
+def selects(budget: Mapping, pod: PodInfo) -> bool:
     """The eviction subresource counts the budget for the pod (`ganggate.core.budgets.covers`:
     same namespace, a valid non-empty selector matching its labels)."""
     return covers(budget, pod)

@@ -43,7 +43,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Coroutine, Iterable, Mapping
 
-from ganggate.contract import GANG_LABEL, SOLO_ANNOTATION, gang_label_value
+from ganggate.contract import GANG_LABEL, gang_label_value
 from ganggate.core.budgets import MANAGED_BY, budget_name, foreign_budgets_over, is_ours
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import Gang, GangKey
@@ -58,10 +58,9 @@ __all__ = ["MANAGED_BY", "budget_name", "desired_budget", "plan_budgets", "preem
 def _owners(gang: Gang) -> list[dict]:
     refs: dict[str, dict] = {}
     for pod in gang.pods.values():
-        meta = pod.raw.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
-            if isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid"):
-                refs[ref["uid"]] = {k: ref[k] for k in ("apiVersion", "kind", "name", "uid") if k in ref}
+        ref = pod.controller_ref
+        if ref is not None and ref.get("uid"):
+            refs[ref["uid"]] = dict(ref)
     if not refs:  # bare pods: the live released ones own it
         for pod in gang.released_pods():
             refs[pod.uid] = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid}
@@ -73,7 +72,7 @@ def desired_budget(gang: Gang) -> dict | None:
     GPU-sharing pod the webhook made a gang of one (SOLO_ANNOTATION): that stays drainable."""
     if gang.spec is None or not gang.released_count:
         return None
-    if all(SOLO_ANNOTATION in ((p.raw.get("metadata") or {}).get("annotations") or {}) for p in gang.pods.values()):
+    if all(p.solo for p in gang.pods.values()):
         return None
     value = gang_label_value(gang.name)
     return {
@@ -227,7 +226,7 @@ class Protection:
             if self.events is not None and gang is not None:
                 pods = sorted(gang.released_pods(), key=lambda p: (p.created, p.key))
                 if pods:
-                    self.events.emit(pods[0].raw, "GangProtectedByUserBudget", message, log_it=False)
+                    self.events.emit(pods[0], "GangProtectedByUserBudget", message, log_it=False)
 
     async def _create(self, body: dict) -> None:
         meta = body["metadata"]

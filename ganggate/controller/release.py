@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
 from ganggate.core.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
+from ganggate.core.pods import PodInfo, spec_shape
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, with_retries
 
 log = logging.getLogger(__name__)
@@ -102,20 +103,32 @@ def build_patch(pod: Mapping, annotation: str, hostname: str | None, gang: str |
     return ops
 
 
-# Per-pod identity that the pods of one template differ by: the Job controller gives each pod of
-# an Indexed Job the hostname "<job-name>-<index>" (kubernetes/enhancements
-# keps/sig-apps/2214-indexed-job/README.md, "Pod detail"); nodeName is empty on a gated pod.
-_IDENTITY_SPEC_FIELDS = ("hostname", "nodeName")
-
-
-def patch_shape(pod: Mapping, patch: list[dict]) -> str:
+def patch_shape(pod: Mapping, patch: list[dict], spec: str | None = None) -> str:
     """What decides whether a release patch passes validation, apart from per-pod identity: the
-    namespace, the pod's spec (without hostname/nodeName) and the patch's operations and paths
-    (not their values). Pods of one shape pass or fail a dry run alike."""
+    namespace, the pod's spec (without hostname/nodeName: core.pods.spec_shape; `spec` when
+    already worked out) and the patch's operations and paths (not their values). Pods of one
+    shape pass or fail a dry run alike."""
     metadata = pod.get("metadata") or {}
-    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k not in _IDENTITY_SPEC_FIELDS}
+    if spec is None:
+        spec = spec_shape(pod.get("spec") or {})
     ops = [(op.get("op"), op.get("path")) for op in patch if op.get("op") != "test" or op.get("path") != "/metadata/uid"]
-    return json.dumps([metadata.get("namespace") or "default", spec, ops], sort_keys=True, separators=(",", ":"))
+    return json.dumps([metadata.get("namespace") or "default", spec, ops], separators=(",", ":"))
+
+
+def _object(pod: Mapping | PodInfo | None) -> Mapping | None:
+    """A pod object to build a patch from: a PodInfo's release_view, made now."""
+    return release_view(pod) if isinstance(pod, PodInfo) else pod
+
+
+def release_view(pod: PodInfo) -> dict:
+    """The parts of a pod `build_patch` reads, from the controller's picture (which keeps no
+    pod object): identity, whether labels and annotations exist, the gates, the nodeSelector."""
+    return {
+        "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid,
+                     "labels": dict(pod.labels) or None, "annotations": {} if pod.has_annotations else None},
+        "spec": {"schedulingGates": [{"name": name} for name in pod.gates],
+                 "nodeSelector": pod.selection["spec"].get("nodeSelector")},
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +144,9 @@ class ReleaseRequest:
     gang: str  # "ns/name"
     pod_count: int  # pods in the decision, as recorded
     placement: dict[str, str | None]  # pod key -> node name (None = unpinned)
-    pods: dict[str, dict]  # pod key -> last seen pod object
+    # pod key -> the pod as last seen: a PodInfo of the controller's picture (its release_view
+    # is made only while its patch is built), or a pod object
+    pods: dict[str, Mapping | PodInfo]
     hostnames: dict[str, str]  # node name -> kubernetes.io/hostname value
     pinned: bool = True
     annotations: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> extra (Decision.annotations)
@@ -199,7 +214,7 @@ class Releaser:
 
     async def _one(self, req: ReleaseRequest, key: str, dry_run: bool, outcome: ReleaseOutcome) -> None:
         """Validate or apply one pod's patch; refetch and rebuild on 409/422, a few times."""
-        pod = req.pods.get(key)
+        pod = _object(req.pods.get(key))
         expected_uid = ((pod or {}).get("metadata") or {}).get("uid")
         for attempt in range(4):
             if pod is None or (expected_uid and pod["metadata"].get("uid") != expected_uid):
@@ -237,13 +252,15 @@ class Releaser:
         """One pod key per distinct patch shape (the first in key order), for the dry runs."""
         representatives: dict[str, str] = {}
         for key in keys:
-            pod = req.pods.get(key)
+            seen = req.pods.get(key)
+            pod = _object(seen)
             if pod is None:
                 check.vanished.append(key)
                 continue
             body = self._patch_for(req, key, pod)
             if body is not None:
-                representatives.setdefault(patch_shape(pod, body), key)
+                spec = seen.shape if isinstance(seen, PodInfo) else None
+                representatives.setdefault(patch_shape(pod, body, spec), key)
         return list(representatives.values())
 
     async def release(self, req: ReleaseRequest) -> ReleaseOutcome:

@@ -10,7 +10,6 @@ from typing import Mapping, Sequence
 
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import Gang
-from ganggate.core.nodematch import node_is_cordoned, node_is_ready
 from ganggate.core.ordering import release_candidates
 from ganggate.core.outcome import Decision, Waiting
 from ganggate.core.resources import GPU, Resources, add_into, fits, format_amount, gpus, total
@@ -41,7 +40,7 @@ def decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision]
     pinning. Within the round the GPUs counted for a released gang are taken (first fit)."""
     free: dict[str, Resources] = {}
     for name, node in state.nodes.items():
-        if node_is_ready(node.raw) and not node_is_cordoned(node.raw):
+        if node.ready and not node.cordoned:
             room = dict(node.allocatable)
             add_into(room, node.used, -1)
             free[name] = {GPU: gpus(room)}

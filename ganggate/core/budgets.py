@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 
 from ganggate.contract import GANG_LABEL
 from ganggate.core.gangs import Gang
+from ganggate.core.pods import PodInfo
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "ganggate")
 
@@ -76,14 +77,13 @@ def selector_matches(selector: Mapping | None, labels: Mapping | None) -> bool:
     return ok
 
 
-def covers(budget: Mapping, pod: Mapping) -> bool:
+def covers(budget: Mapping, pod: PodInfo) -> bool:
     """The eviction subresource counts the budget for this pod: same namespace, and its
     selector matches the pod's labels."""
-    pod_meta = pod.get("metadata") or {}
     budget_meta = budget.get("metadata") or {}
-    if (budget_meta.get("namespace") or "default") != (pod_meta.get("namespace") or "default"):
+    if (budget_meta.get("namespace") or "default") != pod.namespace:
         return False
-    return selector_matches((budget.get("spec") or {}).get("selector"), pod_meta.get("labels"))
+    return selector_matches((budget.get("spec") or {}).get("selector"), pod.labels)
 
 
 def foreign_budgets_over(gang: Gang, budgets: Iterable[Mapping]) -> list[str]:
@@ -94,6 +94,6 @@ def foreign_budgets_over(gang: Gang, budgets: Iterable[Mapping]) -> list[str]:
         meta = budget.get("metadata") or {}
         if is_ours(budget) or (meta.get("namespace") or "default") != gang.namespace:
             continue
-        if any(covers(budget, pod.raw) for pod in pods):
+        if any(covers(budget, pod) for pod in pods):
             names.add(str(meta.get("name") or ""))
     return sorted(names)

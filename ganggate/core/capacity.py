@@ -238,7 +238,7 @@ class Capacity:
 
     @classmethod
     def from_state(cls, state: ClusterState) -> "Capacity":
-        nodes = {name: info.raw for name, info in state.nodes.items()}
+        nodes = {name: info.view for name, info in state.nodes.items()}
         keys = {name: info.filter_key for name, info in state.nodes.items()}
         capacity = cls(nodes, {name: state.free(name) for name in nodes}, keys)
         for name, info in state.nodes.items():
@@ -282,20 +282,20 @@ class Capacity:
         found = self._by_constraint.get(pod.constraint_key)
         if found is not None:
             return found
-        keys, has_terms = _selection_keys(pod.raw)
+        keys, has_terms = _selection_keys(pod.selection)
         projection = self._projections.get(keys)
         if projection is None:
             projection = self._projections[keys] = _Projection(keys, self.nodes, self._class_of)
         if has_terms:
             groups = frozenset(
-                g for g, rep in enumerate(projection.representatives) if matches_node_selection(pod.raw, rep)
+                g for g, rep in enumerate(projection.representatives) if matches_node_selection(pod.selection, rep)
             )
         else:  # a plain nodeSelector: exactly the group with those values
-            selector = (pod.raw.get("spec") or {}).get("nodeSelector") or {}
+            selector = pod.selection["spec"].get("nodeSelector") or {}
             group = projection.group_of_value.get(tuple(selector.get(k) for k in keys))
             groups = frozenset() if group is None else frozenset([group])
         # Readiness, cordon and taints, judged by node_rejects on each class's stand-in.
-        without_selection = {"spec": {"tolerations": (pod.raw.get("spec") or {}).get("tolerations") or []}}
+        without_selection = {"spec": {"tolerations": pod.selection["spec"].get("tolerations") or []}}
         class_reasons = [node_rejects(without_selection, stand_in) for stand_in in self._classes]
         classes = frozenset(c for c, reason in enumerate(class_reasons) if reason is None)
         rejected: Counter[str] = Counter()

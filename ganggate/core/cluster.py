@@ -20,6 +20,7 @@ reads are updated together by the same events; split apart they could disagree.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -30,16 +31,20 @@ from ganggate.core.losses import MemberLoss, loss_of, losses_after_relist
 from ganggate.core.nodematch import node_hostname, node_is_cordoned, node_is_ready
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
-from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, parse_time  # noqa: F401
+from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
 from ganggate.core.resources import GPU, Resources, add_into, node_allocatable
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeInfo:
-    """One node: what it offers, what bound pods use, what released pods are promised."""
+    """One node: what it offers, what bound pods use, what released pods are promised.
+
+    The node object is not kept (issue #11): `view` holds what node selection reads."""
 
     name: str
-    raw: dict
+    #: The node trimmed to what nodematch reads (name, labels, taints, unschedulable, the
+    #: Ready condition), in the API's shape: Capacity and topology read it as a node object.
+    view: dict
     allocatable: Resources
     used: Resources
     promised: Resources
@@ -48,22 +53,53 @@ class NodeInfo:
     filter_key: tuple = ()
     #: (aliyun.com/gpu-mem, aliyun.com/gpu-count) the node advertises (gpushare.node_totals).
     card_totals: tuple[int, int] = (0, 0)
+    ready: bool = False
+    cordoned: bool = False
+    #: The value to pin a pod with: the kubernetes.io/hostname label, else the name.
+    hostname: str = ""
 
     @property
-    def ready(self) -> bool:
-        return node_is_ready(self.raw)
+    def labels(self) -> Mapping[str, str]:
+        return self.view["metadata"]["labels"]
 
-    @property
-    def cordoned(self) -> bool:
-        return node_is_cordoned(self.raw)
+    @classmethod
+    def from_node(cls, node: Mapping) -> "NodeInfo":
+        """Read once per node event; used and promised are the state's to attach."""
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        name = sys.intern(meta.get("name") or "")
+        ready = node_is_ready(node)
+        filter_key = _NODE_PARTS.one(node_filter_key(node))
+        labels = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v
+                  for k, v in (meta.get("labels") or {}).items()}
+        view = {
+            "metadata": {"name": name, "labels": labels},
+            # Nodes that filter alike share one spec and status (read only).
+            "spec": _NODE_PARTS.one(("spec", filter_key), lambda: _view_spec(spec)),
+            "status": _READY_STATUS if ready else _NOT_READY_STATUS,
+        }
+        allocatable = node_allocatable(node)
+        return cls(name=name, view=view, allocatable=_NODE_PARTS.one(tuple(allocatable.items()), lambda: allocatable),
+                   used={}, promised={}, filter_key=filter_key, card_totals=_NODE_PARTS.one(node_totals(node)),
+                   ready=ready, cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)))
 
-    @property
-    def hostname(self) -> str:
-        """The value to pin a pod with: the kubernetes.io/hostname label, else the name."""
-        return node_hostname(self.raw, self.name)
+
+_READY_STATUS = {"conditions": [{"type": "Ready", "status": "True"}]}
+_NOT_READY_STATUS = {"conditions": [{"type": "Ready", "status": "False"}]}
+_NODE_PARTS = Shared()  # what many nodes repeat: filter keys, specs, allocatable, card totals
 
 
-@dataclass
+def _view_spec(spec: Mapping) -> dict:
+    """spec.unschedulable and spec.taints, the parts of a node's spec nodematch reads."""
+    view: dict = {}
+    if spec.get("unschedulable"):
+        view["unschedulable"] = spec["unschedulable"]
+    if spec.get("taints"):
+        view["taints"] = spec["taints"]
+    return view
+
+
+@dataclass(slots=True)
 class Promise:
     """Capacity held for a released pod until it is bound, deleted, or the deadline passes."""
 
@@ -71,7 +107,7 @@ class Promise:
     pod_key: str
     uid: str
     node: str | None
-    request: Resources
+    request: Resources  # the pod's own request (shared with its PodInfo: never modified)
     deadline: float
     #: The (card index, amount) of shared GPU memory promised with it (GPU sharing), if any.
     card: tuple[int, int] | None = None
@@ -161,9 +197,17 @@ class ClusterState:
 
     # ---- events --------------------------------------------------------------------------
 
-    def reset(self, nodes: list[dict], pods: list[dict]) -> None:
+    def reset(self, nodes: Iterable[Mapping], pods: Iterable[Mapping]) -> None:
         """Replace the whole picture after a (re)list. Explicit promises of pods that are
         still there unbound are kept; the rest end."""
+        self.replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p, self.max_pod_num) for p in pods])
+
+    def replace(self, nodes: Iterable[NodeInfo] | None = None, pods: Iterable[PodInfo] | None = None) -> None:
+        """`reset` from nodes and pods already read (an informer reads each page of a list as
+        it comes, not the whole list at once); None keeps the current ones, so a relist of one
+        kind rebuilds the picture with the other as it is."""
+        nodes = list(self.nodes.values()) if nodes is None else nodes
+        pods = list(self.pods.values()) if pods is None else pods
         old_promises = self.promises
         self.nodes, self.pods, self.gangs, self.promises, self.pending = {}, {}, {}, {}, {}
         self.terminating = {}
@@ -171,10 +215,9 @@ class ClusterState:
         self._bound_cards, self._promised_cards = {}, {}
         self.dirty_nodes, self.dirty_gangs = set(), set()
         for node in nodes:
-            self._upsert_node(node)
+            self._put_node(node)
         touched: set[GangKey] = set()
-        for pod in pods:
-            info = PodInfo.from_pod(pod, self.max_pod_num)
+        for info in pods:
             self._add_pod(info, touched)
         for promise in old_promises.values():
             pod = self.pods.get(promise.pod_key)
@@ -246,7 +289,7 @@ class ClusterState:
                 continue
             self._end_promise(pod_key)
             card = (cards or {}).get(pod_key)
-            self._hold(Promise(gang_key, pod_key, pod.uid, node, dict(pod.request), deadline, card))
+            self._hold(Promise(gang_key, pod_key, pod.uid, node, pod.request, deadline, card))
 
     def expired_promises(self, now: float) -> list[tuple[GangKey, list[str]]]:
         """Gangs whose released pods are still unbound past the deadline, with those pods.
@@ -280,22 +323,19 @@ class ClusterState:
 
     # ---- internals -----------------------------------------------------------------------
 
-    def _upsert_node(self, node: dict) -> None:
-        name = (node.get("metadata") or {}).get("name") or ""
+    def _upsert_node(self, node: Mapping) -> None:
+        self._put_node(NodeInfo.from_node(node))
+
+    def _put_node(self, info: NodeInfo) -> None:
+        name = info.name
         old = self.nodes.get(name)
-        info = self.nodes[name] = NodeInfo(
-            name=name,
-            raw=node,
-            allocatable=node_allocatable(node),
-            used=self._used.setdefault(name, {}),
-            promised=self._promised.setdefault(name, {}),
-            filter_key=node_filter_key(node),
-            card_totals=node_totals(node),
-        )
+        info.used = self._used.setdefault(name, {})
+        info.promised = self._promised.setdefault(name, {})
+        self.nodes[name] = info
         if self.track_changes:
             self.dirty_nodes.add(name)
-        if old is None or (old.filter_key, old.allocatable, old.card_totals, _labels(old.raw)) != (
-            info.filter_key, info.allocatable, info.card_totals, _labels(node)
+        if old is None or (old.filter_key, old.allocatable, old.card_totals, old.labels) != (
+            info.filter_key, info.allocatable, info.card_totals, info.labels
         ):
             self.layout_version += 1
 
@@ -383,17 +423,13 @@ class ClusterState:
             return
         deadline = parse_time(pod.decision.get("time")) + self.bind_timeout_seconds
         card = pod.gpu_card if pod.shared_gpu > 0 else None  # the card its annotations record
-        self._hold(Promise(gang_key, pod.key, pod.uid, node, dict(pod.request), deadline, card))
+        self._hold(Promise(gang_key, pod.key, pod.uid, node, pod.request, deadline, card))
 
 
 def node_filter_key(node: Mapping) -> tuple:
     """What filters a node apart from its labels: (ready, cordoned, taints as sorted JSON)."""
     taints = (node.get("spec") or {}).get("taints") or []
     return (node_is_ready(node), node_is_cordoned(node), json.dumps(taints, sort_keys=True))
-
-
-def _labels(node: Mapping) -> Mapping:
-    return (node.get("metadata") or {}).get("labels") or {}
 
 
 def _add(table: dict[str, Resources], node_name: str, amounts: Mapping[str, int], sign: int) -> None:

@@ -48,7 +48,6 @@ from ganggate.core.ordering import release_candidates
 from ganggate.core.outcome import Decision, Waiting
 from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy
 from ganggate.core.planner import HoldBack, decide, plan_one, releasable
-from ganggate.core.reservation import PREEMPTION_ANNOTATION
 
 READY_STATES = ("waiting", "partial", "started")
 
@@ -74,8 +73,7 @@ def _same(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
 
 
 def _preempting(gang: Gang) -> bool:
-    return any(PREEMPTION_ANNOTATION in ((p.raw.get("metadata") or {}).get("annotations") or {})
-               for p in gang.pods.values())
+    return any(p.reservation is not None for p in gang.pods.values())
 
 
 class IncrementalRounds:

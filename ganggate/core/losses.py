@@ -74,9 +74,9 @@ def cause_of(before: PodInfo, now: PodInfo | None) -> str:
 
 def owner_of(pod: PodInfo) -> tuple[str, str, str, str] | None:
     """The pod's controller ownerReference as (apiVersion, kind, name, uid), or None."""
-    for ref in (pod.raw.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
-            return (str(ref.get("apiVersion") or ""), str(ref["kind"]), str(ref["name"]), str(ref.get("uid") or ""))
+    ref = pod.controller_ref
+    if ref is not None and ref.get("kind") and ref.get("name"):
+        return (str(ref.get("apiVersion") or ""), str(ref["kind"]), str(ref["name"]), str(ref.get("uid") or ""))
     return None
 
 

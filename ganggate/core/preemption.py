@@ -78,7 +78,7 @@ class NoPreemption:
 
 def never_preempts(gang: Gang) -> bool:
     """A pod of the gang has preemptionPolicy Never (from its PriorityClass, at admission)."""
-    return any((p.raw.get("spec") or {}).get("preemptionPolicy") == "Never" for p in gang.live_pods())
+    return any(p.preemption_policy == "Never" for p in gang.live_pods())
 
 
 def plan_preemption(
@@ -207,9 +207,7 @@ def _victim(name: str, key: GangKey | None, priority: int, created: float, pods:
 
 def _returns(pod: PodInfo) -> bool:
     """Owned by a DaemonSet or a Node (a static pod): it comes back where it was."""
-    refs = (pod.raw.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(r, Mapping) and r.get("controller") is True and r.get("kind") in _RETURNING_OWNERS
-               for r in refs)
+    return pod.controller_ref is not None and pod.controller_ref.get("kind") in _RETURNING_OWNERS
 
 
 def _free(capacity: Capacity, freed: Sequence[tuple[str, Resources]], sign: int) -> None:

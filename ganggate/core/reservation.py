@@ -21,10 +21,9 @@ from ganggate.core.contention import Rivals, contested_nodes, place_uncontested
 from ganggate.core.explain import plural
 from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.outcome import Unfit
-from ganggate.core.pods import PodInfo, json_annotation, parse_time
+# The annotation's name is defined beside PodInfo, which keeps its value; re-exported here.
+from ganggate.core.pods import PREEMPTION_ANNOTATION, PodInfo, json_object, parse_time  # noqa: F401
 from ganggate.core.resources import fits
-
-PREEMPTION_ANNOTATION = "ganggate.io/preemption"
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ def annotation_value(reservation_id: str, time: str, until: str, placement: Mapp
 
 
 def _read(pod: PodInfo) -> dict | None:
-    value = json_annotation((pod.raw.get("metadata") or {}).get("annotations") or {}, PREEMPTION_ANNOTATION)
+    value = json_object(pod.reservation)
     if value is None or not isinstance(value.get("nodes"), dict) or not value.get("id"):
         return None
     return value

@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
                        help="watch events kept for resuming watches; older resourceVersions get 410 (default: 10000)")
     serve.add_argument("--bookmark-seconds", type=float, default=5.0,
                        help="interval of BOOKMARK events on watches that allow them (default: 5)")
+    serve.add_argument("--load", metavar="FILE",
+                       help="create these objects at start, in order, as if POSTed (a List, an object or JSON "
+                            "Lines; a bench aid for large clusters: ganggate/sim/load.py)")
     serve.set_defaults(func=_serve)
     sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
     return {"sim": sim_commands}
@@ -150,6 +153,17 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
+    objects: list[dict] = []
+    if args.load:
+        from ganggate.sim.load import read_objects, resource_of
+
+        try:
+            objects = read_objects(args.load)
+            for obj in objects:
+                resource_of(obj)
+        except (OSError, ValueError) as exc:
+            print(f"error: --load: {exc}")
+            return 2
     if shape is not None:
         args.nodes = shape.nodes
     if node_specs is not None:
@@ -168,6 +182,16 @@ def _serve(args: argparse.Namespace) -> int:
             kubeconfig_path=args.kubeconfig_out, topology=shape, gpu_mem_per_card=per_card, node_specs=node_specs,
             components_process=args.components_process,
         ) as sim:
+            if objects:
+                from ganggate.sim.load import load_objects
+
+                try:
+                    print(f"kubesim: loaded {await load_objects(sim.server, objects)} objects from {args.load}",
+                          flush=True)
+                except ValueError as exc:
+                    print(f"error: --load: {exc}", flush=True)
+                    raise SystemExit(2) from None
+                objects.clear()
             tune_gc()
             nodes = f"{args.nodes} node" if args.nodes == 1 else f"{args.nodes} nodes"
             if shape is not None:
