@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> None:
               f"({statistics.median(turns):.0f} gangs given a turn), full {statistics.median(ref):7.1f} ms CPU; "
               f"same decisions: {'yes' if agree else 'NO'}")
     print(f"memory: RSS {rss_before:.0f} MiB with the node and pod objects alone, {rss_after:.0f} MiB with the "
-          f"ClusterState built from them (+{rss_after - rss_before:.0f} MiB; PodInfo keeps each pod's object, "
-          f"shared, not copied); peak RSS {peak:.0f} MiB; the objects' JSON is {json_bytes / 2**20:.0f} MiB")
+          f"ClusterState built from them (+{rss_after - rss_before:.0f} MiB; the benchmark still holds the objects: the "
+          f"controller's own footprint is bench/bench_memory.py's); peak RSS {peak:.0f} MiB; the objects' JSON is {json_bytes / 2**20:.0f} MiB")
 
 
 if __name__ == "__main__":
