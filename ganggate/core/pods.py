@@ -6,7 +6,11 @@ it sits below both of them. Pure: no I/O.
 
 Compact on purpose (issue #11: 100,000 pods): the pod object is not kept, only the fields
 decisions and the shell read; values many pods share (requests, node selection, gang specs,
-gates, owner references, namespaces) are one object each, not one per pod (`Shared`).
+gates, owner references, namespaces) are one object each, not one per pod (`Shared`), and what
+a pod's spec decides is read once per distinct spec (`SpecCache`), not once per pod.
+
+Why this module is long: PodInfo is made of the shared pieces defined here (PodTraits,
+SpecFacts, the caches that share them); apart, each would reach into the others' privates.
 """
 
 from __future__ import annotations
@@ -96,11 +100,14 @@ def json_object(text: str | None) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+#: Canonical JSON (sorted keys, no spaces) of a value; the encoder made once, not per call.
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
 def spec_shape(spec: Mapping) -> str:
     """The pod's spec apart from its per-pod identity (IDENTITY_SPEC_FIELDS), as canonical JSON:
     pods of one template have the same (controller.release validates one per shape)."""
-    return json.dumps({k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS},
-                      sort_keys=True, separators=(",", ":"))
+    return _canonical({k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS})
 
 
 def _disruption(pod: Mapping) -> str | None:
@@ -173,29 +180,104 @@ def _labels(meta: Mapping) -> Mapping[str, str]:
     return _LABELS.one(items, lambda: dict(items))
 
 
-def _traits(meta: Mapping, spec: Mapping, annotations: Mapping[str, str], gates: tuple[str, ...],
-            selection: Mapping, constraint_key: str) -> "PodTraits":
+def _traits(meta: Mapping, annotations: Mapping[str, str], owner: Mapping[str, str] | None,
+            facts: "SpecFacts") -> "PodTraits":
     """The pod's PodTraits, shared with every pod that has the same."""
-    labels, owner = _labels(meta), _controller_ref(meta)
+    labels = _labels(meta)
     group_name = annotations.get(GROUP_NAME)
+    gated = GATE_NAME in facts.gates
     values = dict(
-        preemption_policy=_text(spec.get("preemptionPolicy")) or None,
-        gates=gates,
+        preemption_policy=facts.preemption_policy,
+        gates=facts.gates,
         group_name=_text(group_name) if group_name is not None else None,
         decided=DECISION_ANNOTATION in annotations,
         solo=SOLO_ANNOTATION in annotations,
         reservation=annotations.get(PREEMPTION_ANNOTATION),
         has_annotations=meta.get("annotations") is not None,
-        shape=_SHAPES.one(spec_shape(spec)) if GATE_NAME in gates else "",
+        shape=facts.shape if gated else "",
     )
-    key = (tuple(labels.items()), None if owner is None else tuple(owner.items()), constraint_key,
+    key = (tuple(labels.items()), None if owner is None else tuple(owner.items()), facts.constraint_key,
            *values.values())
-    return _TRAITS.one(key, lambda: PodTraits(labels=labels, controller_ref=owner, selection=selection, **values))
+    return _TRAITS.one(key, lambda: PodTraits(labels=labels, controller_ref=owner, selection=facts.selection,
+                                              **values))
 
 
-def _request(pod: Mapping) -> Resources:
+@dataclass(frozen=True, slots=True, eq=False)
+class SpecFacts:
+    """What PodInfo reads from a pod's spec alone, its identity fields apart: the same for every
+    pod of one template, so `SpecCache` works it out once per distinct spec."""
+
+    request: Resources
+    gpu: int
+    gpu_resources: tuple[str, ...]
+    constraint_key: str
+    selection: Mapping
+    gates: tuple[str, ...]
+    shared_gpu: int
+    priority: int
+    scheduler_name: str
+    preemption_policy: str | None
+    #: spec_shape(spec).
+    shape: str
+
+
+def _read_spec(pod: Mapping, spec: Mapping, shape: str) -> SpecFacts:
+    """SpecFacts read from the spec itself (what SpecCache does with a spec not seen lately)."""
     request = pod_requests(pod)
-    return _REQUESTS.one(tuple(request.items()), lambda: request)
+    request = _REQUESTS.one(tuple(request.items()), lambda: request)
+    constraint_key = _VALUES.one(selection_key(pod))
+    return SpecFacts(
+        request=request,
+        gpu=_VALUES.one(gpus(request)),
+        gpu_resources=_VALUES.one(tuple(k for k, v in request.items() if v > 0 and (k == GPU or k.endswith("/gpu")))),
+        constraint_key=constraint_key,
+        selection=_selection(spec, constraint_key),
+        gates=_gates(spec),
+        shared_gpu=_shared_gpu(pod),
+        priority=int(spec.get("priority") or 0),
+        scheduler_name=_text(spec.get("schedulerName") or "default-scheduler"),
+        preemption_policy=_text(spec.get("preemptionPolicy")) or None,
+        shape=_SHAPES.one(shape),
+    )
+
+
+class SpecCache:
+    """SpecFacts by spec: a pod whose spec (identity fields apart) equals one seen lately gets
+    that one's facts without reading its spec again, where a relist or an event would otherwise
+    parse the requests and write the canonical JSON of every pod (issue #11: 100,000 pods).
+
+    Exact: a hit needs `==` on the whole spec, and equal specs read alike. (`==` also equates
+    1, 1.0 and true, which canonical JSON does not; the API server serves each spec field with
+    one type (k8s.io/api/core/v1 types.go), so two served specs never differ that way.)
+    Candidates are looked up by a hint pods of one template share (namespace, owner, gang), the
+    last `per_hint` distinct specs each; a wrong hint costs a miss, never a wrong answer. What is
+    kept to compare with is a copy (decoded from the shape), never the caller's objects, so a
+    pod object changed in place later cannot change an answer. Bounded: past `limit` hints it
+    starts over."""
+
+    def __init__(self, limit: int = 512, per_hint: int = 4) -> None:
+        self.limit, self.per_hint = limit, per_hint
+        self._seen: dict[Hashable, list[tuple[dict, SpecFacts]]] = {}
+
+    def facts(self, pod: Mapping, spec: Mapping, hint: Hashable) -> SpecFacts:
+        if any(name in spec for name in IDENTITY_SPEC_FIELDS):
+            spec = {k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS}
+        seen = self._seen.get(hint)
+        if seen is None:
+            if len(self._seen) >= self.limit:
+                self._seen.clear()
+            seen = self._seen[hint] = []
+        for kept, facts in seen:
+            if kept == spec:
+                return facts
+        shape = _canonical(spec)
+        facts = _read_spec(pod, spec, shape)
+        seen.insert(0, (json.loads(shape), facts))
+        del seen[self.per_hint:]
+        return facts
+
+
+_SPECS = SpecCache()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -270,14 +352,9 @@ class PodInfo:
     #: owner, selection, gates, annotations, shape): one shared PodTraits, read via properties.
     traits: PodTraits = field(default_factory=lambda: _NO_TRAITS)
     #: GPU amount (milli) of the request, worked out once (the planner asks it per node tried).
-    gpu: int = field(init=False)
+    gpu: int = 0
     #: The GPU resources (every name */gpu) the pod asks a positive amount of.
-    gpu_resources: tuple[str, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.gpu = _VALUES.one(gpus(self.request))
-        self.gpu_resources = _VALUES.one(
-            tuple(k for k, v in self.request.items() if v > 0 and (k == GPU or k.endswith("/gpu"))))
+    gpu_resources: tuple[str, ...] = ()
 
     labels = property(lambda self: self.traits.labels)
     controller_ref = property(lambda self: self.traits.controller_ref)
@@ -317,29 +394,30 @@ class PodInfo:
         namespace = _text(meta.get("namespace") or "default")
         name = meta.get("name") or ""
         gang = parse_gang(annotations, max_pod_num)
-        constraint_key = selection_key(pod)
-        selection = _selection(spec, constraint_key)
-        gates = _gates(spec)
+        owner = _controller_ref(meta)
+        facts = _SPECS.facts(pod, spec, (namespace, owner and owner.get("uid"), annotations.get(GROUP_NAME)))
         return cls(
             uid=meta.get("uid") or "",
             namespace=namespace,
             key=f"{namespace}/{name}",
-            request=_request(pod),
-            priority=int(spec.get("priority") or 0),
+            request=facts.request,
+            priority=facts.priority,
             created=_VALUES.one(parse_time(meta.get("creationTimestamp"))),
             gang=_VALUES.one(gang) if isinstance(gang, GangSpec) else gang,
-            gated=GATE_NAME in gates,
+            gated=GATE_NAME in facts.gates,
             node_name=_text(spec.get("nodeName")) or None,
             phase=_text((pod.get("status") or {}).get("phase") or "Pending"),
             decision=json_annotation(annotations, DECISION_ANNOTATION),
-            scheduler_name=_text(spec.get("schedulerName") or "default-scheduler"),
-            constraint_key=_VALUES.one(constraint_key),
+            scheduler_name=facts.scheduler_name,
+            constraint_key=facts.constraint_key,
             terminating=bool(meta.get("deletionTimestamp")),
             disruption=_disruption(pod),
             timeout_seconds=_timeout(annotations),
-            shared_gpu=_shared_gpu(pod),
+            shared_gpu=facts.shared_gpu,
             gpu_card=_gpu_card(annotations),
-            traits=_traits(meta, spec, annotations, gates, selection, constraint_key),
+            traits=_traits(meta, annotations, owner, facts),
+            gpu=facts.gpu,
+            gpu_resources=facts.gpu_resources,
         )
 
     @property
