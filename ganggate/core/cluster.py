@@ -428,8 +428,12 @@ class ClusterState:
 
 def node_filter_key(node: Mapping) -> tuple:
     """What filters a node apart from its labels: (ready, cordoned, taints as sorted JSON)."""
-    taints = (node.get("spec") or {}).get("taints") or []
-    return (node_is_ready(node), node_is_cordoned(node), json.dumps(taints, sort_keys=True))
+    taints = (node.get("spec") or {}).get("taints")
+    return (node_is_ready(node), node_is_cordoned(node), _sorted_json(taints) if taints else "[]")
+
+
+#: json.dumps(value, sort_keys=True), the encoder made once (json.dumps makes one per call).
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
 
 
 def _add(table: dict[str, Resources], node_name: str, amounts: Mapping[str, int], sign: int) -> None:
