@@ -260,6 +260,7 @@ class SpecCache:
         self._seen: dict[Hashable, list[tuple[dict, SpecFacts]]] = {}
 
     def facts(self, pod: Mapping, spec: Mapping, hint: Hashable) -> SpecFacts:
+        """The SpecFacts of `pod`, whose spec is `spec`; `hint` picks the specs compared with."""
         if any(name in spec for name in IDENTITY_SPEC_FIELDS):
             spec = {k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS}
         seen = self._seen.get(hint)
