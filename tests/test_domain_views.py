@@ -1,6 +1,6 @@
 """The round's domain shortcuts (core.domains) agree with naming every node's domain outright.
 
-placement_domain, domain_count and the DomainFree views are worked out from the nodes' label
+placement_domain, one_node_each and the DomainFree views are worked out from the nodes' label
 values and the round's take log for speed; here they are checked against domain_of on each
 node and free GPUs summed afresh, on random nodes some of which miss a label.
 """
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ganggate.core.capacity import Capacity
-from ganggate.core.domains import domain_count, domain_free, domain_of, domains, placement_domain
+from ganggate.core.domains import domain_free, domain_of, domains, one_node_each, placement_domain
 from tests.test_topology import LEVELS, node, state
 
 LABEL = st.one_of(st.none(), st.sampled_from(["x", "y"]))
@@ -55,11 +55,13 @@ def test_placement_domain_is_the_narrowest_domain_holding_every_node(labels, dat
 
 
 @settings(max_examples=200, deadline=None)
-@given(NODES, st.sampled_from([*LEVELS, "example.com/other"]))
-def test_domain_count_is_the_number_of_distinct_domains(labels, level):
+@given(NODES, st.sampled_from([*LEVELS, "example.com/other"]), st.booleans())
+def test_one_node_each_says_whether_no_two_nodes_share_a_domain(labels, level, named_first):
     capacity = capacity_of(labels)
+    if named_first:  # with the round's map of the level's domains
+        domains(capacity, level)
     named = {domain_of(capacity.nodes[n], level, LEVELS) for n in capacity.nodes}
-    assert domain_count(capacity, level) == len(named)
+    assert one_node_each(capacity, level) == (len(named) == len(capacity.nodes))
 
 
 @settings(max_examples=200, deadline=None)
@@ -69,9 +71,12 @@ def test_a_domain_view_follows_the_takes_made_after_it_was_built(labels, per, da
     names = sorted(capacity.nodes)
     level = data.draw(st.sampled_from(LEVELS[:2]))
     domain_free(capacity, level, per)  # built now, asked again after the takes
-    for _ in range(data.draw(st.integers(0, 6))):
-        name = data.draw(st.sampled_from(names))
-        capacity.take(name, {"nvidia.com/gpu": 1}, data.draw(st.integers(-2, 9)))
+    for _ in range(data.draw(st.integers(0, 3))):  # takes, each followed by asks of some views
+        for _ in range(data.draw(st.integers(0, 3))):
+            name = data.draw(st.sampled_from(names))
+            capacity.take(name, {"nvidia.com/gpu": 1}, data.draw(st.integers(-2, 9)))
+        for other in data.draw(st.lists(st.sampled_from([0, 1, 2, 4]), max_size=2)):
+            domain_free(capacity, level, other)
     view = domain_free(capacity, level, per)
     for domain, members in domains(capacity, level).items():
         free = [max(capacity.level[n], 0) for n in members]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from itertools import islice
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from ganggate.core.cluster import ClusterState, node_filter_key
 from ganggate.core.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
@@ -204,7 +204,7 @@ class Capacity:
         # Gang -> the nodes of its released members (topology.released_nodes), for the rest.
         self.topology_placed: dict[tuple[str, str], frozenset[str]] = {}
         # While set (topology.place), index() is of these nodes alone: (name, nodes).
-        self.scope: tuple[str, frozenset[str]] | None = None
+        self.scope: tuple[str, Collection[str]] | None = None
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
         # (node, its free GPU after) of every take, in order: topology catches up from it.
         self.changed: list[tuple[str, int]] = []

@@ -49,32 +49,35 @@ def domains(capacity: Capacity, level: str, names: Sequence[str] | None = None) 
     return groups
 
 
-def domain_count(capacity: Capacity, level: str) -> int:
-    """How many domains the level has (without naming them: hostname has one per node)."""
-    if level in capacity.topology_cache:
-        return len(capacity.topology_cache[level])
-    key = f"{level}\x00count"
+def one_node_each(capacity: Capacity, level: str) -> bool:
+    """Whether no two nodes share a domain of the level (hostname: the packer's own business),
+    known at the first two nodes that share one (cached for the round)."""
+    key = f"{level}\x00one each"
     found = capacity.topology_free.get(key)
-    if not isinstance(found, int):
-        found = capacity.topology_free[key] = _count_domains(capacity, level)
+    if not isinstance(found, bool):
+        found = capacity.topology_free[key] = _one_node_each(capacity, level)
     return found
 
 
-def _count_domains(capacity: Capacity, level: str) -> int:
-    """_by_label_values' number of groups, from a set of the label values (no lists built)."""
+def _one_node_each(capacity: Capacity, level: str) -> bool:
+    if level in capacity.topology_cache:
+        return len(capacity.topology_cache[level]) == len(capacity.nodes)
     levels = capacity.topology_levels
     if level in levels:
         depth = list(levels).index(level) + 1
-        values = list(_label_values(capacity).values())
+        values = _label_values(capacity).values()
         if depth < len(levels):
-            values = [v[:depth] for v in values]
+            values = (v[:depth] for v in values)
     else:
-        values = [(_labels(capacity, n).get(level),) for n in capacity.nodes]
-    distinct = set(values)
-    partial = [v for v in distinct if None in v]  # a node missing a label: a domain of its own
-    if not partial:
-        return len(distinct)
-    return len(distinct) - len(partial) + sum(1 for v in values if None in v)
+        values = ((_labels(capacity, n).get(level),) for n in capacity.nodes)
+    seen: set[tuple] = set()
+    for value in values:
+        if None in value:
+            continue  # a node missing a label is a domain of its own
+        if value in seen:
+            return False
+        seen.add(value)
+    return True
 
 
 def _by_label_values(capacity: Capacity, level: str, names: Sequence[str] | None) -> dict[object, list[str]]:
@@ -133,6 +136,7 @@ class DomainFree:
         else:
             self.free = {d: sum(map(of_node, names)) for d, names in groups.items()}
         self.order = sorted((f, d) for d, f in self.free.items())
+        self.seen = 0  # how many of its LevelFree's moves it follows already
 
     def move(self, moved: Sequence[tuple[str, int, int]]) -> None:
         """Nodes' free GPUs went from `before` to `after` (domain, before, after): their
@@ -164,7 +168,9 @@ class LevelFree:
     """Each node's free GPUs as last seen and one level's DomainFree views (one per pod size
     asked for), caught up from Capacity.changed only when a view of the level is asked for:
     a take costs topology nothing, a node taken from several times (or tried in a domain and
-    given back) between two asks moves once, and each change is looked at once per level."""
+    given back) between two asks moves once, and each change is looked at once per level.
+    A view follows the level's moves when it is asked for itself: a view asked now and then
+    moves a domain once for the many changes in it since."""
 
     def __init__(self, capacity: Capacity, level: str) -> None:
         self.capacity = capacity
@@ -172,13 +178,20 @@ class LevelFree:
         self.groups = domains(capacity, level)
         self.domain_of_node = _domain_of_node(capacity, level)
         self.gpus = {name: max(level, 0) for name, level in capacity.level.items()}  # negative: none
+        self.moved: list[tuple[str, int, int]] = []  # (domain, before, after) of each node that moved
         self.views: dict[int, DomainFree] = {}
 
     def view(self, per: int) -> DomainFree:
+        if per == 1:
+            per = 0  # pods of one GPU each: as many as the free GPUs, the same view
         self.catch_up()
+        moved = self.moved
         found = self.views.get(per)
         if found is None:
             found = self.views[per] = DomainFree(self.groups, self.gpus, per)
+        elif found.seen < len(moved):
+            found.move(moved[found.seen:])
+        found.seen = len(moved)
         return found
 
     def catch_up(self) -> None:
@@ -187,16 +200,13 @@ class LevelFree:
             return
         latest = dict(changed[self.seen:])  # each node's last free GPU
         self.seen = len(changed)
-        known, of_node, moved = self.gpus, self.domain_of_node, []
+        known, of_node, moved = self.gpus, self.domain_of_node, self.moved
         for node, after in latest.items():
             after = max(after, 0)
             before = known[node]
             if after != before:
                 known[node] = after
                 moved.append((of_node[node], before, after))
-        if moved:
-            for view in self.views.values():
-                view.move(moved)
 
 
 def domain_free(capacity: Capacity, level: str, per: int = 0) -> DomainFree:

@@ -19,12 +19,12 @@ from ganggate.contract import GangSpec
 from ganggate.core.capacity import Capacity
 from ganggate.core.cluster import ClusterState
 from ganggate.core.domains import (
-    domain_count,
     domain_free,
     domain_of,
     domains,
     free_gpus,
     level_name,
+    one_node_each,
     room,
 )
 from ganggate.core.explain import plural
@@ -126,7 +126,7 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
     eligible = _eligible(pods, capacity)
     threshold = _threshold(pods, need)
     for level in levels:
-        if level != required and domain_count(capacity, level) == len(capacity.nodes):
+        if level != required and one_node_each(capacity, level):
             continue  # one node per domain (hostname): few nodes is the packer's own business
         # Every domain of the required level that could hold the gang is tried (a gang must
         # not wait while one would do); a few, least waste first, of the narrower levels.
@@ -220,7 +220,7 @@ def _plan_within(
     pods: Sequence[PodInfo], capacity: Capacity, need: int, domain: str, names: Sequence[str], flat: Planner
 ) -> dict[str, str] | Unfit:
     """The flat packer on the domain's nodes alone (Capacity.scope); a placement is taken."""
-    capacity.scope = (domain, frozenset(names))
+    capacity.scope = (domain, names)
     try:
         return flat(pods, capacity, need)
     finally:
