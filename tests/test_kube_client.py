@@ -1,15 +1,16 @@
 """The API client every component builds (ganggate.kube.client.make_api_client): the proxy from
-the environment is used, looked up once rather than on every request."""
+the environment is used, looked up once rather than on every request; a missing kubeconfig is named."""
 
 from __future__ import annotations
 
 import asyncio
 
 import aiohttp.client
+import pytest
 from kubernetes_asyncio import client
 
 from ganggate.kube.calls import call_json
-from ganggate.kube.client import make_api_client
+from ganggate.kube.client import ConfigError, make_api_client
 from ganggate.sim import Simulator
 from ganggate.sim.kubeconfig import write_kubeconfig
 
@@ -77,3 +78,10 @@ async def test_no_proxy_covering_the_host_sends_requests_directly(monkeypatch):
         finally:
             await api.close()
     assert [n["metadata"]["name"] for n in nodes["items"]] == ["node-0"]
+
+
+async def test_a_kubeconfig_that_does_not_exist_is_named_as_missing(tmp_path):
+    missing = tmp_path / "no-such-kubeconfig"
+    with pytest.raises(ConfigError, match="does not exist") as caught:
+        await make_api_client(str(missing))
+    assert str(missing) in str(caught.value)

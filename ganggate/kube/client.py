@@ -68,6 +68,10 @@ async def make_api_client(kubeconfig: str | None, *, concurrency: int | None = N
     configuration = client.Configuration()
     if concurrency is not None:
         configuration.connection_pool_maxsize = pool_size_for(concurrency)
+    if kubeconfig and not os.path.isfile(kubeconfig):
+        # kubernetes-asyncio would log a warning and then complain of a missing current-context.
+        raise ConfigError(f"kubeconfig {kubeconfig} does not exist (--kubeconfig names a file, e.g. the one "
+                          "`ganggate sim up --kubeconfig-out FILE` writes)")
     try:
         if kubeconfig:
             await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
