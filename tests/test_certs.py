@@ -208,3 +208,10 @@ async def test_inject_patches_the_configuration_in_kubesim(tmp_path):
             code, _, err = await run_ganggate("certs", "inject", "--webhook-configuration", "missing",
                                               "--ca-file", str(tmp_path / "ca.crt"), "--kubeconfig", sim.kubeconfig)
             assert code == 1 and "missing" in err and "404" in err
+
+
+async def test_inject_names_a_missing_kubeconfig(tmp_path):
+    generate(tmp_path, "ganggate-webhook", "ganggate-system")
+    code, _, err = await run_ganggate("certs", "inject", "--webhook-configuration", "ganggate",
+                                      "--ca-file", str(tmp_path / "ca.crt"), "--kubeconfig", str(tmp_path / "nope"))
+    assert code == 1 and "nope does not exist" in err and "Traceback" not in err, err

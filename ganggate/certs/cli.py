@@ -89,6 +89,8 @@ def run_inject(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from ganggate.kube.client import ConfigError
+
     try:
         ca_pem = Path(args.ca_file).read_bytes()
     except OSError as exc:
@@ -96,7 +98,7 @@ def run_inject(args: argparse.Namespace) -> int:
         return 1
     try:
         count = asyncio.run(_inject(args.kubeconfig, args.webhook_configuration, ca_pem))
-    except ValueError as exc:
+    except (ValueError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # ApiException and connection errors: say what failed, exit non-zero
@@ -110,16 +112,8 @@ def run_inject(args: argparse.Namespace) -> int:
 
 
 async def _inject(kubeconfig: str | None, name: str, ca_pem: bytes) -> int:
-    from kubernetes_asyncio import client, config
-
     from ganggate.certs.inject import inject_ca_bundle
+    from ganggate.kube.client import make_api_client
 
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            await config.load_kube_config()
-    async with client.ApiClient() as api_client:
+    async with await make_api_client(kubeconfig) as api_client:
         return await inject_ca_bundle(api_client, name, ca_pem)
