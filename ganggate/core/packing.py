@@ -19,7 +19,7 @@ from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_n
 from ganggate.core.gpushare import card_shortfall
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, format_amount, gpus
+from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, format_amount, gpus
 from ganggate.core.topology import gang_request as gang_topology
 from ganggate.core.topology import place
 
@@ -120,13 +120,11 @@ def _greedy(
     misses = 0
     same_again = _repeats_best_fit(capacity, choose)
     gpu_key, floor = _common_gpu(order[:1] if one_shape else order)
-    last: tuple[PodInfo, str] | None = None
     i, count = 0, len(order)
     while i < count:
         pod = order[i]
         if same_again and not gang_nodes and _repeatable(pod):
             # A gang with no node yet: its next pods of this shape all go in one pass.
-            # (The pod after it is of another shape: `last` is of no use to it.)
             run = count - i if one_shape else _run_length(order, i)
             spots = capacity.best_fit_run(pod, run)
             capacity.take_each(pod.request, spots)
@@ -146,10 +144,7 @@ def _greedy(
                     return placement, taken, first_failed
             i += run
             continue
-        if same_again and last is not None and _same_shape(pod, last[0]) and fits(pod.request, capacity.free[last[1]]):
-            node: str | None = last[1]  # what best_node would say again (see _repeats_best_fit)
-        else:
-            node = choose(pod, gang_nodes)
+        node = choose(pod, gang_nodes)
         if node is None:
             misses += 1
             first_failed = first_failed or pod
@@ -157,7 +152,8 @@ def _greedy(
                 break
             i += 1
             continue
-        # As many as fit there: one pod at a time would place them there until fits() fails.
+        # As many as fit there: one pod at a time would place them there until fits() fails
+        # (see _repeats_best_fit); the next pod is of another shape or no longer fits here.
         copies = 1
         if same_again and _repeatable(pod):
             copies = _run_length(order, i, copies_fitting(pod.request, capacity.free[node]))
@@ -167,7 +163,6 @@ def _greedy(
             placement[placed_pod.key] = node
         _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
         i += copies
-        last = (order[i - 1], node)
     return placement, taken, first_failed
 
 
@@ -182,7 +177,7 @@ def _note_gang_node(gang_nodes: dict[str, None], node: str, capacity: Capacity, 
 
 def _run_length(order: list[PodInfo], start: int, at_most: int | None = None) -> int:
     """How many pods from order[start] (a _repeatable one) on are of its shape, one after
-    another (at most `at_most`, at least one): _same_shape, without a call per pod."""
+    another (at most `at_most`, at least one): same request and constraint, no card share."""
     first = order[start]
     request, constraint = first.request, first.constraint_key
     end, stop = start + 1, len(order) if at_most is None else min(len(order), start + at_most)
@@ -219,10 +214,6 @@ def _common_gpu(pods: Sequence[PodInfo]) -> tuple[str, int]:
 def _repeatable(pod: PodInfo) -> bool:
     """A pod asking whole GPUs, no share of a card: best fit repeats for its shape."""
     return pod.gpu > 0 and pod.shared_gpu == 0
-
-
-def _same_shape(pod: PodInfo, other: PodInfo) -> bool:
-    return _repeatable(pod) and pod.constraint_key == other.constraint_key and pod.request == other.request
 
 
 def _one_shape(pods: Sequence[PodInfo]) -> bool:
