@@ -420,7 +420,7 @@ class Capacity:
         and memory left; None when no eligible node has room."""
         if pod.shared_gpu > 0 and self.cards:
             return self.shared_node(pod)
-        if self.whole_gpu_policy is not None and self.cards and gpus(pod.request) > 0:
+        if self.whole_gpu_policy is not None and self.cards and pod.gpu > 0:
             found = self.whole_gpu_node(pod)
             if found is not None:
                 return found
@@ -519,7 +519,7 @@ class Capacity:
         none, and the plain best fit decides, e.g. on nodes without cards)."""
         assert self.whole_gpu_policy is not None
         candidates = self._card_candidates(pod)
-        whole, cpu = -(-gpus(pod.request) // 1000), pod.request.get(CPU, 0)
+        whole, cpu = -(-pod.gpu // 1000), pod.request.get(CPU, 0)
         return self.whole_gpu_policy(whole, candidates, self.workload, cpu_milli=cpu) if candidates else None
 
     def _card_candidates(self, pod: PodInfo, amount: int = 0) -> list[NodeCards]:

@@ -12,7 +12,7 @@ from ganggate.core.gpushare import Workload, card_shortfall, decision_annotation
 from ganggate.core.gpushare_fgd import target_workload
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, gpus
+from ganggate.core.resources import CPU
 
 
 def observed_workload(state: ClusterState, capacity: Capacity, coverage: float = 0.95) -> Workload:
@@ -30,7 +30,7 @@ def observed_workload(state: ClusterState, capacity: Capacity, coverage: float =
     for pod in state.pods.values():
         if pod.terminated:
             continue
-        whole = gpus(pod.request) // 1000
+        whole = pod.gpu // 1000
         if pod.shared_gpu > 0 and card:
             shapes.append((min(1000, pod.shared_gpu * 1000 // card), 0, pod.request.get(CPU, 0), 0))
         elif whole > 0:

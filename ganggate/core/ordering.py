@@ -14,7 +14,7 @@ from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import Gang
 from ganggate.core.packing import largest_first
 from ganggate.core.pods import PodInfo
-from ganggate.core.resources import add_into, fits, gpus
+from ganggate.core.resources import add_into, fits
 from ganggate.core.domains import domains, free_gpus
 from ganggate.core.topology import gang_request, placed_domains
 
