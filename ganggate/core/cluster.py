@@ -19,7 +19,6 @@ reads are updated together by the same events; split apart they could disagree.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -28,7 +27,7 @@ from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, Gang
 from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.gpushare import NodeCards, node_cards, node_totals
 from ganggate.core.losses import MemberLoss, loss_of, losses_after_relist
-from ganggate.core.nodematch import node_hostname, node_is_cordoned, node_is_ready
+from ganggate.core.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
@@ -427,13 +426,9 @@ class ClusterState:
 
 
 def node_filter_key(node: Mapping) -> tuple:
-    """What filters a node apart from its labels: (ready, cordoned, taints as sorted JSON)."""
+    """What filters a node apart from its labels: (ready, cordoned, taints as canonical JSON)."""
     taints = (node.get("spec") or {}).get("taints")
-    return (node_is_ready(node), node_is_cordoned(node), _sorted_json(taints) if taints else "[]")
-
-
-#: json.dumps(value, sort_keys=True), the encoder made once (json.dumps makes one per call).
-_sorted_json = json.JSONEncoder(sort_keys=True).encode
+    return (node_is_ready(node), node_is_cordoned(node), canonical_json(taints) if taints else "[]")
 
 
 def _add(table: dict[str, Resources], node_name: str, amounts: Mapping[str, int], sign: int) -> None:

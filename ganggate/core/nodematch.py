@@ -141,20 +141,23 @@ def matches_node_selection(pod: Mapping, node: Mapping) -> bool:
     return any(_term_matches(term, node) for term in terms)
 
 
+#: Canonical JSON (sorted keys, no spaces) of a value, for keys that must be equal exactly when
+#: the values are; the encoder is made once (json.dumps makes one per call).
+canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
 def selection_key(pod: Mapping) -> str:
     """Everything apart from resources that decides which nodes a pod may use (nodeSelector,
     required node affinity, tolerations) as one string: pods with equal keys may use exactly
     the same nodes, so eligibility can be worked out once per key instead of once per pod."""
     spec = pod.get("spec") or {}
     affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    return json.dumps(
+    return canonical_json(
         [
             spec.get("nodeSelector") or {},
             affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
             spec.get("tolerations") or [],
-        ],
-        sort_keys=True,
-        separators=(",", ":"),
+        ]
     )
 
 

@@ -34,7 +34,7 @@ from ganggate.contract import (
     parse_timeout,
 )
 from ganggate.core.gpushare import QuantityError, card_of, held_amount, shared_amount
-from ganggate.core.nodematch import selection_key
+from ganggate.core.nodematch import canonical_json, selection_key
 from ganggate.core.resources import GPU, Resources, gpus, pod_requests
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
@@ -100,14 +100,10 @@ def json_object(text: str | None) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-#: Canonical JSON (sorted keys, no spaces) of a value; the encoder made once, not per call.
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
-
 def spec_shape(spec: Mapping) -> str:
     """The pod's spec apart from its per-pod identity (IDENTITY_SPEC_FIELDS), as canonical JSON:
     pods of one template have the same (controller.release validates one per shape)."""
-    return _canonical({k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS})
+    return canonical_json({k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS})
 
 
 def _disruption(pod: Mapping) -> str | None:
@@ -271,7 +267,7 @@ class SpecCache:
         for kept, facts in seen:
             if kept == spec:
                 return facts
-        shape = _canonical(spec)
+        shape = canonical_json(spec)
         facts = _read_spec(pod, spec, shape)
         seen.insert(0, (json.loads(shape), facts))
         del seen[self.per_hint:]
