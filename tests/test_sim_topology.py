@@ -74,6 +74,16 @@ def test_nvlink_cliques_split_each_rack_and_are_labelled_as_gpu_feature_discover
     assert "nvidia.com/gpu.clique" not in parse_shape("1x1x4").labels(0)
 
 
+def test_a_rack_is_split_into_exactly_the_cliques_asked_for():
+    # A ceiling size per clique once gave 4 nodes in 3 cliques as 2 cliques of 2.
+    for nodes, asked, sizes in [(4, 3, [2, 1, 1]), (5, 4, [2, 1, 1, 1]), (8, 5, [2, 2, 1, 2, 1]), (3, 3, [1, 1, 1])]:
+        shape = parse_shape(f"1x2x{nodes}", cliques_per_rack=asked)
+        ids = [int(shape.labels(i)["nvidia.com/gpu.clique"].rpartition(".")[2]) for i in range(nodes)]
+        assert ids == sorted(ids)  # consecutive nodes
+        assert [ids.count(c) for c in range(asked)] == sizes
+        assert len({shape.labels(i)["nvidia.com/gpu.clique"] for i in range(shape.nodes)}) == shape.cliques == 2 * asked
+
+
 def test_a_bad_clique_count_is_refused():
     with pytest.raises(ValueError, match="cliques per rack"):
         parse_shape("1x1x4", cliques_per_rack=5)

@@ -12,7 +12,8 @@ Rack values include their block, so a rack label alone names one rack. The keys 
 (`TopologyShape(..., block_label=..., rack_label=..., zone_label=...)`).
 
 With `cliques_per_rack` (`--nvlink-cliques`), each rack's nodes are also split into that many
-NVLink domains (consecutive nodes; the last may be smaller), a level narrower than the rack,
+NVLink domains (consecutive nodes, exactly that many, their sizes differing by at most one),
+a level narrower than the rack,
 labelled as NVIDIA's GPU feature discovery labels the nodes of a multi-node NVLink system
 such as GB200 NVL72: `nvidia.com/gpu.clique: <ClusterUUID>.<CliqueId>`, the fabric's cluster
 UUID and the clique id its GPUs report (NVIDIA/k8s-device-plugin, internal/lm/imex.go,
@@ -79,18 +80,17 @@ class TopologyShape:
         rack_name = f"block-{block}-rack-{rack % self.racks_per_block}"
         labels = {self.zone_label: self.zone, self.block_label: f"block-{block}", self.rack_label: rack_name}
         if self.cliques_per_rack:
-            per_clique = -(-self.nodes_per_rack // self.cliques_per_rack)  # ceiling
+            # Exactly cliques_per_rack cliques of consecutive nodes, sizes differing by at most one
+            # (a ceiling size per clique would leave fewer: 4 nodes in 3 cliques of 2 make 2).
+            clique = index % self.nodes_per_rack * self.cliques_per_rack // self.nodes_per_rack
             fabric = uuid.uuid5(uuid.NAMESPACE_DNS, f"{rack_name}.{self.zone}.kubesim")
-            labels[self.clique_label] = f"{fabric}.{index % self.nodes_per_rack // per_clique}"
+            labels[self.clique_label] = f"{fabric}.{clique}"
         return labels
 
     @property
     def cliques(self) -> int:
         """How many NVLink cliques the nodes are in (0 without the clique label)."""
-        if not self.cliques_per_rack:
-            return 0
-        per_clique = -(-self.nodes_per_rack // self.cliques_per_rack)
-        return self.blocks * self.racks_per_block * -(-self.nodes_per_rack // per_clique)
+        return self.blocks * self.racks_per_block * self.cliques_per_rack
 
 
 def parse_shape(text: str, **options: str | int) -> TopologyShape:
