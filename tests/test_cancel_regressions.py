@@ -85,3 +85,34 @@ async def test_watch_stream_wait_is_cancelled_even_as_an_event_arrives(turns):
     requested = task.cancel()  # False when the wait already returned for the event
     assert await _settles(task)
     assert task.cancelled() or not requested, "Watcher.wait() swallowed its cancellation"
+
+
+async def test_a_controller_that_makes_no_round_still_waits_the_debounce_between_passes():
+    """A standby (here: not synced) controller passes through its loop without a round; each pass
+    must still count for the debounce, or it would run once per watch event."""
+    from kubernetes_asyncio import client
+
+    api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))
+    try:
+        controller = Controller(api, ControllerConfig(leader_election=False, tick_seconds=3600.0,
+                                                      debounce_seconds=3600.0))
+        controller._dirty = asyncio.Event()
+        passes = []
+        clear = controller._dirty.clear
+        controller._dirty.clear = lambda: (passes.append(1), clear())[1]
+        task = asyncio.create_task(controller._loop())
+        try:
+            controller._poke()
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert len(passes) == 1  # the first pass after a quiet spell comes at once
+            for _ in range(10):
+                controller._poke()
+                for _ in range(20):
+                    await asyncio.sleep(0)
+            assert len(passes) == 1, "each watch event made a pass of its own"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await api.close()

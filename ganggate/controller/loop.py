@@ -124,7 +124,7 @@ class Controller:
         self._last_loop = time.monotonic()
         self._held = False
         self._changes = ChangeBuffer()  # holds state changes while a round plans off the loop
-        self._last_round = float("-inf")  # time.monotonic() of the last round's start
+        self._last_pass = float("-inf")  # time.monotonic() of the last pass (a round or the gauges)
         self._timer: asyncio.Task | None = None  # wakes the loop when a deadline falls (timers)
         self._timer_due: float | None = None
         self._stopping = False
@@ -296,15 +296,16 @@ class Controller:
                 pass
             # At most one round per debounce interval; the first after a quiet spell at once (a
             # gang's last pod is released without waiting), a burst's changes batched.
-            wait = self._last_round + self.config.debounce_seconds - time.monotonic()
+            # A pass that makes no round (a standby, held or stopping controller) counts too:
+            # else a standby would refresh its gauges once per watch event.
+            wait = self._last_pass + self.config.debounce_seconds - time.monotonic()
             await asyncio.sleep(max(0.0, wait))
             self._dirty.clear()
-            self._last_loop = time.monotonic()
+            self._last_loop = self._last_pass = time.monotonic()
             if self._held or self._stopping or not self.synced or not self.is_leader:
                 if self.synced:
                     await self._gauges()
                 continue
-            self._last_round = time.monotonic()
             try:
                 if self.config.planning == "thread":
                     await self.round_off_loop(self.clock.now())
