@@ -150,7 +150,7 @@ async def free_slots(core: object, nodes: int) -> list[str]:
     return [f"node-{n}" for n in range(nodes) for _ in range(8 - used.get(f"node-{n}", 0))]
 
 
-async def ungate_floor(core: object, size: int, slots: list[str], concurrency: int,
+async def ungate_floor(core: object, size: int, slots: list[str], concurrency: int, watched: set[str],
                        ungated: dict[str, float], bound: dict[str, float]) -> tuple[float, float]:
     """Seconds for this client alone to release `size` gated pods that belong to no gang (so the
     controller leaves them alone): the same release patch (build_patch: test uid and gate, remove
@@ -168,7 +168,7 @@ async def ungate_floor(core: object, size: int, slots: list[str], concurrency: i
             return await call_json(core.create_namespaced_pod, "default", pod)
 
     created = await asyncio.gather(*(create(n) for n in names))
-    while not all(n in WATCHED for n in names):
+    while not all(n in watched for n in names):
         await asyncio.sleep(0.005)
 
     async def release(i: int, pod: dict) -> None:
@@ -185,9 +185,6 @@ async def ungate_floor(core: object, size: int, slots: list[str], concurrency: i
     return max(max(ungated[n], bound[n]) for n in names) - start, cpu_seconds() - cpu
 
 
-WATCHED: set[str] = set()  # pods the bench's watch has shown
-
-
 async def one_run(size: int, run: int, in_process: bool, components_process: bool = False
                   ) -> tuple[float, float, float, int, float, tuple[float, float, float]]:
     """Seconds from the last pod created to (all gates removed, all pods bound); the bare-PATCH
@@ -201,12 +198,13 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
         api = await api_client()
         ctl_api = await api_client()
         core = client.CoreV1Api(api)
+        watched: set[str] = set()  # pods this run's watch has shown (each run has a fresh cluster)
         ungated: dict[str, float] = {}
         bound: dict[str, float] = {}
 
         def see(pod: dict) -> None:
             name = pod["metadata"]["name"]
-            WATCHED.add(name)
+            watched.add(name)
             now = time.perf_counter()
             if not any(g.get("name") == GATE_NAME for g in pod["spec"].get("schedulingGates") or []):
                 ungated.setdefault(name, now)
@@ -255,7 +253,7 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
                                   controller.config.max_in_flight)
         slots = await free_slots(core, nodes)
         direct, direct_cpu = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, controller.config.max_in_flight,
-                                    ungated, bound)
+                                    watched, ungated, bound)
         for task in (ctl_task, watch_task):
             task.cancel()
         await asyncio.gather(ctl_task, watch_task, return_exceptions=True)
