@@ -72,6 +72,20 @@ def test_a_required_gang_that_fits_no_rack_waits_naming_the_largest_free_rack():
     assert w.message == "needs 32 GPUs in one rack; the largest free rack (example.com/rack=a in example.com/block=b1) has 24"
 
 
+def test_a_required_gang_that_fits_no_node_for_its_cpu_waits_naming_the_cpu_not_the_rack():
+    # Each rack's one node has the GPUs for both pods but CPU for neither: the level is not
+    # why it waits, so the reason is the flat packer's, not "needs 8 GPUs in one rack ... has 8".
+    nodes = [make_node(n, gpus=8, cpu="16", labels={"kubernetes.io/hostname": n, BLOCK: "b1", RACK: r})
+             for n, r in (("a0", "a"), ("b0", "b"))]
+    pods = [make_pod(f"g-{i}", namespace="ml", gang="g", pod_num=2, gpus=4, cpu="20") for i in range(2)]
+    for pod in pods:
+        pod["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = RACK
+    _, waiting = decide(state(nodes, pods), NOW)
+    assert [w.message for w in waiting] == [
+        "needs 20 cpu on one node; the largest free among nodes with 4 free GPU is 16"
+    ]
+
+
 def test_a_preferred_gang_that_fits_no_rack_still_goes_across_racks():
     nodes, busy = two_racks(24, 16)
     decisions, waiting = decide(state(nodes, busy + gang("ddp", 4, 8, preferred=RACK)), NOW)

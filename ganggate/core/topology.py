@@ -135,16 +135,39 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
             result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", names, flat)
             if not isinstance(result, Unfit):
                 return result
-    per, amount = threshold
-    if required is not None and per and len({p.constraint_key for p in pods}) == 1:
-        if capacity.index(pods[0]).room_for(per) >= amount:  # room across domains: the level is why
-            return Unfit(required_message(pods, capacity, need, required, eligible))
+    per = threshold[0]
+    if required is not None and per and _fits_across(pods, capacity, need):  # the level is why
+        return Unfit(required_message(pods, capacity, need, required, eligible))
     result = flat(pods, capacity, need)
     if required is None or isinstance(result, Unfit):
         return result  # soft: anywhere; hard and not even anywhere: the flat packer's reason
     for key, node in result.items():
         capacity.take(node, _request(pods, key), -1)
     return Unfit(required_message(pods, capacity, need, required, eligible))
+
+
+def _fits_across(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> bool:
+    """Whether `need` of the pods surely fit across the nodes, so the flat packer would place
+    them and the level alone is why they wait. Only for one shape (one request, one
+    constraint) of whole GPUs and no GPU cards: then a node holds as many as its scarcest
+    resource allows (GPU room alone, NodeIndex.room_for, overcounts where cpu, memory or
+    pods bind, and for mixed sizes); counted fullest nodes first, until enough."""
+    first = pods[0]
+    request = first.request
+    if capacity.cards or first.gpu <= 0 or any(p.request != request or p.constraint_key != first.constraint_key for p in pods):
+        return False
+    index, free = capacity.index(first), capacity.free
+    asked = [(name, amount) for name, amount in request.items() if amount > 0]
+    found = 0
+    for lv in reversed(index.levels):
+        if lv < first.gpu:
+            break
+        for _, _, node in index.buckets[lv]:
+            have = free[node]
+            found += min(have.get(name, 0) // amount for name, amount in asked)
+            if found >= need:
+                return True
+    return False
 
 
 def released_nodes(gang: Gang, state: ClusterState) -> frozenset[str]:
