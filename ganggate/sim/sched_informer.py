@@ -211,6 +211,7 @@ class _Shared:
         self.handlers: list[Handler] = []
         self.store: dict[str, dict] = {}
         self.synced = asyncio.Event()
+        self.reflector: Reflector | None = None
         self._task: asyncio.Future | None = None
 
     def add(self, handler: Handler) -> None:
@@ -234,10 +235,10 @@ class _Shared:
 
     async def _run(self) -> None:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-            reflector = Reflector(session, self.base_url, self.path, self._dispatch)
-            reflector.store = self.store
-            reflector.synced = self.synced
-            await reflector.run()
+            self.reflector = Reflector(session, self.base_url, self.path, self._dispatch)
+            self.reflector.store = self.store
+            self.reflector.synced = self.synced
+            await self.reflector.run()
 
     def start(self) -> asyncio.Future:
         if self._task is None:
@@ -262,6 +263,14 @@ class _Handle:
         self._handler = handler
         self.store = shared.store
         self.synced = asyncio.Event()
+
+    @property
+    def resource_version(self) -> str:
+        return self._shared.reflector.resource_version if self._shared.reflector is not None else ""
+
+    @property
+    def relists(self) -> int:
+        return self._shared.reflector.relists if self._shared.reflector is not None else 0
 
     async def run(self) -> None:
         self._shared.add(self._handler)
