@@ -220,3 +220,14 @@ def test_change_sets_are_kept_only_once_an_incremental_planner_reads_them() -> N
     assert state.dirty_gangs == {("ml", "after")}
     rounds.decide(state, T0)
     assert state.dirty_gangs == set() and rounds.turns == 1
+
+
+def test_with_gpu_cards_every_round_is_a_full_one_deciding_as_planner_decide() -> None:
+    """A node with GPU cards: their use is not tracked, so each round is planner.decide's."""
+    state = ClusterState()
+    cards = make_node("c0", gpus=2, extra={"aliyun.com/gpu-mem": "16", "aliyun.com/gpu-count": "2"})
+    state.reset([cards, make_node("n0", gpus=8)], _gang("big", 2, 4) + _gang("small", 1, 2))
+    rounds = IncrementalRounds()
+    for round_number in (1, 2):
+        assert _both(state, rounds)[0] == [("ml", "big"), ("ml", "small")]  # (nothing promised between)
+        assert (rounds.full_rounds, rounds.incremental_rounds, rounds.turns) == (round_number, 0, 2)

@@ -119,14 +119,17 @@ class IncrementalRounds:
             self._forget()
         for key in dirty_gangs:
             self._see(key, state.gangs.get(key))
+        # The fallbacks first: planner.decide works out the rivals and the Capacity itself.
+        if state.topology_levels or self._preempting or self._topology:
+            return self._fallback(state, now, starvation_seconds, **policies)
+        if full and any(info.card_totals[1] for info in state.nodes.values()):  # GPU cards, as from_state finds them
+            return self._fallback(state, now, starvation_seconds, **policies)
         rivals = find_rivals(state)
         context = (
             starvation_seconds,
             tuple((r.constraint_key, tuple(sorted(r.request.items())), tuple(keys)) for r, keys in rivals),
             tuple(sorted(state.terminating)),
         )
-        if state.topology_levels or self._preempting or self._topology:
-            return self._fallback(state, now, starvation_seconds, **policies)
         if full or context != self._context:
             self._forget()
             self.capacity = Capacity.from_state(state)
