@@ -155,12 +155,14 @@ class EventRecorder:
         """Send queued Events until cancelled; a failed Event is logged and dropped."""
         while True:
             ref, reason, message = await self.queue.get()
-            await self._take_token()
-            try:
+            try:  # task_done once sent or dropped, so queue.join() waits for the send itself
+                await self._take_token()
                 await self.send(ref, reason, message)
                 self.sent_count += 1
             except ApiCallError as exc:
                 log.info("event %s on %s/%s not sent: %s", reason, ref.namespace, ref.name, exc)
+            finally:
+                self.queue.task_done()
 
     def forget(self, uid: str) -> None:
         """Drop aggregation state for a deleted pod."""

@@ -215,11 +215,15 @@ class _Engine:
         await _gather_bounded([finish(p) for p in pods])
 
     async def _events(self) -> list[tuple[str, str, str, int]]:
-        """The cluster's Events once the controller has sent those it queued (bounded wait)."""
+        """The cluster's Events once the controller has sent those it queued (bounded wait):
+        queue.join() also waits for the last one taken off the queue and still being sent."""
         controller = self.stack.controller
-        deadline = time.monotonic() + self.settle_timeout
-        while controller is not None and not controller.events.queue.empty() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        if controller is not None:
+            try:
+                async with asyncio.timeout(self.settle_timeout):
+                    await controller.events.queue.join()
+            except TimeoutError:
+                pass
         return event_rows(s.obj for _, s in self.sim.store.iter("events", NAMESPACE))
 
     # ---- one instant at a time ---------------------------------------------------------
