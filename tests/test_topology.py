@@ -223,6 +223,14 @@ def test_the_extras_of_a_started_gang_that_requires_a_rack_go_into_its_rack_or_w
     assert decide(full, NOW) == ([], [])
 
 
+def test_without_configured_levels_the_extras_of_a_started_gang_that_requires_a_rack_go_into_its_rack():
+    nodes, busy = two_racks(32, 8)
+    pods = members("elastic", 4, 8, released_on=["a0", "a1"], min_available=2, required=RACK)
+    plain = members("plain", 3, 8, released_on=["b3"], min_available=1)  # started, no annotation
+    decisions, _ = decide(state(nodes, busy + pods + plain, levels=()), NOW)
+    assert {d.gang_key[1]: racks_of(d.placement, nodes) for d in decisions}["elastic"] == {"a"}
+
+
 def test_the_extras_of_a_started_gang_that_prefers_a_rack_go_there_first_else_elsewhere():
     # The gang runs in rack b; best fit alone would take a3 (as full, and first by name).
     nodes, busy = two_racks(8, 32)

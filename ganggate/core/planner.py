@@ -83,7 +83,11 @@ def decide(
         return decisions, waiting + unfit
     capacity = Capacity.from_state(state)
     capacity.topology_levels = state.topology_levels
-    capacity.topology_placed = {g.key: released_nodes(g, state) for g in rolls + rest if g.state != "waiting"}
+    # Read by topology.place alone: with levels configured, or for a gang with a topology annotation.
+    capacity.topology_placed = {
+        g.key: released_nodes(g, state) for g in rolls + rest
+        if g.state != "waiting" and (state.topology_levels or _asks_topology(g))
+    }
     if card_policy is not None:
         capacity.card_policy = card_policy
     capacity.whole_gpu_policy = whole_gpu_policy
@@ -102,6 +106,11 @@ def decide(
         elif outcome is not None:
             waiting.append(outcome)
     return decisions, waiting
+
+
+def _asks_topology(gang: Gang) -> bool:
+    """Whether the gang's pods ask for a topology level (as packing.plan_gang reads them)."""
+    return gang.spec is not None and bool(gang.spec.topology_required or gang.spec.topology_preferred)
 
 
 @dataclass
