@@ -7,7 +7,6 @@ import pytest
 
 from ganggate.contract import GPUSHARE_CARD_INDEX, GPUSHARE_POD_AMOUNT, SHARED_GPU_COUNT, SHARED_GPU_MEMORY
 from ganggate.core.gpushare import (
-    POLICIES,
     NodeCards,
     QuantityError,
     best_fit,
@@ -99,7 +98,9 @@ def test_best_fit_takes_the_tightest_card_across_nodes() -> None:
     assert best_fit(5, [a, b]) == ("b", 0)
     assert best_fit(6, [a, b]) == ("a", 1)
     assert best_fit(17, [a, b]) is None
-    assert POLICIES["best-fit"] is best_fit
+    from ganggate.controller.config import card_policy_named
+
+    assert card_policy_named("best-fit") is best_fit  # the name the controller's flag takes
 
 
 def test_random_fit_is_seeded_and_only_picks_cards_that_fit() -> None:

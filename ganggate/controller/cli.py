@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ganggate.controller.config import CARD_POLICIES
 from ganggate.core.gpushare import DEFAULT_POLICY as DEFAULT_CARD_POLICY
 from ganggate.kube.client import ConfigError, make_api_client
 
@@ -65,7 +66,7 @@ def register(subparsers: Any) -> None:
                      help="on SIGTERM/SIGINT, how long releases already being applied may take (default 10)")
     ctl.add_argument("--metrics-port", type=int, default=8080, help="/metrics, /healthz, /readyz (0: any free port)")
     ctl.add_argument("--max-pod-num", type=int, default=10000, help="largest group-pod-num accepted")
-    ctl.add_argument("--card-policy", choices=["best-fit", "random", "fgd"], default=None,
+    ctl.add_argument("--card-policy", choices=CARD_POLICIES, default=None,
                      help="GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (default: "
                      f"{DEFAULT_CARD_POLICY}; see docs/gpu-sharing.md)")
     ctl.set_defaults(func=run_controller)

@@ -270,10 +270,8 @@ def random_fit(seed: int = 0) -> CardPolicy:
     return choose
 
 
-#: The policies by name. "fgd" lives in ganggate.core.gpushare_fgd, which imports this module
-#: (so this one cannot import it back): `ganggate.controller.config.card_policy_named` knows all.
-#: "random" here is one shared generator seeded 0; call random_fit(seed) for a fresh one.
-POLICIES: dict[str, CardPolicy] = {"random": random_fit(0), "best-fit": best_fit}
+#: The policies by name are `ganggate.controller.config.card_policy_named`'s ("fgd" lives in
+#: ganggate.core.gpushare_fgd, which imports this module, so this one cannot name it).
 #: The policy the controller uses unless told otherwise: FGD, which allocated at least as many
 #: GPUs as best-fit at every point of every list of the benchmark (docs/gpu-sharing.md).
 DEFAULT_POLICY = "fgd"
@@ -282,7 +280,6 @@ __all__ = [
     "CardPolicy",
     "DEFAULT_POLICY",
     "NodeCards",
-    "POLICIES",
     "PodShape",
     "QuantityError",
     "WholeGpuPolicy",
