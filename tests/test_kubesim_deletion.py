@@ -13,7 +13,7 @@ import asyncio
 
 from ganggate.sim.clock import ManualClock
 from tests.kubesim_lifecycle_support import PODS, Watch, delete, gone, pod_where, simulator, sleeper_at
-from tests.test_kubesim_scheduler_support import bound_node, pod_manifest, unschedulable_message, wait_for
+from tests.test_kubesim_scheduler_support import bound_node, condition, pod_manifest, unschedulable_message, wait_for
 
 
 def _phase(phase):
@@ -181,3 +181,27 @@ async def test_job_pods_deleted_gracefully_are_replaced_and_counted_failed_once_
 async def _running_pod(api):
     pods = [p for p in await api.pods() if (p.get("status") or {}).get("phase") == "Running"]
     return pods[0] if pods else None
+
+
+async def test_the_api_server_stamps_conditions_and_deletion_on_its_own_clock_as_creation():
+    # kube-apiserver stamps creationTimestamp, the SchedulingGated and PodScheduled conditions and
+    # deletionTimestamp all with metav1.Now(); on a simulated clock a pod's deletion or condition
+    # time once came from the real clock, before (or long after) its creation.
+    clock = ManualClock(epoch_start=1_000_000_000)  # 2001-09-09T01:46:40Z
+    async with simulator(clock, nodes=1, scheduler=False, kubelet=False, controllers=False) as (sim, api):
+        created = await api.create_pod(pod_manifest("p", gpus=1, gated=True))
+        assert created["metadata"]["creationTimestamp"] == "2001-09-09T01:46:40Z"
+        assert condition(created)["reason"] == "SchedulingGated"
+        assert condition(created)["lastTransitionTime"] == "2001-09-09T01:46:40Z"
+        clock.advance_to(60)
+        await api.patch(f"{PODS}/p", [{"op": "remove", "path": "/spec/schedulingGates"}], "application/json-patch+json")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-0"}}
+        async with api.session.post(f"{api.url}{PODS}/p/binding", json=binding) as response:
+            assert response.status == 201, await response.text()
+        bound = await api.pod("p")
+        assert condition(bound)["status"] == "True"
+        assert condition(bound)["lastTransitionTime"] == "2001-09-09T01:47:40Z"
+        clock.advance_to(120)
+        code, body = await delete(api, "p")
+        assert code == 200 and body["metadata"]["deletionGracePeriodSeconds"] == 30
+        assert body["metadata"]["deletionTimestamp"] == "2001-09-09T01:49:10Z"  # now (01:48:40) + 30 s

@@ -35,7 +35,7 @@ from ganggate.sim import eviction, priority, strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module
 from ganggate.sim.faults import FaultInjector
-from ganggate.sim.store import Store, now_rfc3339
+from ganggate.sim.store import Store
 from ganggate.sim.watch import clone, dumps, event_line
 
 log = logging.getLogger("ganggate.sim.apiserver")
@@ -711,7 +711,9 @@ class ApiServer:
         for field in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         if info.key == "pods":
-            validation.prepare_pod_create(obj)
+            # SchedulingGated's lastTransitionTime: podutil.UpdatePodCondition's metav1.Now(), the
+            # server's clock, as creationTimestamp (pkg/registry/core/pod/strategy.go PrepareForCreate).
+            validation.prepare_pod_create(obj, self.store.timestamp())
         elif info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
             meta["generation"] = 1
         strategy = strategies.for_key(info.key)
@@ -914,7 +916,9 @@ class ApiServer:
         annotations = binding["metadata"].get("annotations") or {}
         if annotations:
             new["metadata"].setdefault("annotations", {}).update(annotations)
-        set_condition(new, {"type": "PodScheduled", "status": "True"})
+        # assignPod (pkg/registry/core/pod/storage/storage.go): podutil.UpdatePodCondition stamps
+        # metav1.Now(), the server's clock, as creationTimestamp.
+        set_condition(new, {"type": "PodScheduled", "status": "True"}, self.store.timestamp())
         if not dry_run:
             self.store.update(target.info.key, new, expect_rv=pod["metadata"]["resourceVersion"])
         return _json_response(_status_success(201), status=201)
@@ -991,11 +995,11 @@ def _uuid() -> str:
     return str(uuid.uuid4())
 
 
-def set_condition(obj: dict[str, Any], condition: dict[str, Any]) -> None:
-    """podutil.UpdatePodCondition: replace the condition of that type, stamping transition time on change."""
+def set_condition(obj: dict[str, Any], condition: dict[str, Any], now: str) -> None:
+    """podutil.UpdatePodCondition: replace the condition of that type, stamping transition time
+    (`now`, on the API server's clock) on change."""
     status = obj.setdefault("status", {})
     conditions = status.setdefault("conditions", [])
-    now = now_rfc3339()
     for index, existing in enumerate(conditions):
         if existing.get("type") == condition["type"]:
             merged = dict(existing)

@@ -4,8 +4,10 @@ Written from pkg/registry/core/pod/strategy.go (podStrategy.CheckGracefulDelete:
 DeleteOptions.gracePeriodSeconds, else spec.terminationGracePeriodSeconds; 0 for a pod not yet
 bound or already terminal; a negative one becomes 1),
 staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete: deletionTimestamp =
-now + grace; a second delete may only shorten the grace, moving the timestamp back by the
-difference; a longer or absent one leaves the pending deletion alone) and
+now + grace, now being metav1.Now(), the API server's own clock, the one that stamps
+creationTimestamp: here the store's clock, simulated in a replay; a second delete may only shorten
+the grace, moving the timestamp back by the difference; a longer or absent one leaves the pending
+deletion alone) and
 staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go (Delete and
 updateForGracefulDeletionAndFinalizers: the timestamp is written first, so watchers see
 MODIFIED, and the object is removed at once only when the grace is 0).
@@ -75,7 +77,7 @@ def delete_pod(store: Store, namespace: str, name: str, options: Mapping[str, An
     _check_preconditions(current, options.get("preconditions") or {}, name)
     requested = requested_grace(options, query or {})
     meta = current["metadata"]
-    now = datetime.now(timezone.utc)
+    now = _parse(store.timestamp())  # the API server's clock, as for creationTimestamp (BeforeDelete: metav1.Now())
     if meta.get("deletionTimestamp"):
         pending = meta.get("deletionGracePeriodSeconds")
         if pending:
