@@ -252,3 +252,25 @@ def test_an_unknown_card_policy_is_refused_by_the_controller_config() -> None:
 
     with pytest.raises(ValueError, match="card_policy must be one of best-fit, random, fgd"):
         ControllerConfig(card_policy="tightest").validate()
+
+
+def test_a_card_chosen_after_placement_is_asked_of_the_policy_with_the_pods_cpu() -> None:
+    """with_cards (a pod placed without a card, e.g. on a preemptor's reserved node) tells the
+    card policy the pod's CPU, as the packer's choice does: FGD weighs it."""
+    from ganggate.core.capacity import Capacity
+    from ganggate.core.gpushare import best_fit
+    from ganggate.core.gpushare_round import with_cards
+
+    state = cluster([card_node("c0")], [sharing_pod("s", 4, cpu="3")])
+    capacity = Capacity.from_state(state)
+    asked: list[int] = []
+
+    def policy(amount, candidates, workload, cpu_milli=0):
+        asked.append(cpu_milli)
+        return best_fit(amount, candidates, workload, cpu_milli=cpu_milli)
+
+    capacity.card_policy = policy
+    (pod,) = state.gangs[("ml", "s")].pods.values()
+    capacity.take("c0", pod.request)
+    assert with_cards([pod], {pod.key: "c0"}, capacity) == {pod.key: "c0"}
+    assert asked == [3000]

@@ -55,7 +55,8 @@ def with_cards(pods: Sequence[PodInfo], placement: dict[str, str], capacity: Cap
     for key in missing:
         pod, node = by_key[key], placement[key]
         capacity.release_cards([key])
-        choice = capacity.card_policy(pod.shared_gpu, [capacity.cards[node]], capacity.workload)
+        choice = capacity.card_policy(pod.shared_gpu, [capacity.cards[node]], capacity.workload,
+                                      cpu_milli=pod.request.get(CPU, 0))  # as Capacity.shared_node
         if choice is None:
             message = f"pod {key}: " + card_shortfall(pod.shared_gpu, [capacity.cards[node]])
             for placed, where in placement.items():
