@@ -44,7 +44,7 @@ from ganggate.core.capacity import Capacity, NodeIndex
 from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import find_rivals
 from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.ordering import release_candidates
+from ganggate.core.ordering import release_candidates, round_key
 from ganggate.core.outcome import Decision, Waiting
 from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy
 from ganggate.core.planner import HoldBack, decide, plan_one, releasable
@@ -63,8 +63,8 @@ class _Kept:
 
 
 def _order_key(gang: Gang) -> tuple:
-    """The planner's round order: roll-forwards (partial) first, then priority, age, key."""
-    return (gang.state != "partial", -gang.priority, gang.created, gang.key)
+    """The planner's round order: roll-forwards (partial) first, then round_key."""
+    return (gang.state != "partial", *round_key(gang))
 
 
 def _same(a: Mapping[str, int], b: Mapping[str, int]) -> bool:

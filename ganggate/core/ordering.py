@@ -19,9 +19,14 @@ from ganggate.core.domains import domains, free_gpus
 from ganggate.core.topology import gang_request, placed_domains
 
 
-def round_order(gangs: Iterable[Gang]) -> list[Gang]:
+def round_key(gang: Gang) -> tuple:
     """Higher priority first, then older, then by key (a stable order across rounds)."""
-    return sorted(gangs, key=lambda g: (-g.priority, g.created, g.key))
+    return (-gang.priority, gang.created, gang.key)
+
+
+def round_order(gangs: Iterable[Gang]) -> list[Gang]:
+    """The gangs by round_key."""
+    return sorted(gangs, key=round_key)
 
 
 def release_candidates(gang: Gang) -> list[PodInfo]:
