@@ -36,7 +36,7 @@ from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module
 from ganggate.sim.faults import FaultInjector
 from ganggate.sim.store import Store
-from ganggate.sim.watch import clone, dumps, event_line
+from ganggate.sim.watch import Stored, clone, dumps, event_line
 
 log = logging.getLogger("ganggate.sim.apiserver")
 
@@ -761,12 +761,16 @@ class ApiServer:
         return _warned(_json_response(created, status=201), warnings)
 
     # ---- update and patch ---------------------------------------------------------------------------------
-    def _current(self, target: Target) -> dict[str, Any]:
+    def _stored(self, target: Target) -> Stored:
+        """The stored object (its dict and its serialized bytes), or 404."""
         info = target.info
         stored = self.store.lookup(info.key, target.namespace or "", target.name or "")
         if stored is None:
             raise errors.not_found(info.plural, target.name or "", info.group)
-        return stored.obj
+        return stored
+
+    def _current(self, target: Target) -> dict[str, Any]:
+        return self._stored(target).obj
 
     async def update_object(self, target: Target, new: dict[str, Any], dry_run: bool = False,
                             retry_on_change: bool = False) -> dict[str, Any]:
@@ -865,8 +869,9 @@ class ApiServer:
         mode = fieldvalidation.directive(query, "PatchOptions")
         info = target.info
         for _ in range(MAX_UPDATE_ATTEMPTS):
-            current = self._current(target)
-            original = json.loads(self.store.lookup(target.info.key, target.namespace or "", target.name).raw)
+            stored = self._stored(target)
+            current = stored.obj
+            original = json.loads(stored.raw)  # a copy to patch
             patched = patching.apply_patch(content_type, original, body, in_place=True)
             warnings = fieldvalidation.check(info.group, info.version, info.kind, patched, mode, patch=True)
             meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else None
@@ -894,7 +899,8 @@ class ApiServer:
             causes.append(errors.required("target.name"))
         if causes:
             raise errors.invalid("Binding", name, causes)
-        pod = self._current(target)
+        stored = self._stored(target)
+        pod = stored.obj
         spec = pod.get("spec") or {}
 
         def refuse(detail: str) -> errors.ApiError:
@@ -911,7 +917,7 @@ class ApiServer:
             raise errors.conflict("pods", target.name or "",
                                   f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
         # The real server does not check that the node exists (setPodHostAndAnnotations).
-        new = json.loads(self.store.lookup(target.info.key, target.namespace or "", target.name or "").raw)  # a copy
+        new = json.loads(stored.raw)  # a copy
         new["spec"]["nodeName"] = target_ref["name"]
         annotations = binding["metadata"].get("annotations") or {}
         if annotations:
