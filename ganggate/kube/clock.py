@@ -5,8 +5,8 @@ deadlines, the decision's time, Events' timestamps) reads one `Clock`, so a
 replay that runs a day of simulated time in minutes sees every policy fire on that day's clock.
 Waits that pace the API itself (retry backoff, rate limits, an echo awaited from a watch) stay
 on the real clock: they are about how fast the API server answers, not about the simulated day;
-so does the controller's lease (ganggate.kube.leader takes a clock, the wall clock unless told),
-which proves a live process to the other replicas.
+so does the controller's lease (ganggate.kube.leader reads the real time), which proves a live
+process to the other replicas.
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the Unix epoch: what decisions, deadlines and timestamps use."""
 
-    def monotonic(self) -> float:
-        """Seconds that never go back: what intervals (a lease's renew deadline) use."""
-
     async def sleep_until(self, when: float) -> None:
         """Return once now() >= when."""
 
@@ -34,9 +31,6 @@ class WallClock:
 
     def now(self) -> float:
         return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
 
     async def sleep_until(self, when: float) -> None:
         delay = when - time.time()

@@ -27,7 +27,6 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from ganggate.kube.calls import ApiCallError, call_json
-from ganggate.kube.clock import WALL, Clock
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +70,8 @@ class LeaderElector:
 
     def __init__(self, coordination_api: Any, *, name: str, namespace: str, identity: str,
                  lease_duration: float = 15.0, retry_period: float = 5.0, renew_deadline: float | None = None,
-                 metrics: Any = None, on_change: Callable[[bool], None] | None = None,
-                 clock: Clock = WALL) -> None:
+                 metrics: Any = None, on_change: Callable[[bool], None] | None = None) -> None:
         self.api = coordination_api
-        self.clock = clock  # the lease's timing: renew deadline, observed expiry, recorded times
         self.name = name
         self.namespace = namespace
         self.identity = identity
@@ -97,7 +94,7 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         """True while we hold the lease and renewed it within the renew deadline."""
-        return self._renewed_at is not None and self.clock.monotonic() - self._renewed_at < self.renew_deadline
+        return self._renewed_at is not None and time.monotonic() - self._renewed_at < self.renew_deadline
 
     @property
     def holder(self) -> str | None:
@@ -140,7 +137,7 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when we hold the lease afterwards."""
-        now_wall = self.clock.now()
+        now_wall = time.time()
         try:
             lease = await call_json(self.api.read_namespaced_lease, self.name, self.namespace,
                                     verb="get", metrics=self.metrics, timeout=self.renew_deadline)
@@ -171,7 +168,7 @@ class LeaderElector:
                     log.info("creating lease %s/%s: %s", self.namespace, self.name, exc2)
                 return False
             self._found_namespace()
-            self._renewed_at = self.clock.monotonic()
+            self._renewed_at = time.monotonic()
             return True
         self._found_namespace()
 
@@ -180,10 +177,10 @@ class LeaderElector:
         record = (holder, spec.get("renewTime"), spec.get("acquireTime"), spec.get("leaseTransitions"))
         if record != self._observed_record:
             self._observed_record = record
-            self._observed_at = self.clock.monotonic()
+            self._observed_at = time.monotonic()
         self._lease = lease
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        if holder and holder != self.identity and self.clock.monotonic() < self._observed_at + duration:
+        if holder and holder != self.identity and time.monotonic() < self._observed_at + duration:
             if holder != self._standing_by_for:  # said once per holder, so an operator sees who leads
                 self._standing_by_for = holder
                 log.info("lease %s/%s is held by %s: this replica stands by and takes over when the "
@@ -207,7 +204,7 @@ class LeaderElector:
         except ApiCallError as exc:
             log.info("updating lease %s/%s: %s", self.namespace, self.name, exc)
             return False
-        self._renewed_at = self.clock.monotonic()
+        self._renewed_at = time.monotonic()
         return True
 
     def _found_namespace(self) -> None:
@@ -240,7 +237,7 @@ class LeaderElector:
         self._notify(giving_up=True)
         body = dict(self._lease)
         spec = dict(body.get("spec") or {})
-        now = micro_time(self.clock.now())
+        now = micro_time()
         spec.update({"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now})
         body["spec"] = spec
         try:

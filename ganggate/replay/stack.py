@@ -29,17 +29,14 @@ MODES = ("none", "count", "ganggate", "free", "topology")
 
 class SimulatedClock:
     """The controller's Clock over kubesim's ManualClock: now() is the Unix time kubesim stamps
-    on objects (ManualClock.epoch), monotonic() the simulated seconds, and sleep_until a sleeper
-    on the manual clock (woken when the replay advances it)."""
+    on objects (ManualClock.epoch), and sleep_until a sleeper on the manual clock (woken when
+    the replay advances it)."""
 
     def __init__(self, manual: Any) -> None:
         self.manual = manual
 
     def now(self) -> float:
         return self.manual.epoch()
-
-    def monotonic(self) -> float:
-        return self.manual.now()
 
     async def sleep_until(self, when: float) -> None:
         await self.manual.sleep_until(self.manual.now() + (when - self.now()))
