@@ -200,19 +200,22 @@ def placed_domains(pods: Sequence[PodInfo], capacity: Capacity, level: str) -> l
     placed = _placed_members(pods, capacity)
     if not placed:
         return None
-    around = {domain_of(capacity.nodes[n], level, capacity.topology_levels) for n in placed}
+    return _near(placed, capacity, level)[1]
+
+
+def _near(placed: frozenset[str], capacity: Capacity, level: str) -> tuple[list[str], list[str]]:
+    """The level's domains of these nodes, by name, and those domains' nodes."""
+    around = sorted({domain_of(capacity.nodes[n], level, capacity.topology_levels) for n in placed})
     groups = domains(capacity, level)
-    return [n for domain in sorted(around) for n in groups.get(domain, ())]
+    return around, [n for domain in around for n in groups.get(domain, ())]
 
 
 def _place_near(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner, placed: frozenset[str],
                 levels: Sequence[str], required: str | None) -> dict[str, str] | Unfit:
     """More pods of a gang that has members placed already: in the domain(s) of those members,
     narrowest level first; at the required level, there or nowhere; else anywhere at last."""
-    nodes, configured = capacity.nodes, capacity.topology_levels
     for level in levels:
-        around = sorted({domain_of(nodes[n], level, configured) for n in placed})
-        names = placed_domains(pods, capacity, level) or []
+        around, names = _near(placed, capacity, level)
         result = _plan_within(pods, capacity, need, f"{level}\x00{'|'.join(around)}", names, flat)
         if not isinstance(result, Unfit):
             return result
