@@ -12,7 +12,7 @@ from typing import Iterable
 
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import GangKey
-from ganggate.core.lifecycle import timeout_of
+from ganggate.core.lifecycle import waiting_timeout
 
 # The core's tests are strict ("waited more than"): a round at the due instant itself would not
 # act yet, so the wake-up comes this much after it.
@@ -30,9 +30,7 @@ def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
     for key, gang in state.gangs.items():
         if gang.state == "waiting" and gang.complete_since is not None:
             due.append(gang.complete_since + starvation_seconds + PAST)
-        if gang.state in ("incomplete", "waiting", "conflict") and gang.created and key not in reported:
-            timeout = timeout_of(gang)
-            if timeout is not None:
-                due.append(gang.created + timeout + PAST)
+        if key not in reported and (timeout := waiting_timeout(gang)) is not None:
+            due.append(gang.created + timeout + PAST)
     ahead = [t for t in due if t > now]
     return min(ahead) if ahead else None

@@ -121,13 +121,19 @@ def timeout_of(gang: Gang) -> int | None:
     return min(values) if values else None
 
 
-def timed_out(gang: Gang, now: float) -> int | None:
-    """The timeout a gang still waiting (incomplete, waiting for room) has exceeded, or None.
-    It waits from its first pod's creation."""
-    if gang.state not in ("incomplete", "waiting", "conflict"):
+def waiting_timeout(gang: Gang) -> int | None:
+    """The timeout that applies to a gang now: its group-timeout-seconds while it still waits
+    (incomplete, waiting for room, in conflict) and has a creation time to count from, else None."""
+    if gang.state not in ("incomplete", "waiting", "conflict") or not gang.created:
         return None
-    timeout = timeout_of(gang)
-    if timeout is None or not gang.created or now - gang.created <= timeout:
+    return timeout_of(gang)
+
+
+def timed_out(gang: Gang, now: float) -> int | None:
+    """The timeout a gang still waiting has exceeded, or None. It waits from its first pod's
+    creation (timers.next_due wakes the controller just after that deadline)."""
+    timeout = waiting_timeout(gang)
+    if timeout is None or now - gang.created <= timeout:
         return None
     return timeout
 
