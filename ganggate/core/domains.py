@@ -36,16 +36,15 @@ def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:
     return " in ".join(f"{key}={value}" for key, value in reversed(list(zip(path, values))))
 
 
-def domains(capacity: Capacity, level: str, names: Sequence[str] | None = None) -> dict[str, list[str]]:
-    """The nodes (all, or the given ones) grouped by their domain at a level."""
+def domains(capacity: Capacity, level: str) -> dict[str, list[str]]:
+    """The nodes grouped by their domain at a level (cached for the round)."""
     cache = capacity.topology_cache
-    if names is None and level in cache:
+    if level in cache:
         return cache[level]
     nodes, levels = capacity.nodes, capacity.topology_levels
     groups = {domain_of(nodes[members[0]], level, levels): members
-              for members in _by_label_values(capacity, level, names).values()}
-    if names is None:
-        cache[level] = groups
+              for members in _by_label_values(capacity, level).values()}
+    cache[level] = groups
     return groups
 
 
@@ -80,18 +79,17 @@ def _one_node_each(capacity: Capacity, level: str) -> bool:
     return True
 
 
-def _by_label_values(capacity: Capacity, level: str, names: Sequence[str] | None) -> dict[object, list[str]]:
+def _by_label_values(capacity: Capacity, level: str) -> dict[object, list[str]]:
     """The nodes grouped by their values of the level's label and the wider levels' (a node
     missing one by its name): domain_of's grouping, before the groups are named."""
     levels = capacity.topology_levels
-    chosen = capacity.nodes if names is None else names
     if level in levels:
         depth = list(levels).index(level) + 1
         values_of = _label_values(capacity)
     else:
-        depth, values_of = 1, {n: (_labels(capacity, n).get(level),) for n in chosen}
+        depth, values_of = 1, {n: (_labels(capacity, n).get(level),) for n in capacity.nodes}
     groups: dict[object, list[str]] = {}
-    for name in chosen:
+    for name in capacity.nodes:
         values = values_of[name][:depth]
         groups.setdefault(name if None in values else values, []).append(name)
     return groups
