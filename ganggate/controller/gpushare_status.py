@@ -35,10 +35,10 @@ def _holder(state: ClusterState, key: str) -> str:
 def card_rows(state: ClusterState) -> list[CardRow]:
     """One row per card of every node that advertises shared GPUs, nodes and cards in order."""
     rows: list[CardRow] = []
-    unrecorded: dict[str, list[str]] = {}
+    unrecorded: dict[str, list[tuple[str, int]]] = {}  # node -> (pod key, amount)
     for pod in state.pods.values():
         if pod.node_name and pod.shared_gpu > 0 and pod.gpu_card is None and not pod.terminated:
-            unrecorded.setdefault(pod.node_name, []).append(f"{pod.key} ({pod.shared_gpu})")
+            unrecorded.setdefault(pod.node_name, []).append((pod.key, pod.shared_gpu))
     for name in sorted(state.nodes):
         cards = state.cards(name)
         if cards is None:
@@ -49,8 +49,9 @@ def card_rows(state: ClusterState) -> list[CardRow]:
             free = "whole" if card in whole else str(cards.free(card))
             rows.append(CardRow(name, str(card), total, cards.used[card], free, holders))
         if name in unrecorded:
-            amount = sum(int(text.rsplit("(", 1)[1].rstrip(")")) for text in unrecorded[name])
-            rows.append(CardRow(name, "-", 0, amount, "-", ", ".join(sorted(unrecorded[name])) + " (no card recorded)"))
+            pods = sorted(unrecorded[name])
+            holders = ", ".join(f"{key} ({amount})" for key, amount in pods)
+            rows.append(CardRow(name, "-", 0, sum(amount for _, amount in pods), "-", holders + " (no card recorded)"))
     return rows
 
 
