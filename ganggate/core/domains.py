@@ -208,7 +208,9 @@ class LevelFree:
 
 
 def domain_free(capacity: Capacity, level: str, per: int = 0) -> DomainFree:
-    """The level's DomainFree for this round, up to date with the round's takes."""
+    """The level's DomainFree for this round, up to date with the round's takes. For one round's
+    Capacity only: it catches up from Capacity.changed, which set_free does not add to and
+    start_round/rewind clear (IncrementalRounds, which keeps a Capacity, falls back with topology)."""
     key = f"{level}\x00free"
     tracker = capacity.topology_free.get(key)
     if not isinstance(tracker, LevelFree):
