@@ -128,10 +128,15 @@ def partly_bound(pods: Iterable[Mapping], scheduler: str = SCHEDULER) -> list[st
     return [s.describe() for s in gang_states(pods, scheduler).values() if not (s.whole_running or s.waiting)]
 
 
+def span(nodes: Iterable[str], labels: Mapping[str, Mapping[str, str]], key: str) -> int:
+    """How many distinct values of label `key` the nodes have (a node without it counts alone)."""
+    return len({labels.get(n, {}).get(key, f"\0{n}") for n in nodes})
+
+
 def required_topology_broken(pods: Iterable[Mapping], node_labels: Mapping[str, Mapping[str, str]],
                              scheduler: str = SCHEDULER) -> list[str]:
     """A description of each gang whose bound, not-ended pods leave the one domain it requires."""
-    found: dict[str, tuple[str, dict[str, set[str]]]] = {}
+    found: dict[str, tuple[str, set[str]]] = {}
     for pod in pods:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         ann = meta.get("annotations") or {}
@@ -139,14 +144,11 @@ def required_topology_broken(pods: Iterable[Mapping], node_labels: Mapping[str, 
         if (GROUP_NAME not in ann or not level or not node or (spec.get("schedulerName") or SCHEDULER) != scheduler
                 or ((pod.get("status") or {}).get("phase") in ENDED)):
             continue
-        key = f"{meta.get('namespace', 'default')}/{ann[GROUP_NAME]}"
-        domain = (node_labels.get(node) or {}).get(level, f"node {node}")
-        found.setdefault(key, (level, {}))[1].setdefault(domain, set()).add(node)
+        found.setdefault(f"{meta.get('namespace', 'default')}/{ann[GROUP_NAME]}", (level, set()))[1].add(node)
     broken = []
-    for key, (level, where) in sorted(found.items()):
-        if len(where) > 1:
-            on = ", ".join(sorted(node for nodes in where.values() for node in nodes))
-            broken.append(f"gang {key} requires one {level}: on {len(where)} ({on})")
+    for key, (level, nodes) in sorted(found.items()):
+        if (domains := span(nodes, node_labels, level)) > 1:
+            broken.append(f"gang {key} requires one {level}: on {domains} ({', '.join(sorted(nodes))})")
     return broken
 
 

@@ -19,8 +19,9 @@ CPU and memory are not counted in "fits": the replay's pods are GPU-bound.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Sequence
 
+from ganggate.replay.gangcheck import span
 from ganggate.replay.metrics import JobRecord, Summary, mean, percentile
 from ganggate.replay.scenario import NodeSpec
 from ganggate.replay.trace import Job
@@ -39,11 +40,6 @@ def pods_fit(job: Job, gpus: Sequence[int]) -> bool:
     if job.gpus_per_pod == 0:
         return bool(gpus)
     return sum(g // job.gpus_per_pod for g in gpus) >= job.pods
-
-
-def span(nodes: Sequence[str], labels: Mapping[str, Mapping[str, str]], key: str) -> int:
-    """How many distinct values of label `key` the nodes have (a node without it counts alone)."""
-    return len({labels.get(n, {}).get(key, f"\0{n}") for n in nodes})
 
 
 def domains(nodes: Sequence[NodeSpec], key: str) -> dict[str, list[int]]:
