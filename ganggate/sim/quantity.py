@@ -29,6 +29,9 @@ SATURATED_NANOS = MAX_INT64 * NANO_PER_UNIT * 10**9  # far past anything int64 c
 # parseQuantityString's scanner as one expression: sign, integer digits, optional fraction,
 # suffix letters from "eEinumkKMGTP", then an optional sign and digits (the exponent).
 _SCAN = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)")
+#: The pattern the API server names when it refuses a quantity
+#: (k8s.io/apimachinery/pkg/api/resource/quantity.go ErrFormatWrong's message).
+QUANTITY_PATTERN = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 
 # suffix.go: newSuffixer's decimal and binary tables (base, exponent).
 _DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
@@ -100,7 +103,7 @@ def parse_nanos(value: str | int | float) -> int:
         raise QuantityError("quantities may not be empty")
     match = _SCAN.fullmatch(text)
     if match is None:
-        raise QuantityError(f"quantities must match the regular expression: {value!r}")
+        raise QuantityError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
     sign, whole, fraction, suffix = match.groups()
     fraction = fraction or ""
     interpreted = _interpret(suffix)

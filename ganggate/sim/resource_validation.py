@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ganggate.sim.errors import Cause, forbidden, invalid_value
-from ganggate.sim.quantity import QuantityError, parse_nanos
+from ganggate.sim.quantity import QUANTITY_PATTERN, QuantityError, parse_nanos
 
 
 def validate_resources(resources: Any, path: str) -> list[Cause]:
@@ -30,8 +30,7 @@ def validate_resources(resources: Any, path: str) -> list[Cause]:
             except QuantityError:
                 causes.append(invalid_value(
                     f"{path}.{kind}[{resource}]", quantity,
-                    "quantities must match the regular expression "
-                    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+                    f"quantities must match the regular expression '{QUANTITY_PATTERN}'"))
                 continue
             if amount < 0:
                 causes.append(invalid_value(f"{path}.{kind}[{resource}]", quantity,
