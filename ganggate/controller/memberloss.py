@@ -31,6 +31,7 @@ from ganggate.controller.protection import Protection
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import GangKey
 from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss
+from ganggate.core.planloss import plans_lost
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class GangLifecycle:
         """Act on the losses the state recorded, then on timeouts (unless the caller looks for
         them off the loop: `due_timeouts`, `report_timeouts`); keep the budgets in step."""
         self.handle_losses(self.state.take_losses())
+        self.handle_losses(plans_lost(self.state))
         if timeouts:
             self.report_timeouts(self.due_timeouts(now))
         if self.protection is not None:
@@ -161,13 +163,13 @@ class GangLifecycle:
         namespace, name = loss.pod_key.split("/", 1)
         pod = self.state.pods.get(loss.pod_key)
         ref = PodRef.of(pod) if pod is not None and pod.uid == loss.uid else PodRef(namespace, name, loss.uid)
-        if not breakage.below_min:
+        if not breakage.below_min and not breakage.replan:
             log.info("gang %s/%s: %s", *loss.gang_key, message)
             return
         self.events.emit(ref, "GangBroken", message)
         if self.policy != "restart":
             return
-        if breakage.to_delete:
+        if breakage.to_delete and not breakage.replan:  # a re-plan's replacements join the running gang
             self._restarting.add(loss.gang_key)
         for victim in breakage.to_delete:
             if self._deleting.add(victim.uid):

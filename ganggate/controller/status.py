@@ -97,15 +97,17 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
         if budgets and gang.released_count and (names := foreign_budgets_over(gang, budgets)):
             note = f"protected by PodDisruptionBudget {', '.join(names)} (not ganggate's)"
             reason = f"{reason}; {note}" if reason else note
-        rows.append(GangRow(f"{key[0]}/{key[1]}", lifecycle_state(gang, now), len(live), needed, _gpus(gpus),
+        rows.append(GangRow(f"{key[0]}/{key[1]}", lifecycle_state(gang, now, state), len(live), needed, _gpus(gpus),
                             since, reason))
     return rows
 
 
-def lifecycle_state(gang: Any, now: float) -> str:
+def lifecycle_state(gang: Any, now: float, state: ClusterState | None = None) -> str:
     """The state column: the gang's state, plus what its life after admission adds:
-    "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)"."""
+    "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)", and (given the
+    cluster) "released (broken: w-1 pinned to node-3 cannot bind: PlanLost)"."""
     from ganggate.core.lifecycle import losses_after_relist, timed_out
+    from ganggate.core.planloss import CAUSE, stranded
 
     timeout = timed_out(gang, now)
     if timeout is not None:
@@ -115,6 +117,12 @@ def lifecycle_state(gang: Any, now: float) -> str:
         shown = ", ".join(f"{loss.pod_key.split('/', 1)[1]}: {loss.cause}" for loss in losses[:3])
         more = f" and {len(losses) - 3} more" if len(losses) > 3 else ""
         return f"{gang.state} (broken: lost {shown}{more})"
+    lost = [(p, node) for p in sorted(gang.pods.values(), key=lambda p: p.key)
+            if state is not None and (node := stranded(state, p)) is not None]
+    if lost:
+        shown = ", ".join(f"{p.name} pinned to {node} cannot bind" for p, node in lost[:3])
+        more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+        return f"{gang.state} (broken: {shown}{more}: {CAUSE})"
     if gang.state == "running" and gang.pods and not gang.live_pods():
         # Every pod has finished: the core keeps "running" (nothing to decide), a user reads the outcome.
         if all(p.terminated for p in gang.pods.values()):

@@ -10,6 +10,7 @@ Lowest first (each module imports only those above it in this list):
   budgets     which PodDisruptionBudgets cover a pod (as evictions see them), and a gang
   losses      MemberLoss: a released gang member that stopped being one, and why
   cluster     ClusterState: nodes, their use, gangs and promises, fed by watch events
+  planloss    a released member pinned to a node whose room other pods took: its plan is lost
   outcome     Decision, Waiting, Unfit: what a round returns
   capacity    Capacity: the nodes' free capacity as a round uses it up, indexed for best fit
   explain     the messages a user reads: why a gang does not fit, what it waits for

@@ -31,6 +31,8 @@ from ganggate.core.losses import (  # noqa: F401  (re-exported)
 )
 from ganggate.core.outcome import Unfit
 from ganggate.core.packing import plan_gang
+from ganggate.core.planloss import CAUSE as PLAN_LOST
+from ganggate.core.planloss import stranded_members
 from ganggate.core.pods import PodInfo
 
 @dataclass
@@ -45,10 +47,21 @@ class Breakage:
     min_available: int = 0
     to_delete: list[PodInfo] = field(default_factory=list)
     bare: list[PodInfo] = field(default_factory=list)
+    #: Only the stranded members are deleted (their owner recreates them gated and they are
+    #: placed beside the running gang), the rest still at least min-available: a re-plan.
+    replan: bool = False
 
     def message(self, policy: str) -> str:
         gang = f"{self.gang_key[0]}/{self.gang_key[1]}"
         head = f"gang {gang} lost pod {self.loss.pod_key.split('/', 1)[1]} ({self.loss.cause}: {self.loss.cause_text})"
+        if self.replan:
+            head += f"; {self.left} left, at least {self.min_available} needed"
+            if policy != "restart":
+                return f"{head}; not re-planned (--on-member-loss={policy})"
+            if not self.to_delete:
+                return f"{head}; it has no owning controller: left alone, pinned where it cannot bind"
+            return (f"{head}; re-planning: deleting {plural(len(self.to_delete), 'pinned pod')} that cannot bind so "
+                    "that their controller recreates them and they are placed beside the running ones")
         if not self.below_min:
             return f"{head}; {self.left} left, at least {self.min_available} needed: it runs on"
         head += f"; {self.left} left, {self.min_available} needed"
@@ -69,6 +82,8 @@ def judge_loss(state: ClusterState, loss: MemberLoss) -> Breakage:
     gang = state.gangs.get(loss.gang_key)
     if gang is None or gang.spec is None:
         return Breakage(loss.gang_key, loss, below_min=False)
+    if loss.cause == PLAN_LOST:
+        return _judge_plan_lost(state, gang, loss)
     # A gang not all bound within the bind timeout is as good as broken: it holds what is
     # bound while the rest cannot start, so it is rolled back as a whole.
     below = is_below_min(gang) or loss.cause == "BindTimeout"
@@ -76,6 +91,25 @@ def judge_loss(state: ClusterState, loss: MemberLoss) -> Breakage:
     if below:
         for pod in sorted(gang.released_pods(), key=lambda p: p.key):
             (out.to_delete if pod.owned else out.bare).append(pod)
+    return out
+
+
+def _judge_plan_lost(state: ClusterState, gang: Gang, loss: MemberLoss) -> Breakage:
+    """The rule for members whose plan is lost (core.planloss): without them, is the gang still
+    at least min-available? Then re-plan: delete only them (owned ones), so that their owner
+    recreates them gated and they are placed beside the running members. Else restart the whole
+    gang, as for a failed member: delete every released owned member."""
+    assert gang.spec is not None
+    lost = stranded_members(state, gang)
+    if not any(p.uid == loss.uid for p in lost):  # it bound, or the room came back, meanwhile
+        return Breakage(loss.gang_key, loss, below_min=False, left=survivors(gang),
+                        min_available=gang.spec.min_available)
+    left = survivors(gang) - len(lost)
+    out = Breakage(loss.gang_key, loss, below_min=left < gang.spec.min_available, left=left,
+                   min_available=gang.spec.min_available, replan=left >= gang.spec.min_available)
+    victims = lost if out.replan else sorted(gang.released_pods(), key=lambda p: p.key)
+    for pod in victims:
+        (out.to_delete if pod.owned else out.bare).append(pod)
     return out
 
 

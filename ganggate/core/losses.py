@@ -13,13 +13,13 @@ from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.pods import PodInfo
 
 #: The DisruptionTarget condition reasons Kubernetes sets (k8s.io/api/core/v1 types.go); a
-#: loss's cause is one of these, else Failed, Deleted, BindTimeout or Disrupted (an unknown
-#: DisruptionTarget reason), so that the metric's label has few values.
+#: loss's cause is one of these, else Failed, Deleted, BindTimeout, PlanLost (core.planloss) or
+#: Disrupted (an unknown DisruptionTarget reason), so that the metric's label has few values.
 DISRUPTION_REASONS = frozenset(
     {"PreemptionByScheduler", "DeletionByTaintManager", "EvictionByEvictionAPI", "DeletionByPodGC",
      "TerminationByKubelet"}
 )
-CAUSES = ("Failed", "Deleted", "BindTimeout", "Disrupted", *sorted(DISRUPTION_REASONS))
+CAUSES = ("Failed", "Deleted", "BindTimeout", "PlanLost", "Disrupted", *sorted(DISRUPTION_REASONS))
 _CAUSE_TEXT = {
     "PreemptionByScheduler": "preempted by the scheduler",
     "DeletionByTaintManager": "evicted by a NoExecute taint (e.g. its node was lost)",
@@ -29,6 +29,7 @@ _CAUSE_TEXT = {
     "Failed": "failed",
     "Deleted": "deleted",
     "BindTimeout": "not bound within the bind timeout",
+    "PlanLost": "pinned to a node whose room pods bound after the plan took; the scheduler reports it Unschedulable",
     "Disrupted": "disrupted",
 }
 

@@ -113,6 +113,15 @@ def _disruption(pod: Mapping) -> str | None:
     return None
 
 
+def _unschedulable(pod: Mapping) -> bool:
+    """PodScheduled is False with reason Unschedulable: the scheduler tried and found no node
+    (k8s.io/api/core/v1 PodReasonUnschedulable; a gated pod's reason is SchedulingGated)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
+            return cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+    return False
+
+
 def _timeout(annotations: Mapping[str, str]) -> int | None:
     value = parse_timeout(annotations)
     return value if isinstance(value, int) else None
@@ -339,6 +348,9 @@ class PodInfo:
     #: PreemptionByScheduler, DeletionByTaintManager, EvictionByEvictionAPI, DeletionByPodGC,
     #: TerminationByKubelet (k8s.io/api/core/v1 DisruptionTarget reasons).
     disruption: str | None = None
+    #: The scheduler reported it cannot place the pod now (PodScheduled False, reason
+    #: Unschedulable): for a released member pinned to a node, see core.planloss.
+    unschedulable: bool = False
     #: group-timeout-seconds, when valid and set.
     timeout_seconds: int | None = None
     #: Shared GPU memory asked (aliyun.com/gpu-mem, whole units of the node's unit; 0: none).
@@ -409,6 +421,7 @@ class PodInfo:
             constraint_key=facts.constraint_key,
             terminating=bool(meta.get("deletionTimestamp")),
             disruption=_disruption(pod),
+            unschedulable=_unschedulable(pod),
             timeout_seconds=_timeout(annotations),
             shared_gpu=facts.shared_gpu,
             gpu_card=_gpu_card(annotations),

@@ -1,0 +1,66 @@
+"""Gangs released among ordinary pods on a nearly full cluster (#19): do gangs run partly?
+
+kubesim (scheduler, kubelet, Job controller) with the webhook and the gate controller as
+`ganggate sim up` assembles them, on the wall clock. Ordinary ungated 1-GPU pods arrive all the
+time and live a few seconds, keeping the cluster about 80% busy; Jobs whose pods form gangs
+arrive among them. Each latency (seconds added to every API write) is run twice on the same
+arrivals: `ganggate` (the Jobs carry the gang annotations) and `baseline` (the same plain Jobs,
+the default scheduler alone). Figures: see bench/traffic.py.
+
+    .venv/bin/python bench/bench_traffic.py                       # 200 gangs, latency 0 and 0.3 s
+    .venv/bin/python bench/bench_traffic.py --gangs 30 --latency 0  # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.traffic import MODES, Figures, TrafficConfig, run  # noqa: E402
+
+HEADER = ("| latency | mode | gangs done | partial GPU-s | median window | partial >= 2 s | partial >= 5 s "
+          "| longest window | stranded | in pieces | restarted | mean wait | busy | wall |")
+
+
+def row(latency: float, mode: str, f: Figures, wall: float) -> str:
+    return (f"| {latency:g} s | {mode} | {f.completed}/{f.gangs} | {f.partial_gpu_seconds:.1f} | {f.median_window:.2f} s "
+            f"| {f.partial_over_2s} | {f.partial_over_5s} | {f.longest_window:.1f} s | {f.stranded} | {f.in_pieces} "
+            f"| {f.restarted} | {f.mean_wait:.1f} s | {f.busy:.0%} | {wall:.0f} s |")
+
+
+async def main(args: argparse.Namespace) -> None:
+    base = TrafficConfig(gangs=args.gangs, nodes=args.nodes, seed=args.seed)
+    print(f"{base.nodes} nodes x {base.gpus_per_node} GPUs; {base.gangs} gangs of {base.gang_sizes} pods every "
+          f"{base.gang_interval:g} s on average, running {base.gang_seconds} s; ordinary 1-GPU pods "
+          f"{base.ordinary_rate:g}/s running {base.ordinary_seconds} s; load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(HEADER)
+    print("|---|---|" + "---:|" * 12)
+    for latency in args.latency:
+        for mode in args.modes:
+            started = time.perf_counter()
+            figures = await run(replace(base, latency=latency), mode)
+            print(row(latency, mode, figures, time.perf_counter() - started), flush=True)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gangs", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.3])
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--seed", type=int, default=1)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.ERROR)
+    asyncio.run(main(parse()))

@@ -1,0 +1,180 @@
+"""A released member pinned to a node whose room an ordinary pod took after the plan (#19):
+its plan is lost at once (cause PlanLost), and the repair follows the documented rule."""
+
+from __future__ import annotations
+
+from ganggate.controller.status import lifecycle_state
+from ganggate.core.cluster import ClusterState
+from ganggate.core.lifecycle import judge_loss
+from ganggate.core.planloss import plans_lost
+from ganggate.core.snapshot import make_node, make_pod
+
+T0 = 1704067200.0  # 2024-01-01T00:00:00Z
+GANG = ("default", "train")
+
+
+def member(name: str, node: str | None, *, unschedulable: bool = False, min_available: int | None = None,
+           owner: str | None = "job") -> dict:
+    """A released member of `train` (2 pods of 4 GPUs) pinned to n1, bound to `node` or not."""
+    pod = make_pod(name, gang="train", pod_num=2, min_available=min_available, gpus=4, gated=False,
+                   node_name=node, phase="Running" if node else "Pending", owner=owner,
+                   decision={"id": "d1", "time": "2024-01-01T00:00:00Z", "node": "n1", "gang": "default/train",
+                             "pods": 2})
+    if unschedulable:
+        pod.setdefault("status", {})["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match "
+                        "Pod's node affinity/selector."}]
+    return pod
+
+
+def cluster(*pods: dict) -> ClusterState:
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=8), make_node("n2", gpus=8)], list(pods))
+    return state
+
+
+def intruder(**extra) -> dict:
+    """An ordinary pod bound to n1 after the plan, into the room promised to t-1."""
+    return make_pod("ordinary", gpus=4, node_name="n1", phase="Running", **extra)
+
+
+def test_a_pinned_member_the_scheduler_cannot_place_after_an_ordinary_pod_took_its_room_is_a_lost_plan():
+    state = cluster(member("t-0", "n1"), member("t-1", None, unschedulable=True), intruder())
+    [loss] = plans_lost(state)
+    assert (loss.gang_key, loss.pod_key, loss.cause) == (GANG, "default/t-1", "PlanLost")
+    assert lifecycle_state(state.gangs[GANG], T0, state) == "released (broken: t-1 pinned to n1 cannot bind: PlanLost)"
+    # The gang needs both pods: the whole gang is restarted through its owner.
+    breakage = judge_loss(state, loss)
+    assert breakage.below_min and not breakage.replan
+    assert sorted(p.name for p in breakage.to_delete) == ["t-0", "t-1"]
+    assert "lost pod t-1 (PlanLost" in breakage.message("restart")
+    assert "restarting: deleting 2 pods" in breakage.message("restart")
+
+
+def test_no_loss_while_the_scheduler_has_not_said_unschedulable_or_the_room_is_coming_back():
+    # Not yet tried by the scheduler: it may still bind.
+    assert plans_lost(cluster(member("t-0", "n1"), member("t-1", None), intruder())) == []
+    # The pod in its room is being deleted: the room comes back, the member will bind.
+    going = intruder()
+    going["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
+    assert plans_lost(cluster(member("t-0", "n1"), member("t-1", None, unschedulable=True), going)) == []
+    # Nothing took its room (the scheduler's word was stale): no loss.
+    assert plans_lost(cluster(member("t-0", "n1"), member("t-1", None, unschedulable=True))) == []
+
+
+def test_an_elastic_gang_still_at_min_available_has_only_the_stranded_member_replanned():
+    state = cluster(member("t-0", "n1", min_available=1), member("t-1", None, unschedulable=True, min_available=1),
+                    intruder())
+    [loss] = plans_lost(state)
+    breakage = judge_loss(state, loss)
+    assert breakage.replan and not breakage.below_min
+    assert [p.name for p in breakage.to_delete] == ["t-1"]
+    assert "re-planning: deleting 1 pinned pod" in breakage.message("restart")
+
+
+def test_a_bare_stranded_member_is_reported_and_never_deleted():
+    state = cluster(member("t-0", "n1", owner=None), member("t-1", None, unschedulable=True, owner=None), intruder())
+    [loss] = plans_lost(state)
+    breakage = judge_loss(state, loss)
+    assert breakage.to_delete == [] and sorted(p.name for p in breakage.bare) == ["t-0", "t-1"]
+
+
+# ---- end to end: kubesim, the webhook and the controller --------------------------------------
+
+
+async def _until(check, what: str, seconds: float = 60.0):
+    import asyncio
+
+    for _ in range(int(seconds / 0.1)):
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never: {what}")
+
+
+async def test_a_job_gang_whose_released_room_an_ordinary_pod_took_is_restarted_whole_and_reported():
+    """A Job gang of 2 x 2 GPUs is released pinned to the one 4-GPU node; before the scheduler
+    binds it, a pod created with spec.nodeName (it bypasses the scheduler) takes 2 of those GPUs.
+    The scheduler binds one member and reports the other Unschedulable: the controller says so at
+    once (a GangBroken Event naming PlanLost, the metric) and restarts the whole gang through its
+    Job instead of letting one member run alone until the bind timeout."""
+    import asyncio
+
+    from ganggate.replay.stack import Stack, start_gate
+    from ganggate.sim.scheduler import Scheduler
+    from ganggate.sim.simulator import Simulator
+
+    async with Simulator(nodes=1, gpus_per_node=4, scheduler=False) as sim:
+        stack = Stack(mode="ganggate", sim=sim)
+        stack.api = sim.api_client()
+        scheduler_task = None
+        try:
+            await start_gate(stack)
+            import aiohttp
+
+            async with aiohttp.ClientSession(sim.url) as http:
+                async def get(path: str) -> dict:
+                    async with http.get(path) as response:
+                        return await response.json()
+
+                async def pods() -> list[dict]:
+                    return (await get("/api/v1/namespaces/default/pods"))["items"]
+
+                job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                       "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 20, "template": {
+                           "metadata": {"annotations": {"scheduling.k8s.io/group-name": "train",
+                                                        "scheduling.k8s.io/group-pod-num": "2"}},
+                           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "containers": [{
+                               "name": "main", "image": "trainer:1",
+                               "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}}
+                async with http.post("/apis/batch/v1/namespaces/default/jobs", json=job) as response:
+                    assert response.status == 201, await response.text()
+
+                async def released() -> list[dict]:
+                    items = [p for p in await pods() if p["metadata"]["name"].startswith("train-")]
+                    ungated = [p for p in items if not p["spec"].get("schedulingGates")]
+                    return ungated if len(ungated) == 2 else []
+
+                first = await _until(released, "the gang released")
+                first_uids = {p["metadata"]["uid"] for p in first}
+                intruder = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "intruder"},
+                            "spec": {"nodeName": "node-0", "containers": [{
+                                "name": "main", "image": "app:1", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+                async with http.post("/api/v1/namespaces/default/pods", json=intruder) as response:
+                    assert response.status == 201, await response.text()
+                scheduler = Scheduler(sim.url)
+                scheduler_task = asyncio.create_task(scheduler.run())
+
+                async def broken_event() -> list[dict]:
+                    events = (await get("/api/v1/namespaces/default/events"))["items"]
+                    return [e for e in events if e.get("reason") == "GangBroken"]
+
+                [event] = await _until(broken_event, "a GangBroken Event")
+                assert event["type"] == "Warning"
+                assert "PlanLost" in event["message"] and "restarting: deleting 2 pods" in event["message"]
+                assert stack.controller.metrics.member_losses.labels(cause="PlanLost")._value.get() == 1
+
+                # The first run's pods are gone; the Job's replacements come back gated and wait
+                # for the room the intruder holds; once it goes, the gang runs whole.
+                async def replaced() -> bool:
+                    items = [p for p in await pods() if p["metadata"]["name"].startswith("train-")]
+                    return bool(items) and not first_uids & {p["metadata"]["uid"] for p in items}
+
+                await _until(replaced, "the first run's pods replaced")
+                async with http.delete("/api/v1/namespaces/default/pods/intruder",
+                                       json={"gracePeriodSeconds": 0}) as response:
+                    assert response.status == 200
+
+                async def whole() -> bool:
+                    items = [p for p in await pods() if p["metadata"]["name"].startswith("train-")
+                             and not p["metadata"].get("deletionTimestamp")]
+                    return len(items) == 2 and all(p["spec"].get("nodeName") for p in items)
+
+                await _until(whole, "the gang bound whole")
+        finally:
+            if scheduler_task is not None:
+                scheduler_task.cancel()
+                await asyncio.gather(scheduler_task, return_exceptions=True)
+            await stack.close()
