@@ -63,4 +63,5 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)  # requests cut short when a run's cluster stops
     asyncio.run(main(parse()))

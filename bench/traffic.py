@@ -12,7 +12,8 @@ Jobs under the default scheduler alone). Optional latency is added to every API 
   still hold their GPUs) and not every member of it holds one or has Succeeded;
 - **partial GPU-seconds**: the GPUs its holding members hold while it is partial, integrated;
 - **longest partial window**: the longest single stretch a gang stays partial;
-- **in pieces**: a member Succeeded while the gang was partial (it ran without the others);
+- **in pieces**: a member not being deleted Succeeded while the gang was partial (it ran
+  without the others);
 - **restarted**: a member was deleted before it ended (the scenario deletes nothing itself).
 """
 
@@ -29,7 +30,10 @@ from typing import Any, Mapping
 GANG_LABEL = "traffic.ganggate.io/gang"
 SIZE_LABEL = "traffic.ganggate.io/size"
 NAMESPACE = "default"
-MODES = ("ganggate", "baseline")
+#: ganggate: the default controller; ganggate-no-nominate: the same without --nominate (the loss
+#: of a plan is only detected and repaired); baseline: the same Jobs without the annotations.
+MODES = ("ganggate", "ganggate-no-nominate", "baseline")
+SETTINGS = {"ganggate": {}, "ganggate-no-nominate": {"nominate": False}}
 WRITE_VERBS = ("create", "update", "patch", "delete")
 
 
@@ -124,6 +128,12 @@ class Ledger:
         self._held = 0
         self._since = 0.0
         self._bound: dict[str, int] = {}  # uid -> GPUs, for every pod holding a node
+        self._busy_until: tuple[float, float] | None = None  # (time, GPU-seconds) when `mark` was called
+
+    def mark(self, now: float) -> None:
+        """The arrivals are over: `busy` is averaged up to now."""
+        self._account(now, "", 0)
+        self._busy_until = (now, self._gpu_time)
 
     def observe(self, now: float, event: str, pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata") or {}
@@ -153,7 +163,7 @@ class Ledger:
             gang.stranded = True
         if phase == "Succeeded":
             member.succeeded = True
-            if was_partial:
+            if was_partial and not member.deleting:  # one being deleted (a restart) is on its way out
                 gang.pieces = True
         member.ended = ended
         self._transition(gang, now, was_partial)
@@ -196,6 +206,7 @@ class Ledger:
                 gang.partial_since = now
             longest = max(longest, gang.longest)
         self._account(now, "", 0)
+        _, gpu_time = self._busy_until or (now, self._gpu_time)
         gangs = list(self.gangs.values())
         lengths = [w for g in gangs for w in g.window_lengths]
         waits = [g.whole_at - g.created for g in gangs if g.whole_at is not None]
@@ -212,7 +223,7 @@ class Ledger:
             in_pieces=sum(1 for g in gangs if g.pieces),
             restarted=sum(1 for g in gangs if g.restarted),
             mean_wait=statistics.fmean(waits) if waits else 0.0,
-            busy=self._gpu_time / (self.capacity * span) if span > 0 else 0.0,
+            busy=gpu_time / (self.capacity * span) if span > 0 else 0.0,
             ordinary_pods=self.ordinary,
         )
 
@@ -310,10 +321,11 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
     from ganggate.sim.simulator import Simulator
 
     async with Simulator(nodes=config.nodes, gpus_per_node=config.gpus_per_node) as sim:
-        stack = Stack(mode="ganggate", sim=sim)
+        stack = Stack(mode="ganggate", sim=sim, settings=dict(SETTINGS.get(mode, {})))
         stack.api = sim.api_client()
+        gated = mode in SETTINGS
         try:
-            if mode == "ganggate":
+            if gated:
                 await start_gate(stack)
                 await _until_synced(stack.controller)
             ledger = Ledger(config.nodes * config.gpus_per_node)
@@ -322,7 +334,7 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
                 await asyncio.sleep(0.2)  # the watch is open before the first pod
                 for verb in WRITE_VERBS if config.latency else ():
                     sim.faults.latency(config.latency, verb=verb)
-                span = await _drive(http, config, ledger, gated=mode == "ganggate")
+                span = await _drive(http, config, ledger, gated=gated)
                 figures = ledger.figures(time.monotonic(), span)
                 watcher.cancel()
                 sim.faults.clear()
@@ -356,6 +368,7 @@ async def _drive(http: Any, config: TrafficConfig, ledger: Ledger, *, gated: boo
         writes.add(task)
         task.add_done_callback(writes.discard)
     span = time.monotonic() - start
+    ledger.mark(time.monotonic())
     if writes:
         await asyncio.gather(*writes)
     deadline = time.monotonic() + config.drain_seconds

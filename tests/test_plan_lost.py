@@ -94,6 +94,79 @@ async def _until(check, what: str, seconds: float = 60.0):
     raise AssertionError(f"never: {what}")
 
 
+GANG_JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+            "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 20, "template": {
+                "metadata": {"annotations": {"scheduling.k8s.io/group-name": "train",
+                                             "scheduling.k8s.io/group-pod-num": "2"}},
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "containers": [{
+                    "name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}}
+
+
+def ordinary(name: str, gpus: int, node: str | None = None) -> dict:
+    spec = {"containers": [{"name": "main", "image": "app:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+async def test_a_released_gang_holds_its_room_against_ordinary_pods_the_scheduler_meets_first():
+    """The release nominates each member to its planned node (status.nominatedNodeName) before
+    its gate goes: the default scheduler then keeps a pod of no higher priority out of that
+    room, whichever it tries first, and the gang binds whole."""
+    import asyncio
+
+    import aiohttp
+
+    from ganggate.replay.stack import Stack, start_gate
+    from ganggate.sim.scheduler import Scheduler
+    from ganggate.sim.simulator import Simulator
+
+    async with Simulator(nodes=1, gpus_per_node=4, scheduler=False) as sim:
+        stack = Stack(mode="ganggate", sim=sim)
+        stack.api = sim.api_client()
+        scheduler_task = None
+        try:
+            await start_gate(stack)
+            async with aiohttp.ClientSession(sim.url) as http:
+                async def pods() -> list[dict]:
+                    async with http.get("/api/v1/namespaces/default/pods") as response:
+                        return (await response.json())["items"]
+
+                async with http.post("/apis/batch/v1/namespaces/default/jobs", json=GANG_JOB) as response:
+                    assert response.status == 201, await response.text()
+
+                async def released() -> list[dict]:
+                    items = [p for p in await pods() if p["metadata"]["name"].startswith("train-")]
+                    ungated = [p for p in items if not p["spec"].get("schedulingGates")]
+                    return ungated if len(ungated) == 2 else []
+
+                members = await _until(released, "the gang released")
+                assert [p["status"].get("nominatedNodeName") for p in members] == ["node-0", "node-0"]
+                async with http.post("/api/v1/namespaces/default/pods", json=ordinary("eager", 2)) as response:
+                    assert response.status == 201, await response.text()
+                scheduler_task = asyncio.create_task(Scheduler(sim.url).run())
+
+                def tried(pod: dict) -> bool:  # bound, or found Unschedulable
+                    conditions = pod["status"].get("conditions") or []
+                    return bool(pod["spec"].get("nodeName")) or any(c.get("reason") == "Unschedulable"
+                                                                    for c in conditions)
+
+                async def settled() -> dict[str, str | None] | None:
+                    items = await pods()
+                    if len(items) != 3 or not all(tried(p) for p in items):
+                        return None
+                    return {p["metadata"]["name"]: p["spec"].get("nodeName") for p in items}
+
+                placed = await _until(settled, "every pod tried by the scheduler")
+                assert placed.pop("eager") is None
+                assert list(placed.values()) == ["node-0", "node-0"]  # the gang, whole
+        finally:
+            if scheduler_task is not None:
+                scheduler_task.cancel()
+                await asyncio.gather(scheduler_task, return_exceptions=True)
+            await stack.close()
+
+
 async def test_a_job_gang_whose_released_room_an_ordinary_pod_took_is_restarted_whole_and_reported():
     """A Job gang of 2 x 2 GPUs is released pinned to the one 4-GPU node; before the scheduler
     binds it, a pod created with spec.nodeName (it bypasses the scheduler) takes 2 of those GPUs.

@@ -24,6 +24,10 @@ def register(subparsers: Any) -> None:
                      help="plan: place every pod on a node (default); count: the seed's GPU count check")
     ctl.add_argument("--placement", choices=["pinned", "free"], default="pinned",
                      help="pinned: pin each released pod to its planned node with a nodeSelector (default)")
+    ctl.add_argument("--nominate", action=argparse.BooleanOptionalAction, default=True,
+                     help="with --placement=pinned, set each released pod's status.nominatedNodeName to its planned "
+                     "node before its gate goes, so the scheduler keeps other pods of no higher priority out of "
+                     "that room (default on; needs patch on pods/status)")
     ctl.add_argument("--on-bind-timeout", choices=["member-loss", "wait", "recreate"], default="member-loss",
                      help="what to do with released pods not bound in time: member-loss (default) treats it as a "
                      "member loss (--on-member-loss), wait only reports, recreate deletes the unbound pods that "
@@ -107,7 +111,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from ganggate.kube.leader import lease_namespace
 
     cfg = ControllerConfig(
-        policy=args.policy, placement=args.placement, on_bind_timeout=args.on_bind_timeout,
+        policy=args.policy, placement=args.placement, nominate=args.nominate, on_bind_timeout=args.on_bind_timeout,
         bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
         topology_levels=parse_topology_levels(args.topology_levels),
         scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,

@@ -60,6 +60,10 @@ class ControllerConfig:
 
     policy: str = "plan"  # "plan" | "count"
     placement: str = "pinned"  # "pinned" | "free"
+    # Pinned releases: set each member's status.nominatedNodeName to its planned node before
+    # the gate goes, so the default scheduler holds that room against pods of no higher
+    # priority (controller.release, docs/controller.md "Released gangs that cannot bind").
+    nominate: bool = True
     on_bind_timeout: str = "member-loss"  # "member-loss" | "wait" | "recreate"
     bind_timeout_seconds: float = 120.0
     starvation_seconds: float = 300.0

@@ -88,6 +88,7 @@ class Controller:
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
         self.releaser.should_continue = self._may_act
         self.releaser.may_apply = lambda: not self._stopping
+        self.releaser.nominate = config.nominate
         self.bind_timeouts = BindTimeouts(self.core, self.state, self.events, self.metrics,
                                           action=config.on_bind_timeout,
                                           timeout_seconds=config.bind_timeout_seconds, spawn=self._spawn)

@@ -165,6 +165,26 @@ class ReleaseOutcome:
         return not self.failed and not self.validation_failed
 
 
+#: A nomination is an optimisation: a few quick tries, then the release goes on without it.
+NOMINATE_BACKOFF = Backoff(base=0.05, cap=0.5, attempts=3)
+
+
+def nominations(req: ReleaseRequest) -> dict[str, str]:
+    """Pod key -> planned node, for a pinned release: each pod's status.nominatedNodeName.
+
+    kube-scheduler's nominator follows status.nominatedNodeName of every pod in its queue, gated
+    ones included (pkg/scheduler/backend/queue: PriorityQueue.Update calls UpdateNominatedPod for
+    a pod in unschedulablePods; nominator.addNominatedPodUnlocked reads Status.NominatedNodeName
+    in ModeNoop), and a scheduling cycle counts the nominated pods of equal or higher priority on
+    their node (framework RunFilterPluginsWithNominatedPods / addGENominatedPods). So, set before
+    the gate goes, it holds the planned room against every pod of no higher priority that the
+    scheduler places afterwards: the window in which an ordinary pod can take a member's room
+    shrinks from plan-to-release to plan-to-nomination."""
+    if not req.pinned:
+        return {}
+    return {key: node for key, node in sorted(req.placement.items()) if node}
+
+
 class Releaser:
     """Applies release patches through CoreV1Api with bounded concurrency and retries (at most
     `max_in_flight` requests at once: size the client's connection pool above it, kube.client)."""
@@ -182,6 +202,8 @@ class Releaser:
         # Checked once all patches are validated: a stopping controller starts no new release.
         self.may_apply: Callable[[], bool] = lambda: True
         self.dry_runs = 0  # dry-run requests sent, over all releases
+        # Pinned releases nominate each pod to its node first (status.nominatedNodeName).
+        self.nominate = True
 
     def _patch_for(self, req: ReleaseRequest, key: str, pod: Mapping) -> list[dict] | None:
         node = req.placement.get(key)
@@ -248,6 +270,24 @@ class Releaser:
             return
         outcome.failed[key] = "the pod kept changing under the patch"
 
+    async def _nominate(self, key: str, node: str | None) -> bool:
+        """Set (node None: remove) the pod's status.nominatedNodeName; True when done. A failure
+        is logged and the release goes on without it (the room is then not held: core.planloss)."""
+        namespace, name = key.split("/", 1)
+        body = ([{"op": "add", "path": "/status/nominatedNodeName", "value": node}] if node
+                else [{"op": "remove", "path": "/status/nominatedNodeName"}])
+        try:
+            async with self.semaphore:
+                await with_retries(
+                    lambda: call_json(self.core.patch_namespaced_pod_status, name, namespace, body,
+                                      verb="patch", metrics=self.metrics),
+                    NOMINATE_BACKOFF,
+                )
+            return True
+        except ApiCallError as exc:
+            log.info("%s status.nominatedNodeName of %s: %s", "setting" if node else "removing", key, exc)
+            return False
+
     def _shapes(self, req: ReleaseRequest, keys: list[str], check: ReleaseOutcome) -> list[str]:
         """One pod key per distinct patch shape (the first in key order), for the dry runs."""
         representatives: dict[str, str] = {}
@@ -270,13 +310,15 @@ class Releaser:
         check = ReleaseOutcome()
         shapes = self._shapes(req, keys, check)
         self.dry_runs += len(shapes)
-        await asyncio.gather(*(self._one(req, key, True, check) for key in shapes))
-        if check.failed or check.vanished:
+        holds = nominations(req) if self.nominate else {}
+        held = await asyncio.gather(*(self._one(req, key, True, check) for key in shapes),
+                                    *(self._nominate(key, node) for key, node in holds.items()))
+        held_keys = [key for key, ok in zip(holds, held[len(shapes):]) if ok]
+        if check.failed or check.vanished or not self.may_apply():
+            if not (check.failed or check.vanished):
+                check.failed = {key: "stopping: not started" for key in keys}
             check.validation_failed = True
-            return check
-        if not self.may_apply():
-            check.failed = {key: "stopping: not started" for key in keys}
-            check.validation_failed = True
+            await asyncio.gather(*(self._nominate(key, None) for key in held_keys))
             return check
         outcome = ReleaseOutcome()
         await asyncio.gather(*(self._one(req, key, False, outcome) for key in keys))

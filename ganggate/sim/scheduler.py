@@ -247,6 +247,10 @@ class Scheduler:
                 self._spawn(self._mark_unschedulable(queued.pod, decision.message, nominated_node))
             return None
         self.algorithm.assume(queued.key, decision.node, request, nonzero, queued.priority)
+        # An assumed pod is no longer nominated: it counts once, as assumed, not also as
+        # nominated to its node (schedule_one.go assume: "if "assumed" is a nominated pod, we
+        # should remove it from internal cache": SchedulingQueue.DeleteNominatedPodIfExists).
+        self.nominated.pop(queued.key, None)
         self.queue.delete(queued.key)
         self._in_flight[queued.key] = queued
         return decision.node
