@@ -102,11 +102,13 @@ async def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05
 
 
 class PatchCounter:
-    """Counts, per pod, the PATCH requests the controller got applied (2xx and not dry-run)."""
+    """Counts, per pod, the PATCH requests the controller got applied (2xx and not dry-run);
+    those of the status subresource (a release's status.nominatedNodeName) apart."""
 
     def __init__(self, api_client: Any) -> None:
         self.applied: Counter[str] = Counter()
         self.dry_runs: Counter[str] = Counter()
+        self.status: Counter[str] = Counter()
         rest = api_client.rest_client
         original = rest.PATCH
 
@@ -116,7 +118,10 @@ class PatchCounter:
             if "/pods/" in url and 200 <= resp.status <= 299:
                 parts = url.split("/namespaces/", 1)[1].split("/")
                 key = f"{parts[0]}/{parts[2]}"
-                (self.dry_runs if query.get("dryRun") else self.applied)[key] += 1
+                if len(parts) > 3:  # a subresource: pods/<name>/status
+                    self.status[key] += 1
+                else:
+                    (self.dry_runs if query.get("dryRun") else self.applied)[key] += 1
             return resp
 
         rest.PATCH = counting

@@ -41,6 +41,7 @@ async def test_a_gang_costs_one_dry_run_per_shape_and_one_patch_per_pod(tmp_path
         await wait_for(lambda: bound(env, "same", 12), what="the 12-pod gang bound")
         assert sum(patches.dry_runs.values()) == 1
         assert sorted(patches.applied.values()) == [1] * 12
+        assert sorted(patches.status.values()) == [1] * 12  # each nominated to its node first
         mixed = [gang_pod(f"mixed-{i}", "mixed", 6, gpus=2 if i < 2 else 1) for i in range(6)]
         await create_pods(env.core, mixed)
         pods = await wait_for(lambda: bound(env, "mixed", 6), what="the two-shape gang bound")

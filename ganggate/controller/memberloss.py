@@ -5,7 +5,10 @@ gang drops below min-available (a pod Failed, was deleted, preempted, evicted, l
 node) or did not bind within the bind timeout, `--on-member-loss=restart` (default) deletes
 its remaining released pods that have an owning controller, with a uid precondition, so that
 the owner (a Job) recreates them: they come back gated and the gang is admitted whole again.
-Bare pods and gated pods are never deleted. `none` only reports. Either way each loss gets one
+Bare pods and gated pods are never deleted. `none` only reports. A released member pinned to
+a node whose room pods bound after the plan took (`ganggate.core.planloss`, cause `PlanLost`)
+is such a loss at once: the whole gang restarts, or, while the gang keeps min-available
+without it, only that member is deleted (a re-plan). Either way each loss gets one
 Warning Event `GangBroken` on the lost pod naming it and the cause, a log line, and
 `ganggate_gang_member_losses_total{cause}`.
 

@@ -1,5 +1,9 @@
 """Releasing a decision: remove the gate of every pod of it, pin it, record the decision.
 
+A pinned release first nominates each pod to its planned node (`status.nominatedNodeName`,
+`nominations`), so that the default scheduler holds that room against pods of no higher
+priority while the gates go (`Releaser.nominate`, the controller's `--nominate`).
+
 One JSON patch per pod (pure `build_patch`): `test` the pod's uid and the gate at its index,
 `remove` that gate (only ours: a concurrent change makes the `test` fail instead of removing
 someone else's gate), `add` the label `ganggate.io/gang` (the selector of the gang's
