@@ -45,14 +45,18 @@ class TrafficConfig:
     gpus_per_node: int = 8
     gangs: int = 200
     gang_sizes: tuple[int, ...] = (2, 3, 4, 5, 6)
-    gang_interval: float = 1.0  # mean seconds between gang arrivals
-    gang_seconds: tuple[float, float] = (3.0, 6.0)  # a gang member's run time, uniform
-    ordinary_rate: float = 9.0  # ordinary pods per second
-    ordinary_seconds: tuple[float, float] = (2.0, 6.0)  # an ordinary pod's run time, uniform
+    gang_interval: float = 1.5  # mean seconds between gang arrivals
+    gang_seconds: tuple[float, float] = (4.0, 8.0)  # a gang member's run time, uniform
+    ordinary_rate: float = 4.0  # ordinary pods per second
+    ordinary_seconds: tuple[float, float] = (6.0, 14.0)  # an ordinary pod's run time, uniform
     grace_seconds: int = 2  # terminationGracePeriodSeconds of every pod (a worker's exit on SIGTERM)
     latency: float = 0.0  # seconds added to every API write (create, update, patch, delete)
     drain_seconds: float = 120.0  # after the last arrival, how long to wait for the gangs to finish
     seed: int = 1
+    #: kubesim's scheduler, kubelet and controllers in a process of their own, as in a cluster
+    #: (on one event loop with the API server, the webhook and the controller, a 2-core machine
+    #: under load creates a Job's pods slower than gangs arrive).
+    components_process: bool = True
 
 
 # ---- the ledger (pure) --------------------------------------------------------------------------
@@ -320,7 +324,8 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
     from ganggate.replay.stack import Stack, start_gate
     from ganggate.sim.simulator import Simulator
 
-    async with Simulator(nodes=config.nodes, gpus_per_node=config.gpus_per_node) as sim:
+    async with Simulator(nodes=config.nodes, gpus_per_node=config.gpus_per_node,
+                         components_process=config.components_process) as sim:
         stack = Stack(mode="ganggate", sim=sim, settings=dict(SETTINGS.get(mode, {})))
         stack.api = sim.api_client()
         gated = mode in SETTINGS
@@ -334,7 +339,7 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
                 await asyncio.sleep(0.2)  # the watch is open before the first pod
                 for verb in WRITE_VERBS if config.latency else ():
                     sim.faults.latency(config.latency, verb=verb)
-                span = await _drive(http, config, ledger, gated=gated)
+                span = await _drive(http, config, ledger, gated=gated, watcher=watcher)
                 figures = ledger.figures(time.monotonic(), span)
                 watcher.cancel()
                 sim.faults.clear()
@@ -348,7 +353,7 @@ async def _until_synced(controller: Any) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _drive(http: Any, config: TrafficConfig, ledger: Ledger, *, gated: bool) -> float:
+async def _drive(http: Any, config: TrafficConfig, ledger: Ledger, *, gated: bool, watcher: asyncio.Task) -> float:
     """Create the arrivals on time, then wait for every gang to finish (or the drain to end);
     returns the arrivals' span in seconds."""
     plan = arrivals(config)
@@ -373,6 +378,8 @@ async def _drive(http: Any, config: TrafficConfig, ledger: Ledger, *, gated: boo
         await asyncio.gather(*writes)
     deadline = time.monotonic() + config.drain_seconds
     while time.monotonic() < deadline:
+        if watcher.done():  # the figures would be wrong: say why
+            raise RuntimeError(f"the pods' watch ended: {watcher.exception() if not watcher.cancelled() else 'cancelled'}")
         if len(ledger.gangs) >= config.gangs and all(g.done() >= g.size for g in ledger.gangs.values()):
             break
         await asyncio.sleep(0.25)
@@ -386,14 +393,21 @@ async def _create(http: Any, path: str, body: dict[str, Any]) -> None:
 
 
 async def _watch(http: Any, ledger: Ledger) -> None:
-    """Every pod event, stamped with the monotonic time it arrived, into the ledger."""
+    """Every pod event, stamped with the monotonic time it arrived, into the ledger; a watch the
+    server ends (its timeout) is resumed from the last resourceVersion seen, as an informer does."""
     import aiohttp
 
-    async with http.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params={"watch": "1"},
-                        timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as response:
-        async for line in response.content:
-            if not line.strip():
-                continue
-            event = json.loads(line)
-            if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                ledger.observe(time.monotonic(), event["type"], event["object"])
+    version: str | None = None
+    while True:
+        params = {"watch": "1", "timeoutSeconds": "3600"}
+        if version is not None:
+            params["resourceVersion"] = version
+        async with http.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params=params,
+                            timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as response:
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    ledger.observe(time.monotonic(), event["type"], event["object"])
+                    version = (event["object"].get("metadata") or {}).get("resourceVersion") or version
