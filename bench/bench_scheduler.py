@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
-from ganggate.sim.podrequests import scheduling_requests  # noqa: E402
+from ganggate.sim.helpers.podrequests import scheduling_requests  # noqa: E402
 from ganggate.sim.sched_algorithm import Algorithm  # noqa: E402
 from ganggate.sim.sched_cache import ClusterCache  # noqa: E402
 

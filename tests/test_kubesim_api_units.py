@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from ganggate.sim import errors
+from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver import decode_continue, encode_continue, parse_bool, parse_target
 from ganggate.sim.discovery import human_duration
 from ganggate.sim.patch import apply_patch, merge_patch, strategic_merge
-from ganggate.sim.selectors import make_predicate, parse_field_selector, parse_label_selector
+from ganggate.sim.apimachinery.selectors import make_predicate, parse_field_selector, parse_label_selector
 from ganggate.sim.validation import qualified_name_errors, validate_pod_update
 
 

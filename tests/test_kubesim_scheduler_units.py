@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ganggate.core.resources import GPU
 from ganggate.core.snapshot import make_node, make_pod
 from ganggate.sim import sched_filters
-from ganggate.sim.podrequests import node_allocatable, pod_requests
+from ganggate.sim.helpers.podrequests import node_allocatable, pod_requests
 from ganggate.sim.sched_algorithm import Algorithm
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
 from ganggate.sim.sched_queue import SchedulingQueue

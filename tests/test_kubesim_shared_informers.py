@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from ganggate.sim import Simulator
-from ganggate.sim.sched_informer import SharedInformers
+from ganggate.sim.client.informers import SharedInformers
 from tests.test_kubesim_scheduler_support import pod_manifest
 
 

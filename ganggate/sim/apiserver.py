@@ -9,7 +9,7 @@ Requests go through the real server's order (k8s.io/apiserver/pkg/endpoints/hand
 update.go, patch.go, delete.go; k8s.io/apiserver/pkg/registry/generic/registry/store.go):
 decode + default -> mutating admission (pods, CREATE/UPDATE, not subresources) -> strategy
 PrepareForCreate/PrepareForUpdate -> validation -> store. Errors are Status objects
-(ganggate.sim.errors). Watches stream newline-delimited JSON events from ganggate.sim.watch.
+(ganggate.sim.apimachinery.errors). Watches stream newline-delimited JSON events from ganggate.sim.watch.
 
 Simplifications (see docs/kubesim.md): no authentication or authorization; JSON only (no
 protobuf, no server-side Table rendering); pods are deleted gracefully (deletion.py), other
@@ -30,7 +30,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import deletion, discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
+from ganggate.sim import deletion, discovery, fieldvalidation, gc, openapi, patch as patching, services
+from ganggate.sim.apimachinery import errors, selectors
 from ganggate.sim import eviction, priority, strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module

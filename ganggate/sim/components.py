@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-from ganggate.sim.sched_informer import SharedInformers
+from ganggate.sim.client.informers import SharedInformers
 
 log = logging.getLogger("ganggate.sim.components")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ganggate.sim.semantic import equal
+from ganggate.sim.apimachinery.semantic import equal
 from ganggate.sim.watch import clone
 
 # ---- defaulting and strategies -------------------------------------------------------------------

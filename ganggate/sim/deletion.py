@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from ganggate.sim import errors
+from ganggate.sim.apimachinery import errors
 from ganggate.sim.store import Store
 from ganggate.sim.watch import clone
 

@@ -24,8 +24,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
-from ganggate.sim.errors import Cause, invalid_value, not_supported, required
-from ganggate.sim.objectmeta import validate_object_meta
+from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
+from ganggate.sim.apimachinery.objectmeta import validate_object_meta
 from ganggate.sim.watch import clone
 
 KEY = "poddisruptionbudgets.policy"

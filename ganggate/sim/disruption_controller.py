@@ -16,8 +16,8 @@ import logging
 import aiohttp
 
 from ganggate.sim import disruption
-from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
-from ganggate.sim.workqueue import WorkQueue, put_status
+from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.workqueue import WorkQueue, put_status
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from ganggate.sim import disruption, errors
-from ganggate.sim.errors import Cause
+from ganggate.sim import disruption
+from ganggate.sim.apimachinery import errors
+from ganggate.sim.apimachinery.errors import Cause
 from ganggate.sim.watch import clone
 
 EVICTION_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ganggate.sim import errors
+from ganggate.sim.apimachinery import errors
 
 _REASONS = {
     400: "BadRequest",

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganggate.sim import errors, openapi
-from ganggate.sim.errors import Cause, not_supported
+from ganggate.sim import openapi
+from ganggate.sim.apimachinery import errors
+from ganggate.sim.apimachinery.errors import Cause, not_supported
 
 DIRECTIVES = ["Ignore", "Strict", "Warn"]
 

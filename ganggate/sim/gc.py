@@ -22,9 +22,10 @@ from typing import Any, Mapping
 
 import aiohttp
 
-from ganggate.sim import discovery, errors
-from ganggate.sim.errors import Cause, not_supported
-from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim import discovery
+from ganggate.sim.apimachinery import errors
+from ganggate.sim.apimachinery.errors import Cause, not_supported
+from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.store import Store
 from ganggate.sim.watch import clone
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ganggate.sim.podrequests import resource_list
-from ganggate.sim.quantity import QuantityError, value
+from ganggate.sim.helpers.podrequests import resource_list
+from ganggate.sim.apimachinery.quantity import QuantityError, value
 
 GPU_MEM = "aliyun.com/gpu-mem"
 GPU_COUNT = "aliyun.com/gpu-count"

@@ -19,7 +19,7 @@ import json
 import uuid
 from typing import Any, Mapping
 
-from ganggate.sim.errors import Cause, invalid_value, not_supported, required
+from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
 from ganggate.sim.validation import validate_object_meta
 from ganggate.sim.watch import clone
 

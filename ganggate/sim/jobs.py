@@ -1,6 +1,6 @@
 """kubesim's Job controller stand-in: an HTTP client of the API server, like kube-controller-manager's.
 
-It watches Jobs and pods (ganggate.sim.sched_informer.Reflector) and syncs one Job at a time, as
+It watches Jobs and pods (ganggate.sim.client.informers.Reflector) and syncs one Job at a time, as
 pkg/controller/job/job_controller.go does: creates pods from the template (through the API, so
 they pass the admission chain and the ganggate webhook gates them) to keep `parallelism` pods
 active up to the remaining completions; replaces pods that fail or are deleted until the number
@@ -27,8 +27,8 @@ from typing import Any
 import aiohttp
 
 from ganggate.sim import job_pods
-from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
-from ganggate.sim.workqueue import WorkQueue, put_status
+from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.workqueue import WorkQueue, put_status
 
 log = logging.getLogger(__name__)
 

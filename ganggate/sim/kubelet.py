@@ -55,7 +55,7 @@ from ganggate.sim.kubelet_status import (  # noqa: F401  (re-exported: the repla
     running_status,
     succeeded_status,
 )
-from ganggate.sim.sched_informer import Reflector, object_key
+from ganggate.sim.client.informers import Reflector, object_key
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Mapping
 
-from ganggate.sim.sched_informer import object_key
+from ganggate.sim.client.informers import object_key
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from typing import Any, Mapping
 
 import aiohttp
 
-from ganggate.sim import taints as tainting
+from ganggate.sim.helpers import taints as tainting
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.kubelet_status import now_rfc3339
-from ganggate.sim.sched_informer import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 
 log = logging.getLogger(__name__)
 

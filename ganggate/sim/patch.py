@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonpatch
 
-from ganggate.sim import errors
+from ganggate.sim.apimachinery import errors
 from ganggate.sim.watch import clone
 
 JSON_PATCH = "application/json-patch+json"

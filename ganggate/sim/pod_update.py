@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from ganggate.sim.errors import Cause, forbidden, invalid_value, not_supported, required
-from ganggate.sim.objectmeta import validate_object_meta_update
+from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, not_supported, required
+from ganggate.sim.apimachinery.objectmeta import validate_object_meta_update
 from ganggate.sim.pod_validation import validate_pod
-from ganggate.sim.semantic import equal, normal
+from ganggate.sim.apimachinery.semantic import equal, normal
 from ganggate.sim.watch import clone
 
 UPDATABLE_POD_SPEC_FIELDS = ",".join([

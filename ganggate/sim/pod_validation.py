@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ganggate.sim.errors import Cause, duplicate, forbidden, invalid_value, not_supported, required
-from ganggate.sim.objectmeta import (
+from ganggate.sim.apimachinery.errors import Cause, duplicate, forbidden, invalid_value, not_supported, required
+from ganggate.sim.apimachinery.objectmeta import (
     dns1123_label_errors,
     dns1123_subdomain_errors,
     label_value_errors,

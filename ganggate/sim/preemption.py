@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from ganggate.sim import disruption
-from ganggate.sim.podrequests import PODS
+from ganggate.sim.helpers.podrequests import PODS
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
 
 NEVER = "not eligible due to preemptionPolicy=Never."

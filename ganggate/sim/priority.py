@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
-from ganggate.sim import errors
-from ganggate.sim.errors import Cause, forbidden, not_supported
-from ganggate.sim.objectmeta import validate_object_meta
+from ganggate.sim.apimachinery import errors
+from ganggate.sim.apimachinery.errors import Cause, forbidden, not_supported
+from ganggate.sim.apimachinery.objectmeta import validate_object_meta
 from ganggate.sim.watch import clone
 
 KEY = "priorityclasses.scheduling.k8s.io"

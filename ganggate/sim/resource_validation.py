@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganggate.sim.errors import Cause, forbidden, invalid_value
-from ganggate.sim.quantity import QUANTITY_PATTERN, QuantityError, parse_nanos
+from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value
+from ganggate.sim.apimachinery.quantity import QUANTITY_PATTERN, QuantityError, parse_nanos
 
 
 def validate_resources(resources: Any, path: str) -> list[Cause]:

@@ -18,7 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from ganggate.sim import sched_filters
-from ganggate.sim.podrequests import CPU, MEMORY, PODS, Resources
+from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
 
 

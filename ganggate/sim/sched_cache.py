@@ -19,9 +19,9 @@ from typing import Mapping
 
 import numpy as np
 
-from ganggate.sim import taints
-from ganggate.sim.nodeaffinity import RequiredNodeAffinity
-from ganggate.sim.podrequests import CPU, MEMORY, PODS, Resources, node_allocatable
+from ganggate.sim.helpers import taints
+from ganggate.sim.helpers.nodeaffinity import RequiredNodeAffinity
+from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources, node_allocatable
 from ganggate.sim.sched_filters import AFFINITY, NOT_READY, UNSCHEDULABLE, node_is_ready
 
 _MAX_SIGNATURES = 4096

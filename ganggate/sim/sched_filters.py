@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-from ganggate.sim import podrequests, taints
-from ganggate.sim.nodeaffinity import RequiredNodeAffinity
-from ganggate.sim.podrequests import CPU, MEMORY, PODS, Resources
+from ganggate.sim.helpers import podrequests, taints
+from ganggate.sim.helpers.nodeaffinity import RequiredNodeAffinity
+from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
 
 MAX_NODE_SCORE = 100  # pkg/scheduler/framework/interface.go MaxNodeScore
 

@@ -1,6 +1,6 @@
 """kubesim's default scheduler: an HTTP client of the API server, like kube-scheduler.
 
-The async shell around the pure parts: it watches nodes and pods (ganggate.sim.sched_informer),
+The async shell around the pure parts: it watches nodes and pods (ganggate.sim.client.informers),
 keeps the cache (ganggate.sim.sched_cache) and the queue (ganggate.sim.sched_queue) in step, runs one
 scheduling cycle at a time (ganggate.sim.sched_algorithm) and binds in the background through the
 binding subresource, as pkg/scheduler/schedule_one.go does (the scheduling cycle assumes the
@@ -24,12 +24,12 @@ from typing import Mapping
 import aiohttp
 
 from ganggate.sim import preemption
-from ganggate.sim.podrequests import scheduling_requests
-from ganggate.sim.quantity import QuantityError
+from ganggate.sim.helpers.podrequests import scheduling_requests
+from ganggate.sim.apimachinery.quantity import QuantityError
 from ganggate.sim.sched_algorithm import Algorithm, Decision
 from ganggate.sim.sched_cache import ClusterCache, PodEntry
 from ganggate.sim.sched_filters import pod_priority
-from ganggate.sim.sched_informer import Reflector, object_key
+from ganggate.sim.client.informers import Reflector, object_key
 from ganggate.sim.sched_queue import QueuedPod, SchedulingQueue
 
 log = logging.getLogger(__name__)

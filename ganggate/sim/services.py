@@ -22,7 +22,7 @@ import random
 import re
 from typing import Any, Iterable, Mapping
 
-from ganggate.sim.errors import Cause, duplicate, invalid_value, not_supported, required
+from ganggate.sim.apimachinery.errors import Cause, duplicate, invalid_value, not_supported, required
 from ganggate.sim.validation import label_value_errors, qualified_name_errors, validate_object_meta
 from ganggate.sim.watch import clone
 

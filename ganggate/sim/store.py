@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from ganggate.sim import errors
+from ganggate.sim.apimachinery import errors
 from ganggate.sim.discovery import ResourceInfo, by_key
 from ganggate.sim.watch import Event, Stored, WatchHub, clone
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ganggate.sim import disruption, job_strategy, priority, services
-from ganggate.sim.errors import Cause
+from ganggate.sim.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
 

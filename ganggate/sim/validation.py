@@ -40,8 +40,8 @@ from ganggate.sim.defaulting import (
     prepare_status_update,
     qos_class,
 )
-from ganggate.sim.errors import Cause, duplicate, invalid_value, not_supported, required
-from ganggate.sim.objectmeta import (
+from ganggate.sim.apimachinery.errors import Cause, duplicate, invalid_value, not_supported, required
+from ganggate.sim.apimachinery.objectmeta import (
     DNS1123_LABEL_ERROR,
     DNS1123_SUBDOMAIN_ERROR,
     QUALIFIED_NAME_ERROR,
@@ -55,7 +55,7 @@ from ganggate.sim.objectmeta import (
 )
 from ganggate.sim.pod_update import UPDATABLE_POD_SPEC_FIELDS, validate_pod_status_update, validate_pod_update
 from ganggate.sim.pod_validation import validate_pod, validate_pod_create, validate_scheduling_gates, validate_tolerations
-from ganggate.sim.semantic import normal as _normal  # the API server compares webhooks with it
+from ganggate.sim.apimachinery.semantic import normal as _normal  # the API server compares webhooks with it
 
 __all__ = [
     "DNS1123_LABEL_ERROR", "DNS1123_SUBDOMAIN_ERROR", "QUALIFIED_NAME_ERROR", "SCHEDULING_GATED_MESSAGE",

@@ -15,7 +15,7 @@ import json
 from collections import deque
 from typing import Any, Callable, Iterable, Mapping
 
-from ganggate.sim.errors import expired
+from ganggate.sim.apimachinery.errors import expired
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ganggate.sim.quantity import milli_value, parse_nanos, value
+from ganggate.sim.apimachinery.quantity import milli_value, parse_nanos, value
 
 Resources = dict[str, int]
 """Resource name -> amount in kubesim's milli-units."""

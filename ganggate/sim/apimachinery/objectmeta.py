@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ganggate.sim.errors import Cause, forbidden, invalid_value, required, too_long
+from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, required, too_long
 
 # ---- names (k8s.io/apimachinery/pkg/util/validation/validation.go) ---------------------------
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

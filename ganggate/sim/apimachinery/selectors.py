@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ganggate.sim.errors import ApiError, bad_request
+from ganggate.sim.apimachinery.errors import ApiError, bad_request
 
 
 @dataclass(frozen=True)
