@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
                        help="interval of BOOKMARK events on watches that allow them (default: 5)")
     serve.add_argument("--load", metavar="FILE",
                        help="create these objects at start, in order, as if POSTed (a List, an object or JSON "
-                            "Lines; a bench aid for large clusters: ganggate/sim/load.py)")
+                            "Lines; a bench aid for large clusters: ganggate/sim/apiserver/load.py)")
     serve.set_defaults(func=_serve)
     sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
     return {"sim": sim_commands}
@@ -155,7 +155,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     objects: list[dict] = []
     if args.load:
-        from ganggate.sim.load import read_objects, resource_of
+        from ganggate.sim.apiserver.load import read_objects, resource_of
 
         try:
             objects = read_objects(args.load)
@@ -183,7 +183,7 @@ def _serve(args: argparse.Namespace) -> int:
             components_process=args.components_process,
         ) as sim:
             if objects:
-                from ganggate.sim.load import load_objects
+                from ganggate.sim.apiserver.load import load_objects
 
                 try:
                     print(f"kubesim: loaded {await load_objects(sim.server, objects)} objects from {args.load}",

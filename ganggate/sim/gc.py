@@ -22,12 +22,12 @@ from typing import Any, Mapping
 
 import aiohttp
 
-from ganggate.sim import discovery
+from ganggate.sim.apiserver import discovery
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, not_supported
 from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
-from ganggate.sim.store import Store
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.store import Store
+from ganggate.sim.apiserver.watch import clone
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,13 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import discovery
-from ganggate.sim.apiserver import ApiServer, Target
+from ganggate.sim.apiserver import discovery
+from ganggate.sim.apiserver.server import ApiServer, Target
 from ganggate.sim.components import READY_LINE, Components, process_arguments
-from ganggate.sim.faults import FaultInjector
+from ganggate.sim.apiserver.faults import FaultInjector
 from ganggate.sim.gpushare import GPU_COUNT, GPU_MEM
 from ganggate.sim.kubeconfig import write_kubeconfig
-from ganggate.sim.store import Store
+from ganggate.sim.apiserver.store import Store
 from ganggate.sim.topology import parse_shape
 
 log = logging.getLogger("ganggate.sim.simulator")
@@ -49,7 +49,7 @@ def node_manifest(name: str, cpu: str = "64", memory: str = "512Gi", gpus: int =
         capacity[GPU_COUNT] = str(gpus)
     node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
     node_labels.update(labels or {})
-    from ganggate.sim.store import now_rfc3339
+    from ganggate.sim.apiserver.store import now_rfc3339
 
     now = now_rfc3339()
     return {
@@ -259,7 +259,7 @@ class Simulator:
                    "Unknown": ("NodeStatusUnknown", "Kubelet stopped posting node status.")}
         if status not in reasons:
             raise ValueError(f"status must be one of {', '.join(reasons)}")
-        from ganggate.sim.store import now_rfc3339
+        from ganggate.sim.apiserver.store import now_rfc3339
 
         now = now_rfc3339()
         condition = {"type": "Ready", "status": status, "reason": reasons[status][0], "message": reasons[status][1],

@@ -25,10 +25,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from ganggate.sim import disruption
+from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.watch import clone
 
 EVICTION_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."

@@ -22,9 +22,9 @@ from typing import Any, Mapping
 
 from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import validate_object_meta_update
-from ganggate.sim.pod_validation import validate_pod
+from ganggate.sim.apiserver.registry.pod_validation import validate_pod
 from ganggate.sim.apimachinery.semantic import equal, normal
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.watch import clone
 
 UPDATABLE_POD_SPEC_FIELDS = ",".join([
     "`spec.containers[*].image`",

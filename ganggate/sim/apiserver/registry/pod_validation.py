@@ -23,7 +23,7 @@ from ganggate.sim.apimachinery.objectmeta import (
     qualified_name_errors,
     validate_object_meta,
 )
-from ganggate.sim.resource_validation import validate_resources
+from ganggate.sim.apiserver.registry.resource_validation import validate_resources
 
 _RESTART_POLICIES = ["Always", "Never", "OnFailure"]
 

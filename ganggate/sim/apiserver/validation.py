@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ganggate.sim.defaulting import (
+from ganggate.sim.apiserver.defaulting import (
     SCHEDULING_GATED_MESSAGE,
     default_namespace,
     default_node,
@@ -53,8 +53,8 @@ from ganggate.sim.apimachinery.objectmeta import (
     validate_object_meta,
     validate_object_meta_update,
 )
-from ganggate.sim.pod_update import UPDATABLE_POD_SPEC_FIELDS, validate_pod_status_update, validate_pod_update
-from ganggate.sim.pod_validation import validate_pod, validate_pod_create, validate_scheduling_gates, validate_tolerations
+from ganggate.sim.apiserver.registry.pod_update import UPDATABLE_POD_SPEC_FIELDS, validate_pod_status_update, validate_pod_update
+from ganggate.sim.apiserver.registry.pod_validation import validate_pod, validate_pod_create, validate_scheduling_gates, validate_tolerations
 from ganggate.sim.apimachinery.semantic import normal as _normal  # the API server compares webhooks with it
 
 __all__ = [

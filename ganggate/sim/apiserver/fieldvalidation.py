@@ -6,7 +6,7 @@ field in the body (for a patch, in the patched object) is a 400 BadRequest under
 (`<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding error: unknown field
 "spec.foo"` on create and update, as transformDecodeError words it; `strict decoding error: ...`
 on patch) and a `Warning: 299 - "unknown field \"spec.foo\""` header under Warn. Fields are
-checked against the OpenAPI schemas kubesim serves (ganggate.sim.openapi); duplicate fields are not
+checked against the OpenAPI schemas kubesim serves (ganggate.sim.apiserver.openapi); duplicate fields are not
 detected (the JSON decoder keeps the last).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganggate.sim import openapi
+from ganggate.sim.apiserver import openapi
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, not_supported
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, forbidden, not_supported
 from ganggate.sim.apimachinery.objectmeta import validate_object_meta
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.watch import clone
 
 KEY = "priorityclasses.scheduling.k8s.io"
 SYSTEM_PREFIX = "system-"

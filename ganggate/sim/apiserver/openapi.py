@@ -9,7 +9,7 @@ follow k8s.io/apiserver/pkg/endpoints/installer.go (operation ids, `x-kubernetes
 on writes, patch bodies by content type) — kubectl reads the PATCH operations to learn whether
 the server validates fields itself (k8s.io/cli-runtime/pkg/resource/query_param_verifier_v3.go)
 and the schemas to compute strategic merge patches. Schemas come from
-ganggate.sim.openapi_schemas (generated; see ganggate/sim/openapi_gen.py). Watch paths are omitted.
+ganggate.sim.apiserver.openapi_schemas (generated; see ganggate/sim/apiserver/openapi_gen.py). Watch paths are omitted.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import hashlib
 import json
 from typing import Any
 
-from ganggate.sim import discovery
-from ganggate.sim.discovery import ResourceInfo
+from ganggate.sim.apiserver import discovery
+from ganggate.sim.apiserver.discovery import ResourceInfo
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
@@ -29,7 +29,7 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim import openapi_schemas
+    from ganggate.sim.apiserver import openapi_schemas
 
     return openapi_schemas.load()
 
@@ -160,7 +160,7 @@ def _paths(info: ResourceInfo) -> dict[str, Any]:
 
 def _reachable(roots: list[str]) -> dict[str, Any]:
     """The component schemas reachable from the roots through $ref."""
-    from ganggate.sim.openapi_gen import reachable
+    from ganggate.sim.apiserver.openapi_gen import reachable
 
     every = schemas()
     return {name: every[name] for name in reachable(every, roots)}

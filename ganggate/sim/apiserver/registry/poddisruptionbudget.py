@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import validate_object_meta
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.watch import clone
 
 KEY = "poddisruptionbudgets.policy"
 IF_HEALTHY_BUDGET = "IfHealthyBudget"

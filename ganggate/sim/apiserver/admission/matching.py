@@ -4,7 +4,7 @@ Pure functions over MutatingWebhookConfiguration dicts as the API serves them. T
 k8s.io/apiserver/pkg/admission/plugin/webhook: generic/webhook.go (ShouldCallHook: the
 namespace selector, then the object selector, then the rules), predicates/rules/rules.go,
 predicates/namespace/matcher.go and predicates/object/matcher.go. The CEL matchConditions,
-evaluated after these, live in kubesim/admission_cel.py.
+evaluated after these, live in kubesim/apiserver/admission/cel.py.
 """
 
 from __future__ import annotations

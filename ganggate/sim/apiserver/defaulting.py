@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ganggate.sim.apimachinery.semantic import equal
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.watch import clone
 
 # ---- defaulting and strategies -------------------------------------------------------------------
 def default_pod(pod: dict[str, Any]) -> None:
@@ -29,7 +29,7 @@ def default_pod(pod: dict[str, Any]) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
-    # spec.priority and spec.preemptionPolicy are the Priority admission plugin's (ganggate/sim/priority.py).
+    # spec.priority and spec.preemptionPolicy are the Priority admission plugin's (ganggate/sim/apiserver/admission/priority.py).
     for kind in ("containers", "initContainers"):
         for container in spec.get(kind) or []:
             if not isinstance(container, dict):

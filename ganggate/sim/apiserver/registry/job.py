@@ -20,8 +20,8 @@ import uuid
 from typing import Any, Mapping
 
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
-from ganggate.sim.validation import validate_object_meta
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.validation import validate_object_meta
+from ganggate.sim.apiserver.watch import clone
 
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 JOB_NAME = "batch.kubernetes.io/job-name"

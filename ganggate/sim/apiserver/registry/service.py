@@ -23,8 +23,8 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ganggate.sim.apimachinery.errors import Cause, duplicate, invalid_value, not_supported, required
-from ganggate.sim.validation import label_value_errors, qualified_name_errors, validate_object_meta
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.validation import label_value_errors, qualified_name_errors, validate_object_meta
+from ganggate.sim.apiserver.watch import clone
 
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
 KUBERNETES_SERVICE_IP = "10.96.0.1"

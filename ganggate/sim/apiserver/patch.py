@@ -20,7 +20,7 @@ from typing import Any
 import jsonpatch
 
 from ganggate.sim.apimachinery import errors
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.watch import clone
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ganggate.sim import discovery
-from ganggate.sim.apiserver import ApiServer, Target
+from ganggate.sim.apiserver import discovery
+from ganggate.sim.apiserver.server import ApiServer, Target
 
 
 def read_objects(path: str | Path) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Per-kind create/update strategies for the kinds whose rules live outside ganggate.sim.validation.
+"""Per-kind create/update strategies for the kinds whose rules live outside ganggate.sim.apiserver.validation.
 
 The API server asks `for_key(resource key)`; None means the kind's rules are in validation.py.
 Each Strategy bundles what a registry's RESTCreateStrategy/RESTUpdateStrategy does
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ganggate.sim import disruption, job_strategy, priority, services
+from ganggate.sim.apiserver.admission import priority
+from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption, job as job_strategy, service as services
 from ganggate.sim.apimachinery.errors import Cause
 
 Obj = dict[str, Any]

@@ -1,4 +1,4 @@
-"""kubesim's HTTP API: the routes of kube-apiserver for the resources in ganggate.sim.discovery.
+"""kubesim's HTTP API: the routes of kube-apiserver for the resources in ganggate.sim.apiserver.discovery.
 
 Why this module is long: it is the request pipeline of every verb (routing, reads, watch, the
 create/update/patch/delete pipelines, binding, eviction), which share the target, admission and
@@ -9,7 +9,7 @@ Requests go through the real server's order (k8s.io/apiserver/pkg/endpoints/hand
 update.go, patch.go, delete.go; k8s.io/apiserver/pkg/registry/generic/registry/store.go):
 decode + default -> mutating admission (pods, CREATE/UPDATE, not subresources) -> strategy
 PrepareForCreate/PrepareForUpdate -> validation -> store. Errors are Status objects
-(ganggate.sim.apimachinery.errors). Watches stream newline-delimited JSON events from ganggate.sim.watch.
+(ganggate.sim.apimachinery.errors). Watches stream newline-delimited JSON events from ganggate.sim.apiserver.watch.
 
 Simplifications (see docs/kubesim.md): no authentication or authorization; JSON only (no
 protobuf, no server-side Table rendering); pods are deleted gracefully (deletion.py), other
@@ -30,16 +30,19 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import deletion, discovery, fieldvalidation, gc, openapi, patch as patching, services
+from ganggate.sim import gc
+from ganggate.sim.apiserver import deletion, discovery, fieldvalidation, openapi, patch as patching
+from ganggate.sim.apiserver.registry import service as services
 from ganggate.sim.apimachinery import errors, selectors
-from ganggate.sim import eviction, priority, strategies, validation
-from ganggate.sim.discovery import ResourceInfo
-from ganggate.sim import faults as faults_module
-from ganggate.sim.faults import FaultInjector
-from ganggate.sim.store import Store
-from ganggate.sim.watch import Stored, clone, dumps, event_line
+from ganggate.sim.apiserver.admission import priority
+from ganggate.sim.apiserver import eviction, strategies, validation
+from ganggate.sim.apiserver.discovery import ResourceInfo
+from ganggate.sim.apiserver import faults as faults_module
+from ganggate.sim.apiserver.faults import FaultInjector
+from ganggate.sim.apiserver.store import Store
+from ganggate.sim.apiserver.watch import Stored, clone, dumps, event_line
 
-log = logging.getLogger("ganggate.sim.apiserver")
+log = logging.getLogger("ganggate.sim.apiserver.server")
 
 JSON = "application/json"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -218,13 +221,13 @@ class ApiServer:
                 self.store.create(priority.KEY, pc)
 
     def admission(self) -> Any:
-        """The mutating admission chain, if kubesim/admission.py is installed (imported lazily)."""
+        """The mutating admission chain, if kubesim/apiserver/admission/chain.py is installed (imported lazily)."""
         if not self._admission_loaded:
             self._admission_loaded = True
             try:
-                from ganggate.sim.admission import AdmissionChain
+                from ganggate.sim.apiserver.admission.chain import AdmissionChain
             except ModuleNotFoundError as exc:
-                if exc.name != "ganggate.sim.admission":
+                if exc.name != "ganggate.sim.apiserver.admission.chain":
                     raise
                 self._admission = None
             else:
@@ -643,7 +646,7 @@ class ApiServer:
 
     async def _admit(self, operation: str, target: Target, obj: dict[str, Any], old: dict[str, Any] | None,
                      dry_run: bool) -> dict[str, Any]:
-        """Mutating admission for pods (kubesim/admission.py), then defaulting again as after decode."""
+        """Mutating admission for pods (kubesim/apiserver/admission/chain.py), then defaulting again as after decode."""
         info = target.info
         if info.key != "pods" or target.subresource is not None:
             return obj
@@ -931,7 +934,7 @@ class ApiServer:
         return _json_response(_status_success(201), status=201)
 
     def _evict(self, target: Target, body: Any, dry_run: bool) -> web.Response:
-        """pods/eviction (ganggate/sim/eviction.py): PodDisruptionBudgets, then the pod delete path."""
+        """pods/eviction (ganggate/sim/apiserver/eviction.py): PodDisruptionBudgets, then the pod delete path."""
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         if body.get("kind") and body["kind"] != "Eviction":
@@ -955,7 +958,7 @@ class ApiServer:
         strategy = strategies.for_key(info.key)
         policy = gc.propagation_policy(options, query, strategy.default_delete_policy if strategy else "Background")
         if info.key == "pods":
-            # Graceful deletion (ganggate/sim/deletion.py); pods own no dependents kubesim collects.
+            # Graceful deletion (ganggate/sim/apiserver/deletion.py); pods own no dependents kubesim collects.
             obj, gone = deletion.delete_pod(self.store, target.namespace or "", target.name or "", options, query, dry_run)
             accepted = not gone and options.get("orphanDependents") is False  # handlers/delete.go
             return _json_response(obj, status=202 if accepted else 200)

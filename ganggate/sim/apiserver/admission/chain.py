@@ -5,8 +5,8 @@ decoding and defaulting and before validation. The chain follows
 k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go (Dispatch,
 callAttrMutatingHook), generic/webhook.go (ShouldCallHook) and
 k8s.io/apiserver/pkg/admission/reinvocation.go (one reinvocation round for
-`reinvocationPolicy: IfNeeded`). Matching is in kubesim/admission_match.py, CEL
-matchConditions in kubesim/admission_cel.py, the HTTPS call in kubesim/admission_call.py.
+`reinvocationPolicy: IfNeeded`). Matching is in kubesim/apiserver/admission/matching.py, CEL
+matchConditions in kubesim/apiserver/admission/cel.py, the HTTPS call in kubesim/apiserver/admission/webhook.py.
 
 Known differences: kubesim calls only `clientConfig.url` webhooks (a `service` reference is a
 call error, failurePolicy applies); matchConditions get no `authorizer`; "changed" (which
@@ -24,9 +24,9 @@ from typing import Any, Callable, Mapping
 
 import aiohttp
 
-from ganggate.sim import admission_call as call
-from ganggate.sim.admission_cel import build_activation, evaluate_conditions
-from ganggate.sim.admission_match import (
+from ganggate.sim.apiserver.admission import webhook as call
+from ganggate.sim.apiserver.admission.cel import build_activation, evaluate_conditions
+from ganggate.sim.apiserver.admission.matching import (
     SelectorError,
     Webhook,
     any_rule_matches,
@@ -37,7 +37,7 @@ from ganggate.sim.admission_match import (
     webhooks_in_order,
 )
 
-log = logging.getLogger("ganggate.sim.admission")
+log = logging.getLogger("ganggate.sim.apiserver.admission.chain")
 
 
 class AdmissionDenied(Exception):
@@ -354,11 +354,11 @@ class AdmissionChain:
     def _default(request: _Request, patched: dict) -> None:
         """Default the patched object before the next webhook sees it (callAttrMutatingHook calls
         o.GetObjectDefaulter().Default after decoding the patched JSON). Pods only: kubesim's
-        defaulting lives in kubesim/validation.py. A patched object that is not a decodable pod
+        defaulting lives in kubesim/apiserver/validation.py. A patched object that is not a decodable pod
         is an internal error there, as here."""
         if (request.kind.get("group"), request.kind.get("version"), request.kind.get("kind")) != ("", "v1", "Pod"):
             return
-        from ganggate.sim.validation import default_pod
+        from ganggate.sim.apiserver.validation import default_pod
 
         try:
             default_pod(patched)

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from ganggate.sim.apimachinery import errors
-from ganggate.sim.store import Store
-from ganggate.sim.watch import clone
+from ganggate.sim.apiserver.store import Store
+from ganggate.sim.apiserver.watch import clone
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from ganggate.sim.apimachinery import errors
-from ganggate.sim.discovery import ResourceInfo, by_key
-from ganggate.sim.watch import Event, Stored, WatchHub, clone
+from ganggate.sim.apiserver.discovery import ResourceInfo, by_key
+from ganggate.sim.apiserver.watch import Event, Stored, WatchHub, clone
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
