@@ -69,7 +69,7 @@ def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
-    """Cards shared by GPU memory (ganggate/sim/gpushare.py) and the Alibaba node list (alibaba_nodes.py)."""
+    """Cards shared by GPU memory (ganggate/sim/kubelet/deviceplugin.py) and the Alibaba node list (alibaba_nodes.py)."""
     parser.add_argument("--gpu-mem-per-card", metavar="QUANTITY",
                         help="share each node's cards by GPU memory, this much per card (e.g. 16Gi): nodes then "
                              "advertise aliyun.com/gpu-mem and aliyun.com/gpu-count as the gpushare device plugin does")
@@ -86,7 +86,7 @@ def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
 def gpushare_nodes(args: argparse.Namespace) -> tuple[int, list[dict] | None]:
     """(memory per card, node specs) from the gpushare flags; ValueError on a bad one."""
     from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly
-    from ganggate.sim.gpushare import parse_card_memory
+    from ganggate.sim.kubelet.deviceplugin import parse_card_memory
 
     if args.gpu_cards is not None:
         if args.gpu_cards < 1:

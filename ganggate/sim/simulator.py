@@ -3,8 +3,8 @@
     async with Simulator(nodes=4, gpus_per_node=8) as sim:
         async with sim.api_client() as api: ...
 
-The scheduler and kubelet stand-ins (ganggate/sim/scheduler.py, kubelet.py) and the controllers
-(the Job controller, ganggate/sim/jobs.py, and the garbage collector, gc.py) are HTTP clients of
+The scheduler and kubelet stand-ins (ganggate/sim/scheduler/scheduler.py, kubelet.py) and the controllers
+(the Job controller, ganggate/sim/controllers/job.py, and the garbage collector, gc.py) are HTTP clients of
 the server (ganggate/sim/components.py), started as tasks when enabled and present, or with
 components_process=True in a process of their own, as the real ones run beside kube-apiserver.
 """
@@ -25,7 +25,7 @@ from ganggate.sim.apiserver import discovery
 from ganggate.sim.apiserver.server import ApiServer, Target
 from ganggate.sim.components import READY_LINE, Components, process_arguments
 from ganggate.sim.apiserver.faults import FaultInjector
-from ganggate.sim.gpushare import GPU_COUNT, GPU_MEM
+from ganggate.sim.kubelet.deviceplugin import GPU_COUNT, GPU_MEM
 from ganggate.sim.kubeconfig import write_kubeconfig
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.topology import parse_shape
@@ -40,7 +40,7 @@ def node_manifest(name: str, cpu: str = "64", memory: str = "512Gi", gpus: int =
 
     With gpu_mem_per_card, its `gpus` cards are also shared as the gpushare device plugin advertises
     them: `aliyun.com/gpu-mem` = gpus * gpu_mem_per_card and `aliyun.com/gpu-count` = gpus
-    (ganggate/sim/gpushare.py)."""
+    (ganggate/sim/kubelet/deviceplugin.py)."""
     capacity: dict[str, str] = {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)}
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
@@ -114,7 +114,7 @@ class Simulator:
         # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
         # node count and labels each node with its zone, block and rack.
         # gpu_mem_per_card: share each node's cards (gpus_per_node of them) by GPU memory, in the
-        # gpushare unit (ganggate/sim/gpushare.py). node_specs: node_manifest keyword arguments, one
+        # gpushare unit (ganggate/sim/kubelet/deviceplugin.py). node_specs: node_manifest keyword arguments, one
         # dict per node, instead of `nodes` alike (the Alibaba node list: ganggate/sim/alibaba_nodes.py).
         # components_process: run the scheduler, kubelet and controller stand-ins in a process of
         # their own (ganggate/sim/components.py), not on this event loop; `components` is then empty.

@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import gc
+from ganggate.sim.controllers import garbagecollector as gc
 from ganggate.sim.apiserver import deletion, discovery, fieldvalidation, openapi, patch as patching
 from ganggate.sim.apiserver.registry import service as services
 from ganggate.sim.apimachinery import errors, selectors

@@ -22,7 +22,7 @@ import numpy as np
 from ganggate.sim.helpers import taints
 from ganggate.sim.helpers.nodeaffinity import RequiredNodeAffinity
 from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources, node_allocatable
-from ganggate.sim.sched_filters import AFFINITY, NOT_READY, UNSCHEDULABLE, node_is_ready
+from ganggate.sim.scheduler.plugins import AFFINITY, NOT_READY, UNSCHEDULABLE, node_is_ready
 
 _MAX_SIGNATURES = 4096
 
@@ -270,7 +270,7 @@ class ClusterCache:
         """NodeUnschedulable, TaintToleration, NodeAffinity (and readiness) over every node.
 
         A node is rejected by the first of these that fails, in the default plugin order
-        (ganggate.sim.sched_filters.node_rejects gives the same verdict one node at a time).
+        (ganggate.sim.scheduler.plugins.node_rejects gives the same verdict one node at a time).
         """
         sig = self.signature(pod)
         cached = self._verdicts.get(sig)

@@ -6,7 +6,7 @@ the previous cycle stopped: nextStartNodeIndex), prioritizeNodes (LeastAllocated
 BalancedAllocation, weight 1 each, neither normalizes) and selectHost (highest total score,
 ties broken uniformly at random; the real one samples a reservoir, here a seeded
 random.Random so runs are reproducible). The per-node semantics are those of
-ganggate.sim.sched_filters, evaluated here as numpy vector operations.
+ganggate.sim.scheduler.plugins, evaluated here as numpy vector operations.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Mapping
 
 import numpy as np
 
-from ganggate.sim import sched_filters
+from ganggate.sim.scheduler import plugins as sched_filters
 from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
-from ganggate.sim.sched_cache import ClusterCache, PodEntry
+from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 
 
 @dataclass(frozen=True)

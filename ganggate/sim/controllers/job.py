@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from ganggate.sim import job_pods
+from ganggate.sim.controllers import job_pods
 from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.workqueue import WorkQueue, put_status
 

@@ -1,7 +1,7 @@
 """The default scheduler's per-node decisions as pure functions: filter, score, fit error.
 
 These are the reference semantics of kubesim's scheduler, written one node at a time for
-clarity and for tests; `ganggate.sim.sched_cache` evaluates the same rules over all nodes at
+clarity and for tests; `ganggate.sim.scheduler.cache` evaluates the same rules over all nodes at
 once with numpy arrays and is checked against these functions.
 
 Emulated plugins (pkg/scheduler/apis/config/v1/default_plugins.go order):
@@ -12,7 +12,7 @@ Left out, because kubesim's pods and nodes never exercise them or they add a con
 every node's score: NodeName, NodePorts, VolumeRestrictions/VolumeBinding/VolumeZone,
 NodeVolumeLimits, PodTopologySpread, InterPodAffinity, ImageLocality, the TaintToleration
 and NodeAffinity scores (PreferNoSchedule taints, preferred terms), DRA. PostFilter preemption
-is ganggate.sim.preemption (without the `preemption: ...` suffix to the fit error).
+is ganggate.sim.scheduler.preemption (without the `preemption: ...` suffix to the fit error).
 """
 
 from __future__ import annotations

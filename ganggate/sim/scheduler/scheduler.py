@@ -1,13 +1,13 @@
 """kubesim's default scheduler: an HTTP client of the API server, like kube-scheduler.
 
 The async shell around the pure parts: it watches nodes and pods (ganggate.sim.client.informers),
-keeps the cache (ganggate.sim.sched_cache) and the queue (ganggate.sim.sched_queue) in step, runs one
-scheduling cycle at a time (ganggate.sim.sched_algorithm) and binds in the background through the
+keeps the cache (ganggate.sim.scheduler.cache) and the queue (ganggate.sim.scheduler.queue) in step, runs one
+scheduling cycle at a time (ganggate.sim.scheduler.schedule_one) and binds in the background through the
 binding subresource, as pkg/scheduler/schedule_one.go does (the scheduling cycle assumes the
 pod, the binding cycle runs concurrently). A pod that fits nowhere gets PodScheduled=False,
 reason Unschedulable and the FitError message, written only when it changed
 (pkg/scheduler/schedule_one.go handleSchedulingFailure / updatePod); then PostFilter preemption
-(ganggate.sim.preemption) may nominate a node and delete victims.
+(ganggate.sim.scheduler.preemption) may nominate a node and delete victims.
 Why this module is long: the cycle, nomination and the three writes (bind, status, preemption) share its state.
 """
 
@@ -23,14 +23,14 @@ from typing import Mapping
 
 import aiohttp
 
-from ganggate.sim import preemption
+from ganggate.sim.scheduler import preemption
 from ganggate.sim.helpers.podrequests import scheduling_requests
 from ganggate.sim.apimachinery.quantity import QuantityError
-from ganggate.sim.sched_algorithm import Algorithm, Decision
-from ganggate.sim.sched_cache import ClusterCache, PodEntry
-from ganggate.sim.sched_filters import pod_priority
+from ganggate.sim.scheduler.schedule_one import Algorithm, Decision
+from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
+from ganggate.sim.scheduler.plugins import pod_priority
 from ganggate.sim.client.informers import Reflector, object_key
-from ganggate.sim.sched_queue import QueuedPod, SchedulingQueue
+from ganggate.sim.scheduler.queue import QueuedPod, SchedulingQueue
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ Pods on nodes that do not exist stay Pending until the node appears. On a node w
 condition is Unknown (its kubelet stopped reporting) nothing is written until it is back.
 Images are not pulled, probes not run; a failed container is restarted once at most.
 
-GPU sharing: before a pod starts, the gpushare device plugin stand-in (ganggate/sim/gpushare.py)
+GPU sharing: before a pod starts, the gpushare device plugin stand-in (ganggate/sim/kubelet/deviceplugin.py)
 admits its `aliyun.com/gpu-mem` on the card its annotation names, or refuses it; a refused pod
 fails at admission as a failed device plugin Allocate makes it fail (pkg/kubelet/cm/admission/
 errors.go: reason UnexpectedAdmissionError, "Allocate failed due to ..., which is unexpected";
@@ -41,8 +41,8 @@ from typing import Any, Callable, Mapping
 import aiohttp
 
 from ganggate.sim.clock import Clock, WallClock
-from ganggate.sim.gpushare import ASSIGNED, ASSUME_TIME, REJECT_REASON, CardLedger, shared_amount
-from ganggate.sim.kubelet_status import (  # noqa: F401  (re-exported: the replay and tests use them)
+from ganggate.sim.kubelet.deviceplugin import ASSIGNED, ASSUME_TIME, REJECT_REASON, CardLedger, shared_amount
+from ganggate.sim.kubelet.status import (  # noqa: F401  (re-exported: the replay and tests use them)
     FAIL_AFTER_ANNOTATION,
     RUN_SECONDS_ANNOTATION,
     failed_status,

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ganggate.sim.sched_filters import pod_priority
+from ganggate.sim.scheduler.plugins import pod_priority
 
 
 def is_gated(pod: Mapping) -> bool:

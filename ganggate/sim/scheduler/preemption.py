@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Mapping
 
 from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption
 from ganggate.sim.helpers.podrequests import PODS
-from ganggate.sim.sched_cache import ClusterCache, PodEntry
+from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 
 NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
