@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from ganggate.sim import Simulator
-from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption
+from ganggate.sim.helpers import disruption
 from tests.kubesim_support import Raw, eventually, pod_manifest
 
 PODS = "/api/v1/namespaces/default/pods"
