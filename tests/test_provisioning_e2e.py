@@ -80,3 +80,54 @@ async def test_a_restarted_controller_keeps_the_one_request(tmp_path):
         events = await wait_for(told_twice, what="the second controller finds the request")
         assert any("made before" in e["message"] for e in events)
         assert [r["metadata"]["name"] for r in await _requests(env)] == ["ganggate-big"]
+
+
+async def test_check_capacity_on_a_full_group_waits_with_the_autoscalers_answer(tmp_path):
+    async with _cluster(tmp_path) as env:
+        await env.start_controller(autoscaling="provisioning-request",
+                                   provisioning_class="check-capacity.autoscaling.x-k8s.io")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+
+        async def pending():
+            return [e for e in await list_events(env.core) if e.get("reason") == "ProvisioningPending"]
+
+        (event,) = await wait_for(pending, what="the autoscaler's answer")
+        assert "CapacityIsNotFound" in event["message"] and "holding nothing" in event["message"]
+        assert len(list(env.sim.store.list("nodes"))) == 1  # check-capacity never adds nodes
+        assert not any(p["spec"].get("nodeName") for p in await env.pods("default"))
+
+
+async def test_the_next_leader_finishes_a_release_the_first_asked_for(tmp_path):
+    async with _cluster(tmp_path) as env:
+        first, _ = await env.start_controller(autoscaling="provisioning-request")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+        await wait_for(lambda: _requests(env), what="a ProvisioningRequest")
+        await env.stop_controller(first)  # killed between asking and releasing
+        assert [r["metadata"]["name"] for r in await _requests(env)] == ["ganggate-train"]
+        await env.start_controller(autoscaling="provisioning-request")
+
+        async def bound():
+            pods = [p for p in await env.pods("default") if p["metadata"]["name"].startswith("w-")]
+            return pods if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) else None
+
+        pods = await wait_for(bound, what="the gang released by the next controller")
+        assert_gangs_whole(pods, env.log)
+        assert all(p["metadata"]["annotations"][CONSUME_ANNOTATION] == "ganggate-train" for p in pods)
+        await wait_for(lambda: _none_left(env), what="the one request deleted")
+
+
+async def test_status_shows_what_was_asked_of_the_autoscaler(tmp_path):
+    from ganggate.controller.status import status_text
+
+    async with _cluster(tmp_path) as env:
+        await env.start_controller(autoscaling="provisioning-request",
+                                   provisioning_class="check-capacity.autoscaling.x-k8s.io")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+
+        async def answered():
+            text = await status_text(env.api)
+            return text if "CapacityIsNotFound" in text else None
+
+        text = await wait_for(answered, what="status with the autoscaler's answer")
+        row = next(line for line in text.splitlines() if "ganggate-train" in line)
+        assert row.split()[:5] == ["default/train", "ganggate-train", "check-capacity.autoscaling.x-k8s.io", "3", "pending"]
