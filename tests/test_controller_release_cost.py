@@ -59,6 +59,7 @@ async def test_a_refused_dry_run_releases_no_pod_of_the_gang(tmp_path):
         pods = {f"default/{p['metadata']['name']}": p for p in created}
         env.sim.faults.fail(verb="patch", resource="pods", status=403, count=1)  # the one dry run
         releaser = Releaser(env.core)
+        releaser.nominate = False  # the one patch that fails must be the dry run, not a nomination
         outcome = await releaser.release(ReleaseRequest(
             decision_id="d", time="2027-01-01T00:00:00Z", gang="default/g", pod_count=4,
             placement={k: "node-0" for k in pods}, pods=pods, hostnames={"node-0": "node-0"}))

@@ -4,10 +4,10 @@ its plan is lost at once (cause PlanLost), and the repair follows the documented
 from __future__ import annotations
 
 from ganggate.controller.status import lifecycle_state
-from ganggate.core.cluster import ClusterState
-from ganggate.core.lifecycle import judge_loss
-from ganggate.core.planloss import plans_lost
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.lifecycle import judge_loss
+from ganggate.core.policy.planloss import plans_lost
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
 GANG = ("default", "train")
@@ -118,7 +118,7 @@ async def test_a_released_gang_holds_its_room_against_ordinary_pods_the_schedule
     import aiohttp
 
     from ganggate.replay.stack import Stack, start_gate
-    from ganggate.sim.scheduler import Scheduler
+    from ganggate.sim.scheduler.scheduler import Scheduler
     from ganggate.sim.simulator import Simulator
 
     async with Simulator(nodes=1, gpus_per_node=4, scheduler=False) as sim:
@@ -176,7 +176,7 @@ async def test_a_job_gang_whose_released_room_an_ordinary_pod_took_is_restarted_
     import asyncio
 
     from ganggate.replay.stack import Stack, start_gate
-    from ganggate.sim.scheduler import Scheduler
+    from ganggate.sim.scheduler.scheduler import Scheduler
     from ganggate.sim.simulator import Simulator
 
     async with Simulator(nodes=1, gpus_per_node=4, scheduler=False) as sim:

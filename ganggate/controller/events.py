@@ -21,12 +21,12 @@ from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 from ganggate.kube.clock import WALL, Clock
 
 if TYPE_CHECKING:
-    from ganggate.core.pods import PodInfo
+    from ganggate.core.state.pods import PodInfo
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
-WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
+WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
                              "GangTimedOut"})
 
 

@@ -31,21 +31,22 @@ import time
 import uuid
 from typing import Any
 
-from ganggate.core.cluster import ClusterState, NodeInfo, PodInfo
+from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
 from ganggate.controller.bindtimeout import BindTimeouts
 from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
 from ganggate.controller.bypass import BypassTracker, describe
-from ganggate.core.explain import plural
+from ganggate.core.placement.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
+from ganggate.controller.provisioner import Provisioner
 from ganggate.controller.release import Releaser, ReleaseRequest
-from ganggate.core.gpushare import cards_of
+from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.incremental import IncrementalRounds
-from ganggate.core.preemption import PreemptionOptions
+from ganggate.core.policy.preemption import PreemptionOptions
 from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread
 from ganggate.kube.calls import ApiCallError, Backoff, rfc3339
 from ganggate.kube.clock import WALL, Clock
@@ -96,6 +97,9 @@ class Controller:
             self.core, client.PolicyV1Api(api_client), self.state, self.events, self.metrics,
             options=PreemptionOptions(bare_pods=config.preempt_bare_pods, ordinary_pods=config.preempt_ordinary_pods),
             timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
+        self.provisioner = None if config.autoscaling == "off" else Provisioner(
+            self.core, client.CustomObjectsApi(api_client), self.state, self.events,
+            provisioning_class=config.provisioning_class, spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         # No store of objects besides the state (issue #11): a list is read page by page into
@@ -381,6 +385,8 @@ class Controller:
             self._start_release(decision, now)
         if self.preemptor is not None:  # after the releases' promises: controller.preemptor
             waitings = self.preemptor.round(waitings, now)
+        if self.provisioner is not None:  # ask cluster-autoscaler for the room: controller.provisioner
+            self.provisioner.round(waitings, now)
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
@@ -422,6 +428,8 @@ class Controller:
         gang = self.state.gangs.get(decision.gang_key)
         if gang is None:
             return
+        if self.provisioner is not None:  # the consume annotations of a provisioned gang
+            self.provisioner.annotate(decision)
         recorded = _decision_of_gang(gang) if decision.roll_forward else None
         if recorded is not None:
             decision_id = str(recorded["id"])

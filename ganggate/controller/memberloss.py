@@ -1,12 +1,12 @@
 """A gang's life after release, the shell: members lost, and gangs that wait too long.
 
-Member loss (the core records each loss, `ganggate.core.lifecycle` judges it): when a released
+Member loss (the core records each loss, `ganggate.core.policy.lifecycle` judges it): when a released
 gang drops below min-available (a pod Failed, was deleted, preempted, evicted, lost with its
 node) or did not bind within the bind timeout, `--on-member-loss=restart` (default) deletes
 its remaining released pods that have an owning controller, with a uid precondition, so that
 the owner (a Job) recreates them: they come back gated and the gang is admitted whole again.
 Bare pods and gated pods are never deleted. `none` only reports. A released member pinned to
-a node whose room pods bound after the plan took (`ganggate.core.planloss`, cause `PlanLost`)
+a node whose room pods bound after the plan took (`ganggate.core.policy.planloss`, cause `PlanLost`)
 is such a loss at once: the whole gang restarts, or, while the gang keeps min-available
 without it, only that member is deleted (a re-plan). Either way each loss gets one
 Warning Event `GangBroken` on the lost pod naming it and the cause, a log line, and
@@ -31,10 +31,10 @@ from typing import Any, Callable, Coroutine, Iterable
 from ganggate.controller.events import EventRecorder, PodRef
 from ganggate.controller.owners import OwnerLookup
 from ganggate.controller.protection import Protection
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gangs import GangKey
-from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss
-from ganggate.core.planloss import plans_lost
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import GangKey
+from ganggate.core.policy.lifecycle import MemberLoss, gangs_timed_out, judge_loss
+from ganggate.core.policy.planloss import plans_lost
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)

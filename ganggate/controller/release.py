@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
 from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
-from ganggate.core.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
-from ganggate.core.pods import PodInfo, spec_shape
+from ganggate.core.fit.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
+from ganggate.core.state.pods import PodInfo, spec_shape
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, with_retries
 
 log = logging.getLogger(__name__)
@@ -276,7 +276,7 @@ class Releaser:
 
     async def _nominate(self, key: str, node: str | None) -> bool:
         """Set (node None: remove) the pod's status.nominatedNodeName; True when done. A failure
-        is logged and the release goes on without it (the room is then not held: core.planloss)."""
+        is logged and the release goes on without it (the room is then not held: core.policy.planloss)."""
         namespace, name = key.split("/", 1)
         body = ([{"op": "add", "path": "/status/nominatedNodeName", "value": node}] if node
                 else [{"op": "remove", "path": "/status/nominatedNodeName"}])

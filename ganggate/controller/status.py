@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ganggate.controller.bypass import BypassTracker, describe
-from ganggate.core.explain import plural
-from ganggate.core.cluster import ClusterState
-from ganggate.core.pods import parse_time
-from ganggate.core.resources import GPU
+from ganggate.core.placement.explain import plural
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.pods import parse_time
+from ganggate.core.fit.resources import GPU
 
 
 @dataclass
@@ -62,7 +62,7 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
               namespace: str | None = None, budgets: Iterable[dict] = ()) -> list[GangRow]:
     """One row per gang (of the namespace, if given), ordered by namespace and name; budgets
     (PodDisruptionBudgets) say which released gangs a user's budget protects instead of ganggate's."""
-    from ganggate.core.budgets import foreign_budgets_over
+    from ganggate.core.policy.budgets import foreign_budgets_over
 
     budgets = list(budgets)
     why: dict[tuple[str, str], str] = {}
@@ -106,8 +106,8 @@ def lifecycle_state(gang: Any, now: float, state: ClusterState | None = None) ->
     """The state column: the gang's state, plus what its life after admission adds:
     "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)", and (given the
     cluster) "released (broken: w-1 pinned to node-3 cannot bind: PlanLost)"."""
-    from ganggate.core.lifecycle import losses_after_relist, timed_out
-    from ganggate.core.planloss import CAUSE, stranded
+    from ganggate.core.policy.lifecycle import losses_after_relist, timed_out
+    from ganggate.core.policy.planloss import CAUSE, stranded
 
     timeout = timed_out(gang, now)
     if timeout is not None:
@@ -271,6 +271,11 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     now = time.time()
     decisions, waitings = decide(state, now, policy=policy)
     text = format_status(state, decisions, waitings, now, namespace, budgets)
+    from ganggate.controller.provisioning_status import format_requests, list_requests
+
+    asked = format_requests(await list_requests(api_client), namespace)
+    if asked:
+        text += "\n" + asked
     if lease is not None:
         text = await read_lease_line(api_client, *lease) + "\n\n" + text
     return text

@@ -29,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     serve.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
     add_topology_arguments(serve)
     add_gpushare_arguments(serve)
+    add_autoscaler_arguments(serve)
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
     serve.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                        help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
@@ -45,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
                        help="interval of BOOKMARK events on watches that allow them (default: 5)")
     serve.add_argument("--load", metavar="FILE",
                        help="create these objects at start, in order, as if POSTed (a List, an object or JSON "
-                            "Lines; a bench aid for large clusters: ganggate/sim/load.py)")
+                            "Lines; a bench aid for large clusters: ganggate/sim/apiserver/load.py)")
     serve.set_defaults(func=_serve)
     sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
     return {"sim": sim_commands}
@@ -68,8 +69,33 @@ def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --nvlink-cliques: the clique label key")
 
 
+def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
+    """--node-group and the autoscaler's timings (ganggate/sim/autoscaler/); shared with `ganggate sim up`."""
+    from ganggate.sim.autoscaler.nodegroups import FLAG_HELP
+
+    parser.add_argument("--node-group", action="append", default=[], metavar="NAME:MIN:MAX[,...]",
+                        help=f"run kubesim's cluster-autoscaler with this node group (repeatable): {FLAG_HELP}")
+    parser.add_argument("--scale-down-unneeded-seconds", type=float, default=600.0, metavar="S",
+                        help="with --node-group: how long a group's node stays empty before it is removed "
+                        "(default: 600, cluster-autoscaler's --scale-down-unneeded-time)")
+    parser.add_argument("--autoscaler-scan-seconds", type=float, default=10.0, metavar="S",
+                        help="with --node-group: how often the autoscaler looks (default: 10, its --scan-interval)")
+
+
+def node_groups(args: argparse.Namespace) -> tuple[list, dict]:
+    """The --node-group groups and the autoscaler's options; ValueError says what is wrong."""
+    from ganggate.sim.autoscaler.nodegroups import parse_node_group
+
+    groups = [parse_node_group(text) for text in args.node_group]
+    if len({g.name for g in groups}) != len(groups):
+        raise ValueError("--node-group: two groups have the same name")
+    if args.scale_down_unneeded_seconds < 0 or args.autoscaler_scan_seconds <= 0:
+        raise ValueError("--scale-down-unneeded-seconds must not be negative and --autoscaler-scan-seconds must be positive")
+    return groups, {"unneeded_seconds": args.scale_down_unneeded_seconds, "scan_seconds": args.autoscaler_scan_seconds}
+
+
 def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
-    """Cards shared by GPU memory (ganggate/sim/gpushare.py) and the Alibaba node list (alibaba_nodes.py)."""
+    """Cards shared by GPU memory (ganggate/sim/kubelet/deviceplugin.py) and the Alibaba node list (alibaba_nodes.py)."""
     parser.add_argument("--gpu-mem-per-card", metavar="QUANTITY",
                         help="share each node's cards by GPU memory, this much per card (e.g. 16Gi): nodes then "
                              "advertise aliyun.com/gpu-mem and aliyun.com/gpu-count as the gpushare device plugin does")
@@ -86,7 +112,7 @@ def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
 def gpushare_nodes(args: argparse.Namespace) -> tuple[int, list[dict] | None]:
     """(memory per card, node specs) from the gpushare flags; ValueError on a bad one."""
     from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly
-    from ganggate.sim.gpushare import parse_card_memory
+    from ganggate.sim.kubelet.deviceplugin import parse_card_memory
 
     if args.gpu_cards is not None:
         if args.gpu_cards < 1:
@@ -150,12 +176,16 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         shape = topology_shape(args)
         per_card, node_specs = gpushare_nodes(args)
+        groups, autoscaler_options = node_groups(args)
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
+    if groups and args.components_process:
+        print("error: --node-group runs the autoscaler on the API server's loop; leave out --components-process")
+        return 2
     objects: list[dict] = []
     if args.load:
-        from ganggate.sim.load import read_objects, resource_of
+        from ganggate.sim.apiserver.load import read_objects, resource_of
 
         try:
             objects = read_objects(args.load)
@@ -180,10 +210,10 @@ def _serve(args: argparse.Namespace) -> int:
             clock=WallClock(args.time_scale), watch_history=args.watch_history,
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
             kubeconfig_path=args.kubeconfig_out, topology=shape, gpu_mem_per_card=per_card, node_specs=node_specs,
-            components_process=args.components_process,
+            components_process=args.components_process, node_groups=groups, autoscaler_options=autoscaler_options,
         ) as sim:
             if objects:
-                from ganggate.sim.load import load_objects
+                from ganggate.sim.apiserver.load import load_objects
 
                 try:
                     print(f"kubesim: loaded {await load_objects(sim.server, objects)} objects from {args.load}",
