@@ -1,13 +1,14 @@
 """Gangs released among ordinary pods on a nearly full cluster (#19): do gangs run partly?
 
-kubesim (scheduler, kubelet, Job controller) with the webhook and the gate controller as
-`ganggate sim up` assembles them, on the wall clock. Ordinary ungated 1-GPU pods arrive all the
-time and live a few seconds, keeping the cluster about 80% busy; Jobs whose pods form gangs
-arrive among them. Each latency (seconds added to every API write) is run twice on the same
-arrivals: `ganggate` (the Jobs carry the gang annotations) and `baseline` (the same plain Jobs,
-the default scheduler alone). Figures: see bench/traffic.py.
+kubesim (its scheduler, kubelet and Job controller in a process of their own) with the webhook
+and the gate controller as `ganggate sim up` assembles them, on the wall clock. Ordinary ungated
+1-GPU pods arrive all the time and live seconds, keeping the cluster about 80% busy; Jobs whose
+pods form gangs arrive among them. Each latency (seconds added to every API write) is run in
+three modes on the same arrivals: `ganggate` (the Jobs carry the gang annotations),
+`ganggate-no-nominate` (the same, the controller run with --no-nominate) and `baseline` (the same
+plain Jobs, the default scheduler alone). Figures: see bench/traffic.py and docs/benchmarks.md.
 
-    .venv/bin/python bench/bench_traffic.py                       # 200 gangs, latency 0 and 0.3 s
+    .venv/bin/python bench/bench_traffic.py                         # 200 gangs, latency 0 and 0.3 s
     .venv/bin/python bench/bench_traffic.py --gangs 30 --latency 0  # a quick look
 """
 
