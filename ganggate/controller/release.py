@@ -308,8 +308,9 @@ class Releaser:
         return list(representatives.values())
 
     async def release(self, req: ReleaseRequest) -> ReleaseOutcome:
-        """Validate one patch per pod shape (dryRun=All), then apply all; never applies after a
-        failed validation. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
+        """Validate one patch per pod shape (dryRun=All) while nominating each pod to its node
+        (`nominations`), then apply all; never applies after a failed validation, and then takes
+        the nominations back. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
         keys = sorted(req.placement)
         check = ReleaseOutcome()
         shapes = self._shapes(req, keys, check)
