@@ -23,6 +23,7 @@ Lowest first (each module imports only those above it in this list):
   reservation room a preemptor holds while its victims leave (read from its pods)
   preemption  which whole lower-priority gangs a waiting gang may evict to fit
   baseline    the count-only policy and the checks the planner is measured against
+  feasibility whether a waiting gang can ever fit the cluster as it is, and why not (GangCannotFit)
   planner     decide(): one round over the cluster; re-exports the public names
   incremental IncrementalRounds: a round that re-plans only the gangs whose inputs changed
   snapshot    reading node/pod snapshots (kubectl -o json/yaml) and making test objects
