@@ -35,6 +35,7 @@ from ganggate.sim import eviction, priority, strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module
 from ganggate.sim.faults import FaultInjector
+from ganggate.sim.hangup import client_hung_up
 from ganggate.sim.store import Store
 from ganggate.sim.watch import Stored, clone, dumps, event_line
 
@@ -413,7 +414,9 @@ class ApiServer:
             raise errors.method_not_allowed(request.method, target.info.plural)
         except errors.ApiError as error:
             return error_response(error)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError as exc:  # the client hung up (reading its body, say)
+            return client_hung_up(request, exc)
+        except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in kubesim: answer as the real server does, and log it
             log.exception("internal error serving %s %s", request.method, request.path)
