@@ -22,7 +22,8 @@ async def test_a_gang_larger_than_the_cluster_says_it_can_never_fit_until_a_node
             "needs 3 pods of 8 GPUs each, but the 2 nodes it may use hold only 2 even when empty: "
             "it can never fit until nodes are added")
         text = await status_text(env.api)
-        assert "GangCannotFit: needs 3 pods of 8 GPUs each" in text
+        (row,) = [line for line in text.splitlines() if line.startswith("default/big")]
+        assert row.split()[1] == "cannot-fit" and "GangCannotFit: needs 3 pods of 8 GPUs each" in row
 
         await env.sim.add_node("node-9", gpus=8)
 
