@@ -74,6 +74,16 @@ def unrecognized(parser: argparse.ArgumentParser, path: list[str], extra: list[s
     command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
+def refused_text(exc: OSError) -> str | None:
+    """A refused connection to the API (aiohttp's ClientConnectorError) in words, else None."""
+    from ganggate.kube.calls import no_cluster_message
+
+    host, port = getattr(exc, "host", None), getattr(exc, "port", None)
+    if host is None or not isinstance(getattr(exc, "os_error", None), ConnectionRefusedError):
+        return None
+    return no_cluster_message(f"{host}:{port}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="ganggate",
@@ -139,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
+    except OSError as exc:  # a refused connection anywhere in a command: say what it means
+        text = refused_text(exc)
+        if text is None:
+            raise
+        print(f"error: {text}", file=sys.stderr)
+        return 1
     except ModuleNotFoundError as exc:
         extra = extras.extra_of(exc)
         if extra is None:

@@ -208,7 +208,8 @@ def test_a_taken_port_is_a_one_line_error(tmp_path: Path, flag: str, part: str) 
                                 capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[-1] == f"error: cannot serve {part} on 127.0.0.1:{port}: address already in use"
+    assert result.stderr.splitlines()[-1] == (f"error: cannot serve {part} on 127.0.0.1:{port}: address already in use "
+                                              f"(another cluster may be running there; {flag} 0 picks a free port)")
     assert READY not in result.stdout
 
 
@@ -233,3 +234,26 @@ def test_a_kubeconfig_kubesim_did_not_write_is_not_overwritten(tmp_path: Path) -
     assert result.returncode == 2
     assert result.stderr == f"error: --kubeconfig-out {mine} exists and was not written by kubesim; choose another file\n"
     assert "production" in mine.read_text()
+
+
+def test_a_second_sim_up_leaves_the_first_ones_kubeconfig_alone(tmp_path: Path) -> None:
+    """The kubeconfig of a cluster that still answers is not overwritten (its users would lose it);
+    once that cluster is gone, a command pointed at it says no cluster answers, not a raw error."""
+    first = start_up(tmp_path, "--nodes", "1")
+    before = first.kubeconfig.read_text()
+    try:
+        second = subprocess.run([sys.executable, "-m", "ganggate", "sim", "up", "--port", "0",
+                                 "--kubeconfig-out", str(first.kubeconfig)], capture_output=True, text=True, timeout=60)
+    finally:
+        assert first.stop() == 0
+    assert (second.returncode, second.stdout) == (2, "")
+    assert second.stderr == (
+        f"error: {first.kubeconfig} is the kubeconfig of a cluster that still answers at {first.api_url}; stop that "
+        f"one first, or write this one's elsewhere: --kubeconfig-out OTHER.kubeconfig (and --port 0 for a free "
+        f"port)\n")
+    assert first.kubeconfig.read_text() == before
+    status = subprocess.run([sys.executable, "-m", "ganggate", "status", "--kubeconfig", str(first.kubeconfig)],
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 1
+    assert status.stderr == (f"error: cannot list the cluster: no cluster answers at {first.api_url} "
+                             f"(is `ganggate sim up` running?)\n")
