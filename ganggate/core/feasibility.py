@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 from ganggate.core.cluster import ClusterState, NodeInfo
 from ganggate.core.domains import domain_of, level_name
 from ganggate.core.explain import amount_text, plural
-from ganggate.core.nodematch import matches_node_selection, required_node_terms
+from ganggate.core.nodematch import canonical_json, matches_node_selection, required_node_terms
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import GPU, PODS, Resources, copies_fitting, gpus
 from ganggate.core.topology import gang_request
@@ -59,13 +59,26 @@ class _Picture:
         self.nodes: list[NodeInfo] = list(state.nodes.values())
         self.label_keys: Counter[str] = Counter(k for n in self.nodes for k in n.labels)
         self.resources: set[str] = {r for n in self.nodes for r, a in n.allocatable.items() if a > 0}
+        # By the label-reading part of a pod's node selection (its tolerations do not count
+        # here): gangs that differ only in tolerations share one pass over the nodes.
+        self.selection_of: dict[str, str] = {}  # constraint key -> selection key
         self.matching: dict[str, list[NodeInfo]] = {}
         self.kinds: dict[str, Counter[tuple[tuple[str, int], ...]]] = {}
+        self.domains: dict[tuple, dict[str, list[NodeInfo]]] = {}
         self.answers: dict[tuple, Never | None] = {}
+
+    def selection(self, pod: PodInfo) -> str:
+        """The key of what the pod's node selection reads of labels (nodeSelector, required terms)."""
+        found = self.selection_of.get(pod.constraint_key)
+        if found is None:
+            spec = pod.selection.get("spec") or {}
+            found = self.selection_of[pod.constraint_key] = canonical_json(
+                [spec.get("nodeSelector") or {}, required_node_terms(pod.selection)])
+        return found
 
     def matching_nodes(self, pod: PodInfo) -> list[NodeInfo]:
         """The nodes whose labels (and name) the pod's node selection accepts."""
-        key = pod.constraint_key
+        key = self.selection(pod)
         found = self.matching.get(key)
         if found is None:
             spec = pod.selection.get("spec") or {}
@@ -78,9 +91,22 @@ class _Picture:
 
     def kinds_of(self, pod: PodInfo) -> Counter[tuple[tuple[str, int], ...]]:
         """The distinct allocatables of the nodes the pod may use, and how many have each."""
-        found = self.kinds.get(pod.constraint_key)
+        key = self.selection(pod)
+        found = self.kinds.get(key)
         if found is None:
-            found = self.kinds[pod.constraint_key] = _kinds(self.matching_nodes(pod))
+            found = self.kinds[key] = _kinds(self.matching_nodes(pod))
+        return found
+
+    def domains_of(self, pods: Sequence[PodInfo], level: str, levels: tuple[str, ...]) -> dict[str, list[NodeInfo]]:
+        """The nodes the pods may use, grouped by their domain at the level (domains.domain_of)."""
+        selections = tuple(sorted({self.selection(p) for p in pods}))
+        key = (selections, level, levels)
+        found = self.domains.get(key)
+        if found is None:
+            nodes = {n.name: n for p in {self.selection(p): p for p in pods}.values() for n in self.matching_nodes(p)}
+            found = self.domains[key] = {}
+            for node in nodes.values():
+                found.setdefault(domain_of(node.view, level, levels), []).append(node)
         return found
 
 
@@ -96,7 +122,12 @@ def _picture(state: ClusterState) -> _Picture:
 
 def _kinds(nodes: Iterable[NodeInfo]) -> Counter[tuple[tuple[str, int], ...]]:
     """The nodes' distinct allocatables and how many have each (nodes share few)."""
-    return Counter(tuple(sorted(n.allocatable.items())) for n in nodes)
+    by_object = Counter(id(n.allocatable) for n in nodes)  # nodes alike share one (cluster._NODE_PARTS)
+    objects = {id(n.allocatable): n.allocatable for n in nodes}
+    out: Counter[tuple[tuple[str, int], ...]] = Counter()
+    for key, count in by_object.items():
+        out[tuple(sorted(objects[key].items()))] += count
+    return out
 
 
 def _room(request: Resources, kinds: Mapping[tuple[tuple[str, int], ...], int], at_most: int) -> int:
@@ -119,11 +150,21 @@ def never_fits(pods: Sequence[PodInfo], need: int, state: ClusterState) -> Never
         return None
     picture = _picture(state)
     required = gang_request(pods)[0]
-    shapes = tuple(sorted(Counter((p.constraint_key, tuple(sorted(p.request.items()))) for p in pods).items()))
-    key = (shapes, need, required, state.topology_levels)
+    key = (_shapes(pods), need, required, state.topology_levels)
     if key not in picture.answers:
         picture.answers[key] = _judge(pods, need, picture, required, state.topology_levels)
     return picture.answers[key]
+
+
+def _shapes(pods: Sequence[PodInfo]) -> tuple:
+    """The gang's pod shapes (constraint, request) and how many of each: what the answer reads
+    of the pods. Pods of one template share their request and constraint objects (pods.Shared),
+    so the usual gang of one shape is told apart by identity, without a sort per pod."""
+    first = pods[0]
+    request, constraint = first.request, first.constraint_key
+    if all(p.request is request and p.constraint_key is constraint for p in pods):
+        return (((constraint, tuple(sorted(request.items()))), len(pods)),)
+    return tuple(sorted(Counter((p.constraint_key, tuple(sorted(p.request.items()))) for p in pods).items()))
 
 
 def _judge(pods: Sequence[PodInfo], need: int, picture: _Picture, required: str | None,
@@ -134,14 +175,17 @@ def _judge(pods: Sequence[PodInfo], need: int, picture: _Picture, required: str 
         usable[constraint] = nodes = picture.matching_nodes(pod)
         if not nodes:
             return Never("selector", selector_message(pod.selection, picture))
-    for pod in pods:
+    # Pods of one template share their request object: each distinct one is looked at once.
+    counts: Counter[tuple[str, int]] = Counter((p.constraint_key, id(p.request)) for p in pods)
+    shapes = {(p.constraint_key, id(p.request)): p for p in pods}
+    for pod in shapes.values():
         missing = [r for r, a in sorted(pod.request.items()) if a > 0 and r not in picture.resources]
         if missing:
             return Never("resource", missing_resource_message(missing[0], picture.resources))
-    shapes = {(p.constraint_key, tuple(sorted(p.request.items()))): p for p in pods}
-    too_big = {s for s, p in shapes.items() if not _room(p.request, picture.kinds_of(p), 1)}
-    if too_big and sum(1 for p in pods if (p.constraint_key, tuple(sorted(p.request.items()))) not in too_big) < need:
-        pod = shapes[min(too_big)]
+    too_big = sorted((sorted(p.request.items()), s) for s, p in shapes.items()
+                     if not _room(p.request, picture.kinds_of(p), 1))
+    if too_big and len(pods) - sum(counts[s] for _, s in too_big) < need:
+        pod = shapes[too_big[0][1]]
         return Never("node-size", node_size_message(pod, usable[pod.constraint_key]))
     found = _cluster_size(pods, need, usable, picture)
     if found is not None or required is None:
@@ -195,10 +239,7 @@ def _topology(pods: Sequence[PodInfo], need: int, usable: Mapping[str, list[Node
               required: str, levels: tuple[str, ...]) -> Never | None:
     """A required level whose every domain is too small for the gang (or that no node carries,
     so that each node is a domain of its own)."""
-    nodes = list({n.name: n for found in usable.values() for n in found}.values())
-    groups: dict[str, list[NodeInfo]] = {}
-    for node in nodes:
-        groups.setdefault(domain_of(node.view, required, levels), []).append(node)
+    groups = picture.domains_of(pods, required, levels)
     if _one_shape(pods):
         rooms = {d: _room(pods[0].request, _kinds(members), need) for d, members in groups.items()}
         fits = any(r >= need for r in rooms.values())
