@@ -136,3 +136,16 @@ def test_amounts_read_as_sentences() -> None:
     assert [level_name(k) for k in ("ganggate.io/racks", "example.com/rack", "zones", "kubernetes.io/hostname",
                                     "nvidia.com/gpu.clique", "example.com/nvl-switches")] == [
         "rack", "rack", "zone", "node", "clique", "nvl-switch"]
+
+
+def test_a_required_affinity_on_a_label_no_node_carries_names_it() -> None:
+    pods = gang("aff", 1, 8)
+    pods[0]["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu-types", "operator": "In", "values": ["a100"]}]}]}}}
+    state = cluster([make_node("n0", labels={"gpu-type": "a100"})], pods)
+    reason, message = why(state, "aff")
+    assert reason == "GangCannotFit"
+    assert message.startswith("no node matches its pods' required node affinity; no node carries the label "
+                              "gpu-types (did you mean gpu-type, which 1 node carries?)")
+    state.apply_node("ADDED", make_node("n1", labels={"gpu-types": "a100"}))
+    assert why(state, "aff")[0] == "released"

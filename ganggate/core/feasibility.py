@@ -57,8 +57,10 @@ class _Picture:
     def __init__(self, state: ClusterState) -> None:
         self.version = state.layout_version
         self.nodes: list[NodeInfo] = list(state.nodes.values())
-        self.label_keys: Counter[str] = Counter(k for n in self.nodes for k in n.labels)
-        self.resources: set[str] = {r for n in self.nodes for r, a in n.allocatable.items() if a > 0}
+        self._label_keys: Counter[str] | None = None
+        # Nodes alike share one allocatable object (cluster._NODE_PARTS): each is read once.
+        distinct = {id(n.allocatable): n.allocatable for n in self.nodes}.values()
+        self.resources: set[str] = {r for allocatable in distinct for r, a in allocatable.items() if a > 0}
         # By the label-reading part of a pod's node selection (its tolerations do not count
         # here): gangs that differ only in tolerations share one pass over the nodes.
         self.selection_of: dict[str, str] = {}  # constraint key -> selection key
@@ -66,6 +68,13 @@ class _Picture:
         self.kinds: dict[str, Counter[tuple[tuple[str, int], ...]]] = {}
         self.domains: dict[tuple, dict[str, list[NodeInfo]]] = {}
         self.answers: dict[tuple, Never | None] = {}
+
+    @property
+    def label_keys(self) -> Counter[str]:
+        """How many nodes carry each label key (read for messages and suggestions only)."""
+        if self._label_keys is None:
+            self._label_keys = Counter(k for n in self.nodes for k in n.labels)
+        return self._label_keys
 
     def selection(self, pod: PodInfo) -> str:
         """The key of what the pod's node selection reads of labels (nodeSelector, required terms)."""
@@ -82,10 +91,16 @@ class _Picture:
         found = self.matching.get(key)
         if found is None:
             spec = pod.selection.get("spec") or {}
-            if not spec.get("nodeSelector") and required_node_terms(pod.selection) is None:
-                found = self.nodes
-            else:
+            selector = list((spec.get("nodeSelector") or {}).items())
+            if required_node_terms(pod.selection) is not None:
                 found = [n for n in self.nodes if matches_node_selection(pod.selection, n.view)]
+            elif not selector:
+                found = self.nodes
+            elif len(selector) == 1:  # the usual selector: one label (what matches_node_selection checks)
+                (label, value), = selector
+                found = [n for n in self.nodes if n.labels.get(label) == value]
+            else:
+                found = [n for n in self.nodes if all(n.labels.get(k) == v for k, v in selector)]
             self.matching[key] = found
         return found
 
