@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import yaml
 
 from ganggate.local.parts import manifest_text
 
@@ -155,6 +156,42 @@ def test_status_lists_the_gang(cluster: Up) -> None:
 
     line = eventually(lambda: (lambda r: r and "running" in r and r)(row()), "the gang running in `ganggate status`")
     assert line.split()[1:4] == ["running", "4/4", "16"]
+
+
+@needs_kubectl
+def test_a_gang_whose_selector_no_node_carries_says_it_can_never_fit(cluster: Up, tmp_path: Path) -> None:
+    """As an operator meets it: a typo'd nodeSelector key; `ganggate status` and the pods' Events
+    say the wait cannot end, and name the label the nodes carry."""
+    assert cluster.kubectl("create", "namespace", "typo").returncode == 0
+    pods = [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"typo-{i}", "annotations": {"scheduling.k8s.io/group-name": "typo",
+                                                                "scheduling.k8s.io/group-pod-num": "2"}},
+             "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostnam": "node-0"},
+                      "containers": [{"name": "main", "image": "busybox",
+                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}} for i in range(2)]
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(yaml.safe_dump_all(pods))
+    applied = cluster.kubectl("apply", "-n", "typo", "-f", str(manifest))
+    assert applied.returncode == 0, applied.stderr
+    hint = ("its pods' nodeSelector asks for the label kubernetes.io/hostnam=node-0, which no node carries "
+            "(did you mean kubernetes.io/hostname, which 12 nodes carry?)")
+
+    def row() -> str | None:
+        result = subprocess.run([sys.executable, "-m", "ganggate", "status", "--kubeconfig", str(cluster.kubeconfig),
+                                 "-n", "typo"], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return next((line for line in result.stdout.splitlines() if line.startswith("typo/typo ")), None)
+
+    line = eventually(lambda: (lambda r: r and "cannot-fit" in r and r)(row()), "the gang as cannot-fit")
+    assert f"GangCannotFit: {hint}" in line
+
+    def events() -> list[dict[str, Any]]:
+        result = cluster.kubectl("get", "events", "-n", "typo", "-o", "json")
+        assert result.returncode == 0, result.stderr
+        return [e for e in json.loads(result.stdout)["items"] if e["reason"] == "GangCannotFit"]
+
+    found = eventually(lambda: (lambda e: len(e) == 2 and e)(events()), "a GangCannotFit Event on each pod")
+    assert all(e["type"] == "Warning" and e["message"].startswith(hint) for e in found)
 
 
 @needs_kubectl
