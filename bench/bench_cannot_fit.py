@@ -1,7 +1,7 @@
 """What telling "can never fit" from "cannot fit now" costs a decision round (GangCannotFit).
 
 bench_decide's cluster (nodes of 8 GPUs, 40% partly used; waiting gangs of 1 to 64 pods): one
-decide() round with the check (core.feasibility.never_fits on every gang that does not fit)
+decide() round with the check (core.placement.feasibility.never_fits on every gang that does not fit)
 against the same round without it (the planner's never_fits replaced by one that answers None),
 interleaved, CPU time; in steady state (the node picture cached per layout) and in the first
 round after a node change (the picture rebuilt), once with plain gangs and once with every gang
@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_decide import build  # noqa: E402
 
-from ganggate.core import feasibility, planner  # noqa: E402
-from ganggate.core.cluster import ClusterState  # noqa: E402
+from ganggate.core import planner  # noqa: E402
+from ganggate.core.placement import feasibility  # noqa: E402
+from ganggate.core.state.cluster import ClusterState  # noqa: E402
 
 
 def _cpu(fn, repeat: int) -> float:

@@ -4,9 +4,9 @@ each cause, names what to fix, and waits for room again (or goes) once a node th
 from __future__ import annotations
 
 from ganggate.contract import GROUP_TOPOLOGY_REQUIRED
-from ganggate.core.cluster import ClusterState
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.planner import decide
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0
 
@@ -128,8 +128,8 @@ def test_nodes_not_ready_cordoned_or_tainted_still_count_as_the_cluster() -> Non
 
 
 def test_amounts_read_as_sentences() -> None:
-    from ganggate.core.domains import level_name
-    from ganggate.core.explain import amount_text
+    from ganggate.core.placement.domains import level_name
+    from ganggate.core.placement.explain import amount_text
 
     assert [amount_text("nvidia.com/gpu", m) for m in (1000, 500, 6000)] == ["1 GPU", "0.5 GPU", "6 GPUs"]
     assert [amount_text("pods", m) for m in (1000, 2000)] == ["1 pod", "2 pods"]

@@ -12,9 +12,9 @@ from kubernetes_asyncio import client
 from ganggate.controller.config import ControllerConfig
 from ganggate.controller.events import COMBINED, EventRecorder, PodRef, WaitNotifier
 from ganggate.controller.loop import Controller
-from ganggate.core.outcome import Waiting
-from ganggate.core.pods import PodInfo
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.outcome import Waiting
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.state.snapshot import make_node, make_pod
 from ganggate.sim import Simulator
 from tests.controller_support import create_pods, gang_pod, list_events
 
