@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from typing import Iterable, Mapping, Sequence
 
+from ganggate.core.fit.gpushare import SHARED_GPU_MEMORY
 from ganggate.core.fit.nodematch import required_node_terms
 from ganggate.core.fit.resources import GPU, PODS, gpus
 from ganggate.core.placement.domains import level_name
@@ -71,6 +72,15 @@ def selector_message(selection: Mapping, nodes: Sequence[NodeInfo], label_keys: 
                 f"{did_you_mean(absent[0], label_keys, label_keys)}")
     return (f"no node matches its pods' required node affinity{hint}: {UNTIL} a node that matches joins, "
             f"or the affinity is fixed")
+
+
+def card_size_message(amount: int, largest: int, node: str) -> str:
+    """A pod asks more of one GPU card's memory than any card of the nodes it may use has."""
+    if not largest:
+        return (f"a pod needs {amount} {SHARED_GPU_MEMORY} on one GPU card, but none of the nodes it may use has "
+                f"GPU cards for sharing: {UNTIL} a node with cards joins")
+    return (f"a pod needs {amount} {SHARED_GPU_MEMORY} on one GPU card, but the largest card of the nodes it may "
+            f"use holds {largest} ({node}): {UNTIL} a node with larger cards joins, or the pod asks for less")
 
 
 def missing_resource_message(resource: str, have: Iterable[str]) -> str:

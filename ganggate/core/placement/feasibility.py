@@ -29,7 +29,9 @@ from ganggate.core.placement.domains import domain_of
 from ganggate.core.fit.nodematch import canonical_json, matches_node_selection, required_node_terms
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import GPU, PODS, Resources, copies_fitting, gpus
+from ganggate.core.fit.gpushare import equal_cards
 from ganggate.core.placement.cannot_fit import (
+    card_size_message,
     cluster_size_message,
     domain_gpus,
     domain_size_message,
@@ -205,6 +207,9 @@ def _judge(pods: Sequence[PodInfo], need: int, picture: _Picture, required: str 
         missing = [r for r, a in sorted(pod.request.items()) if a > 0 and r not in picture.resources]
         if missing:
             return Never("resource", missing_resource_message(missing[0], picture.resources))
+    for pod in shapes.values():
+        if pod.shared_gpu > 0 and (largest := _largest_card(usable[pod.constraint_key]))[0] < pod.shared_gpu:
+            return Never("card-size", card_size_message(pod.shared_gpu, *largest))
     too_big = sorted((sorted(p.request.items()), s) for s, p in shapes.items()
                      if not _room(p.request, picture.kinds_of(p), 1))
     if too_big and len(pods) - sum(counts[s] for _, s in too_big) < need:
@@ -214,6 +219,13 @@ def _judge(pods: Sequence[PodInfo], need: int, picture: _Picture, required: str 
     if found is not None or required is None:
         return found
     return _topology(pods, need, usable, picture, required, levels)
+
+
+def _largest_card(nodes: Sequence[NodeInfo]) -> tuple[int, str]:
+    """(memory, node) of the largest GPU card for sharing among the nodes (0 when none has cards),
+    the cards of a node being its total split evenly (gpushare.equal_cards)."""
+    return max(((max(equal_cards(*n.card_totals), default=0), n.name) for n in nodes if n.card_totals[1]),
+               default=(0, ""))
 
 
 def _one_shape(pods: Sequence[PodInfo]) -> bool:
