@@ -91,3 +91,4 @@ async def test_a_client_that_hangs_up_mid_request_is_one_debug_line(caplog) -> N
         assert len(hung) == 1 and hung[0].levelno == logging.DEBUG
         assert "POST /api/v1/namespaces/default/pods" in hung[0].getMessage()
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
