@@ -25,8 +25,11 @@ NO_CLUSTER = "ConnectionRefused"
 
 
 def no_cluster_message(url: str) -> str:
-    """What a refused connection means to a user, and the likely fix."""
-    return f"no cluster answers at {url} (is `ganggate sim up` running?)"
+    """What a refused connection means to a user, and the likely fix: on loopback, where `ganggate
+    sim up` serves, that it is not running (elsewhere the cause is the operator's to find)."""
+    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    local = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    return f"no cluster answers at {url}" + (" (is `ganggate sim up` running?)" if local else "")
 
 
 def _server_url(fn: Callable[..., Any], exc: aiohttp.ClientConnectorError) -> str:
