@@ -45,6 +45,8 @@ from ganggate.core.placement.topology import gang_request
 
 #: The Event reason of a gang that can never fit the cluster as it is.
 CANNOT_FIT = "GangCannotFit"
+#: Answers kept per node layout before they start over (bounds the memory of a long stable layout).
+_MAX_ANSWERS = 10000
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,8 @@ def never_fits(pods: Sequence[PodInfo], need: int, state: ClusterState) -> Never
     required = gang_request(pods)[0]
     key = (_shapes(pods), need, required, state.topology_levels)
     if key not in picture.answers:
+        if len(picture.answers) >= _MAX_ANSWERS:  # a long stable layout with gangs of ever new shapes
+            picture.answers.clear()
         picture.answers[key] = _judge(pods, need, picture, required, state.topology_levels)
     return picture.answers[key]
 
