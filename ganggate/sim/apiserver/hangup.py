@@ -18,6 +18,19 @@ from aiohttp import web
 log = logging.getLogger("ganggate.sim.apiserver")
 
 
+class ClientGone(Exception):
+    """The client closed its connection before its request's body was read."""
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The request's body; ClientGone when the client hangs up meanwhile (only here: a reset
+    while a response streams, a watch's say, is its handler's to deal with)."""
+    try:
+        return await request.read()
+    except ConnectionResetError as exc:
+        raise ClientGone(str(exc) or "connection lost") from exc
+
+
 def client_hung_up(request: web.Request, exc: BaseException) -> web.Response:
     """Log that the client of `request` went away (one line), and the response to give aiohttp."""
     log.debug("client %s hung up during %s %s: %s", request.remote or "?", request.method, request.path_qs,
