@@ -13,8 +13,8 @@ from tests.controller_support import (
 PROVREQS = ("autoscaling.x-k8s.io", "v1", "default", "provisioningrequests")
 
 
-def _cluster(tmp_path, **options):
-    groups = [parse_node_group("gpu:0:4,gpus=8,delay=0.5")]
+def _cluster(tmp_path, group="gpu:0:4,gpus=8,delay=0.5", **options):
+    groups = [parse_node_group(group)]
     settings = {"scan_seconds": 0.2, "unneeded_seconds": 3600, **options}
     return e2e_cluster(tmp_path, nodes=1, gpus_per_node=8, node_groups=groups, autoscaler_options=settings)
 
@@ -131,3 +131,45 @@ async def test_status_shows_what_was_asked_of_the_autoscaler(tmp_path):
         text = await wait_for(answered, what="status with the autoscaler's answer")
         row = next(line for line in text.splitlines() if "ganggate-train" in line)
         assert row.split()[:5] == ["default/train", "ganggate-train", "check-capacity.autoscaling.x-k8s.io", "3", "pending"]
+
+
+async def test_placeholders_make_the_autoscaler_add_nodes_then_the_gang_starts_on_them(tmp_path):
+    async with _cluster(tmp_path) as env:
+        await env.start_controller(autoscaling="placeholders")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+
+        async def bound():
+            pods = [p for p in await env.pods("default") if p["metadata"]["name"].startswith("w-")]
+            return pods if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) else None
+
+        pods = await wait_for(bound, what="the gang bound where its placeholders were")
+        assert_gangs_whole(pods, env.log)
+        assert len({p["spec"]["nodeName"] for p in pods}) == 3
+        assert len({decision(p)["id"] for p in pods}) == 1
+
+        async def no_placeholders():
+            return not [p for p in await env.pods("default") if "ganggate.io/placeholder-for" in (p["metadata"].get("labels") or {})]
+
+        await wait_for(no_placeholders, what="the placeholders deleted")
+        reasons = {e["reason"] for e in await list_events(env.core)}
+        assert {"PlaceholdersCreated", "PlaceholdersBound"} <= reasons
+        assert await _requests(env) == []  # no ProvisioningRequest in this mode
+
+
+async def test_placeholders_that_never_all_bind_are_deleted_after_the_timeout(tmp_path):
+    async with _cluster(tmp_path, group="gpu:0:1,gpus=8,delay=0.2") as env:
+        controller, _ = await env.start_controller(autoscaling="placeholders")
+        controller.placeholders.timeout_seconds = 2.0
+        await create_pods(env.core, [gang_pod(f"w-{i}", "big", 3, gpus=8) for i in range(3)])
+
+        async def timed_out():
+            return [e for e in await list_events(env.core) if e.get("reason") == "PlaceholdersTimedOut"]
+
+        (event,) = await wait_for(timed_out, what="the placeholders given up")
+        assert "only 2 of 3 placeholders were bound" in event["message"]
+
+        async def gone():
+            return not [p for p in await env.pods("default") if "ganggate.io/placeholder-for" in (p["metadata"].get("labels") or {})]
+
+        await wait_for(gone, what="the placeholders deleted")
+        assert not any(p["spec"].get("nodeName") for p in await env.pods("default") if p["metadata"]["name"].startswith("w-"))
