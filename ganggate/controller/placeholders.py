@@ -23,6 +23,7 @@ from ganggate.core.policy.provisioning import (
 )
 from ganggate.core.state.gangs import GangKey
 from ganggate.core.state.outcome import Decision
+from ganggate.controller.provisioner import tell_gang
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,4 @@ class Placeholders:
                     log.warning("deleting placeholder %s/%s: %s", namespace, name, exc)
 
     def _tell(self, key: GangKey, reason: str, message: str, warning: bool = False) -> None:
-        gang = self.state.gangs.get(key)
-        log.log(logging.WARNING if warning else logging.INFO, "%s %s/%s: %s", reason, *key, message)
-        for pod in (gang.live_pods() if gang is not None else [])[:1]:
-            self.events.emit(pod, reason, message, log_it=False)
+        tell_gang(self.state, self.events, key, reason, message, warning)

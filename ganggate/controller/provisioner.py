@@ -32,6 +32,14 @@ RETRY_SECONDS = 60.0  # after Failed / BookingExpired, or an error: ask again no
 POLL_SECONDS = 2.0  # how often a pending request's status is read
 
 
+def tell_gang(state: Any, events: Any, key: GangKey, reason: str, message: str, warning: bool = False) -> None:
+    """Log a line and put the Event on the gang's first live pod (what `kubectl describe` shows)."""
+    gang = state.gangs.get(key)
+    log.log(logging.WARNING if warning else logging.INFO, "%s %s/%s: %s", reason, *key, message)
+    for pod in (gang.live_pods() if gang is not None else [])[:1]:
+        events.emit(pod, reason, message, log_it=False)
+
+
 @dataclass
 class Asked:
     """One gang's request as the controller knows it."""
@@ -209,7 +217,4 @@ class Provisioner:
                     log.warning("deleting %s: %s", asked.name, exc)
 
     def _tell(self, key: GangKey, reason: str, message: str, warning: bool = False) -> None:
-        gang = self.state.gangs.get(key)
-        log.log(logging.WARNING if warning else logging.INFO, "%s %s/%s: %s", reason, *key, message)
-        for pod in (gang.live_pods() if gang is not None else [])[:1]:
-            self.events.emit(pod, reason, message, log_it=False)
+        tell_gang(self.state, self.events, key, reason, message, warning)
