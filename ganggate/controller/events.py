@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
-WARNING_REASONS = frozenset({"ProvisioningFailed", "GangConflict", "GangUnschedulable", "GangCannotFit",
-                             "GangBindTimeout", "GangNotGated", "GangBroken", "GangTimedOut"})
+WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable",
+                             "GangCannotFit", "GangBindTimeout", "GangNotGated", "GangBroken", "GangTimedOut"})
 #: The prefix client-go's EventAggregator gives an Event that stands for similar ones (same
 #: object and reason, other messages), once it has seen `AGGREGATE_MAX` distinct messages within
 #: `AGGREGATE_SECONDS` (EventAggregatorByReasonMessageFunc, defaultAggregateMaxEvents = 10,
