@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
 WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
-                             "GangTimedOut"})
+                             "GangTimedOut", "GangExcessMember"})
 
 
 @dataclass(frozen=True)

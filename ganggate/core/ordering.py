@@ -30,11 +30,14 @@ def round_order(gangs: Iterable[Gang]) -> list[Gang]:
 
 
 def release_candidates(gang: Gang) -> list[PodInfo]:
-    """The gated pods a decision for the gang may release (at most pod_num when waiting)."""
+    """The gated pods a decision for the gang may release: the oldest ones, no more than
+    group-pod-num minus the live members released already (Gang.release_room), whatever the
+    gang's state, so that a gang never has more live members released than it declares; the
+    rest (Gang.excess_pods) wait gated for a member to end."""
     gated = gang.gated_pods()
-    if gang.state == "waiting" and gang.spec is not None:
-        return gated[: gang.spec.pod_num]
-    return list(gated)  # (a copy: gated_pods is the gang's own, kept between rounds)
+    if gang.spec is None:
+        return list(gated)  # (a copy: gated_pods is the gang's own, kept between rounds)
+    return gated[: gang.release_room]
 
 
 def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState) -> int:

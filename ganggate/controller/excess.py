@@ -1,0 +1,43 @@
+"""Pods beyond a gang's group-pod-num: said once each, never released while the gang is full.
+
+The core keeps them gated (`Gang.release_room`, `ordering.release_candidates`: at most
+group-pod-num live members released, in every state); this shell tells the user, once per
+pod, with a Warning Event `GangExcessMember` on the pod naming it and the count, and a log
+line. `ganggate status` shows the same (`core.explain.excess_note`). A pod told about and
+later released (a member ended) is not told again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Mapping
+
+from ganggate.core.explain import excess_message
+from ganggate.core.gangs import Gang, GangKey
+
+_REMEMBER = 100_000  # pod uids told (oldest forgotten first)
+
+
+class ExcessReporter:
+    """Emits GangExcessMember for the excess pods of the gangs it is shown, once per pod."""
+
+    def __init__(self, events: Any) -> None:
+        self.events = events
+        self._told: OrderedDict[str, None] = OrderedDict()
+
+    def report(self, gangs: Mapping[GangKey, Gang]) -> int:
+        """Tell each new excess pod; returns how many were told now. Costs O(1) per gang
+        without more live pods than declared."""
+        told = 0
+        for gang in list(gangs.values()):
+            if gang.spec is None or gang.live_count <= gang.spec.pod_num:
+                continue
+            for pod in gang.excess_pods():
+                if pod.uid in self._told:
+                    continue
+                self._told[pod.uid] = None
+                while len(self._told) > _REMEMBER:
+                    self._told.popitem(last=False)
+                self.events.emit(pod, "GangExcessMember", excess_message(gang, pod))
+                told += 1
+        return told
