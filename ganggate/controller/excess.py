@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ganggate.core.explain import excess_message
 from ganggate.core.gangs import Gang, GangKey
+from ganggate.core.ordering import release_in_flight
 
 _REMEMBER = 100_000  # pod uids told (oldest forgotten first)
 
@@ -25,12 +26,13 @@ class ExcessReporter:
         self.events = events
         self._told: OrderedDict[str, None] = OrderedDict()
 
-    def report(self, gangs: Mapping[GangKey, Gang]) -> int:
+    def report(self, gangs: Mapping[GangKey, Gang], promises: Mapping[str, object]) -> int:
         """Tell each new excess pod; returns how many were told now. Costs O(1) per gang
-        without more live pods than declared."""
+        without more live pods than declared. A gang with a release in flight waits until the
+        release is seen (its promised pods are still gated, not yet counted as released)."""
         told = 0
         for gang in list(gangs.values()):
-            if gang.spec is None or gang.live_count <= gang.spec.pod_num:
+            if gang.spec is None or gang.live_count <= gang.spec.pod_num or release_in_flight(gang, promises):
                 continue
             for pod in gang.excess_pods():
                 if pod.uid in self._told:

@@ -25,7 +25,7 @@ from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.lifecycle import waits_for_terminating
-from ganggate.core.ordering import hold_back, release_candidates, round_order
+from ganggate.core.ordering import hold_back, release_candidates, release_in_flight, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
 from ganggate.core.pods import PodInfo
@@ -126,7 +126,7 @@ def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
     """The pods a round may release for the gang; None when there are none, or a release is
     in flight (its promises hold). Reads the gang and its promises alone, not the capacity."""
     pods = release_candidates(gang)
-    if not pods or (state.promises and any(p.key in state.promises for p in pods)):
+    if not pods or release_in_flight(gang, state.promises):
         return None
     return pods
 
