@@ -210,3 +210,15 @@ def test_a_deleted_pod_whose_owner_is_gone_or_being_deleted_is_a_gang_going_away
     assert owner_is_going(ref, {"metadata": {"name": "train", "uid": "another"}})  # a new Job of that name
     assert not owner_is_going(ref, job)  # alive: a pod deleted under it is a member lost
     assert controller_ref(released("b-0", owner=None)) is None
+
+
+def test_a_gang_that_lost_every_member_at_once_is_not_said_to_run_on() -> None:
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=16)], [released(f"w-{i}", n=2) for i in range(2)])
+    for i in range(2):  # both lost with their node before the controller looks
+        state.apply_pod("MODIFIED", released(f"w-{i}", n=2, phase="Failed"))
+    loss = state.take_losses()[0]
+    text = judge_loss(state, loss).message("restart")
+    assert "it runs on" not in text
+    assert text.endswith("0 left, 2 needed: no member is left running, nothing to restart (pods recreated by "
+                         "their owner come back gated and wait to be admitted whole)")

@@ -50,7 +50,13 @@ class Breakage:
         gang = f"{self.gang_key[0]}/{self.gang_key[1]}"
         head = f"gang {gang} lost pod {self.loss.pod_key.split('/', 1)[1]} ({self.loss.cause}: {self.loss.cause_text})"
         if not self.below_min:
-            return f"{head}; {self.left} left, at least {self.min_available} needed: it runs on"
+            if self.left >= self.min_available:
+                return f"{head}; {self.left} left, at least {self.min_available} needed: it runs on"
+            # No released member is left (all lost at once, e.g. with their node): nothing runs
+            # on and nothing is left to restart; pods their owner recreates come back gated.
+            rest = "the others have finished" if self.left else "no member is left running"
+            return (f"{head}; {self.left} left, {self.min_available} needed: {rest}, nothing to restart "
+                    "(pods recreated by their owner come back gated and wait to be admitted whole)")
         head += f"; {self.left} left, {self.min_available} needed"
         if policy != "restart":
             return f"{head}; not restarted (--on-member-loss={policy})"
