@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
 WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
-                             "GangTimedOut", "GangExcessMember"})
+                             "GangTimedOut", "GangExcessMember",
+                             "GangRestartCountsAsFailure"})
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class PodRef:
     namespace: str
     name: str
     uid: str
+    kind: str = "Pod"  # another kind (a Job) for the Events about a pod's owner
+    api_version: str = "v1"
 
     @classmethod
     def from_pod(cls, pod: dict) -> "PodRef":
@@ -127,7 +130,7 @@ class EventRecorder:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": ref.namespace},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": ref.namespace,
+            "involvedObject": {"kind": ref.kind, "apiVersion": ref.api_version, "namespace": ref.namespace,
                                "name": ref.name, "uid": ref.uid},
             "reason": reason,
             "message": message[:1024],

@@ -28,10 +28,12 @@ from typing import Any, Callable, Coroutine, Iterable
 from ganggate.controller.events import EventRecorder, PodRef
 from ganggate.controller.owners import OwnerLookup
 from ganggate.controller.protection import Protection
+from ganggate.controller.restart import JobAdvice, delete_member
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import GangKey
 from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss
-from ganggate.kube.calls import ApiCallError, call_json
+from ganggate.kube.calls import ApiCallError
+from ganggate.kube.clock import WALL, Clock
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,11 @@ def attach_lifecycle(controller: Any) -> "GangLifecycle":
                   if config.protect_running_gangs else None)
     lifecycle = GangLifecycle(controller.core, controller.state, controller.events, controller.metrics,
                               policy=config.on_member_loss, spawn=controller._spawn, protection=protection,
-                              owners=OwnerLookup(controller.api_client, controller.metrics))
+                              owners=OwnerLookup(controller.api_client, controller.metrics),
+                              advice=JobAdvice(controller.api_client, controller.events, controller._spawn,
+                                               controller.metrics),
+                              clock=controller.clock)
+    controller.bind_timeouts.advice = lifecycle.advice
     controller.bind_timeouts.on_loss = lifecycle.handle_losses
     return lifecycle
 
@@ -75,7 +81,7 @@ class GangLifecycle:
 
     def __init__(self, core: Any, state: ClusterState, events: EventRecorder, metrics: Any, *, policy: str,
                  spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task], protection: Protection | None = None,
-                 owners: OwnerLookup | None = None) -> None:
+                 owners: OwnerLookup | None = None, advice: JobAdvice | None = None, clock: Clock = WALL) -> None:
         if policy not in POLICIES:
             raise ValueError(f"on_member_loss must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.core = core
@@ -86,6 +92,8 @@ class GangLifecycle:
         self.spawn = spawn
         self.protection = protection
         self.owners = owners
+        self.advice = advice  # once per Job whose podFailurePolicy would count a restart: controller.restart
+        self.clock = clock
         self._checking: dict[GangKey, int] = {}  # gangs with losses whose owner is being looked up
         self._reported = _Seen()  # loss uids reported
         self._deleting = _Seen()  # uids this controller deleted (their own loss is no news)
@@ -169,20 +177,22 @@ class GangLifecycle:
             return
         if breakage.to_delete:
             self._restarting.add(loss.gang_key)
+            if self.advice is not None:
+                self.advice.restarting(f"{loss.gang_key[0]}/{loss.gang_key[1]}", breakage.to_delete)
         for victim in breakage.to_delete:
             if self._deleting.add(victim.uid):
                 self.spawn(self._delete(victim.key, victim.uid, loss))
 
     async def _delete(self, pod_key: str, uid: str, loss: MemberLoss) -> None:
-        namespace, name = pod_key.split("/", 1)
+        """DisruptionTarget, then the delete (controller.restart), so a Job can ignore it."""
+        why = (f"ganggate: gang {loss.gang_key[0]}/{loss.gang_key[1]} lost pod {loss.pod_key.split('/', 1)[1]} "
+               f"({loss.cause}); restarting the gang whole")
         try:
-            await call_json(self.core.delete_namespaced_pod, name, namespace,
-                            body={"preconditions": {"uid": uid}}, verb="delete", metrics=self.metrics)
-            log.info("deleted %s: gang %s/%s lost %s (%s), --on-member-loss=restart", pod_key, *loss.gang_key,
-                     loss.pod_key, loss.cause)
+            if await delete_member(self.core, pod_key, uid, why, metrics=self.metrics, clock=self.clock):
+                log.info("deleted %s: gang %s/%s lost %s (%s), --on-member-loss=restart", pod_key, *loss.gang_key,
+                         loss.pod_key, loss.cause)
         except ApiCallError as exc:
-            if exc.status not in (404, 409):
-                log.warning("deleting %s: %s", pod_key, exc)
+            log.warning("deleting %s: %s", pod_key, exc)
 
     def due_timeouts(self, now: float) -> list[tuple[GangKey, int]]:
         """Gangs past their timeout and not reported yet (a read of every gang: it may run in

@@ -17,8 +17,12 @@ from ganggate.core.pods import PodInfo
 #: DisruptionTarget reason), so that the metric's label has few values.
 DISRUPTION_REASONS = frozenset(
     {"PreemptionByScheduler", "DeletionByTaintManager", "EvictionByEvictionAPI", "DeletionByPodGC",
-     "TerminationByKubelet"}
+     "TerminationByKubelet", "DeletionByGanggate"}
 )
+#: The DisruptionTarget reason ganggate writes on a pod before it deletes it (a whole-gang
+#: restart, a bind timeout's recreate), named as Kubernetes names its own (DeletionByTaintManager,
+#: DeletionByPodGC): see ganggate.core.disruption.
+GANGGATE_REASON = "DeletionByGanggate"
 CAUSES = ("Failed", "Deleted", "BindTimeout", "Disrupted", *sorted(DISRUPTION_REASONS))
 _CAUSE_TEXT = {
     "PreemptionByScheduler": "preempted by the scheduler",
@@ -26,6 +30,7 @@ _CAUSE_TEXT = {
     "EvictionByEvictionAPI": "evicted through the Eviction API (e.g. a node drain)",
     "DeletionByPodGC": "deleted by the pod garbage collector (e.g. its node is gone)",
     "TerminationByKubelet": "terminated by the kubelet (e.g. node pressure or shutdown)",
+    "DeletionByGanggate": "deleted by ganggate to restart its gang whole",
     "Failed": "failed",
     "Deleted": "deleted",
     "BindTimeout": "not bound within the bind timeout",
