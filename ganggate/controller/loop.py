@@ -368,7 +368,7 @@ class Controller:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
                 "timed_out": self.lifecycle.timed_out_gangs(),
                 "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy,
-                "rounds": self.incremental}
+                "rounds": self.incremental, "node_lost_after": self.config.node_lost_after_seconds}
 
     def _before_round(self, now: float, timeouts: bool = True) -> None:
         self.rounds += 1

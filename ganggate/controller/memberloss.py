@@ -31,7 +31,7 @@ from ganggate.controller.protection import Protection
 from ganggate.controller.restart import JobAdvice, delete_member
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import GangKey
-from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss
+from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss, nodes_lost
 from ganggate.kube.calls import ApiCallError
 from ganggate.kube.clock import WALL, Clock
 
@@ -61,6 +61,7 @@ def attach_lifecycle(controller: Any) -> "GangLifecycle":
                                                controller.metrics),
                               clock=controller.clock)
     controller.bind_timeouts.advice = lifecycle.advice
+    lifecycle.node_lost_after = config.node_lost_after_seconds
     controller.bind_timeouts.on_loss = lifecycle.handle_losses
     return lifecycle
 
@@ -93,6 +94,7 @@ class GangLifecycle:
         self.protection = protection
         self.owners = owners
         self.advice = advice  # once per Job whose podFailurePolicy would count a restart: controller.restart
+        self.node_lost_after: float | None = None  # --node-lost-after (attach_lifecycle sets it)
         self.clock = clock
         self._checking: dict[GangKey, int] = {}  # gangs with losses whose owner is being looked up
         self._reported = _Seen()  # loss uids reported
@@ -126,6 +128,8 @@ class GangLifecycle:
         """Act on the losses the state recorded, then on timeouts (unless the caller looks for
         them off the loop: `due_timeouts`, `report_timeouts`); keep the budgets in step."""
         self.handle_losses(self.state.take_losses())
+        if self.node_lost_after is not None:  # opt-in: controller.config NODE_LOST_HELP
+            self.handle_losses(nodes_lost(self.state, now, self.node_lost_after))
         if timeouts:
             self.report_timeouts(self.due_timeouts(now))
         if self.protection is not None:

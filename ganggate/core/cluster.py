@@ -27,7 +27,7 @@ from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, Gang
 from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.gpushare import NodeCards, node_cards, node_totals
 from ganggate.core.losses import MemberLoss, loss_of, losses_after_relist
-from ganggate.core.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready
+from ganggate.core.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready, not_ready_since
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
@@ -56,6 +56,8 @@ class NodeInfo:
     cordoned: bool = False
     #: The value to pin a pod with: the kubernetes.io/hostname label, else the name.
     hostname: str = ""
+    #: When a node not Ready stopped being Ready (Unix seconds), if its status says (--node-lost-after).
+    not_ready_since: float | None = None
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -80,7 +82,8 @@ class NodeInfo:
         allocatable = node_allocatable(node)
         return cls(name=name, view=view, allocatable=_NODE_PARTS.one(tuple(allocatable.items()), lambda: allocatable),
                    used={}, promised={}, filter_key=filter_key, card_totals=_NODE_PARTS.one(node_totals(node)),
-                   ready=ready, cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)))
+                   ready=ready, cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)),
+                   not_ready_since=None if ready else not_ready_since(node))
 
 
 _READY_STATUS = {"conditions": [{"type": "Ready", "status": "True"}]}

@@ -14,7 +14,7 @@ from ganggate.core.pods import PodInfo
 
 #: The DisruptionTarget condition reasons Kubernetes sets (k8s.io/api/core/v1 types.go); a
 #: loss's cause is one of these, else Failed, Deleted, BindTimeout or Disrupted (an unknown
-#: DisruptionTarget reason), so that the metric's label has few values.
+#: DisruptionTarget reason) or NodeLost (--node-lost-after), so that the metric's label has few values.
 DISRUPTION_REASONS = frozenset(
     {"PreemptionByScheduler", "DeletionByTaintManager", "EvictionByEvictionAPI", "DeletionByPodGC",
      "TerminationByKubelet", "DeletionByGanggate"}
@@ -23,7 +23,7 @@ DISRUPTION_REASONS = frozenset(
 #: restart, a bind timeout's recreate), named as Kubernetes names its own (DeletionByTaintManager,
 #: DeletionByPodGC): see ganggate.core.disruption.
 GANGGATE_REASON = "DeletionByGanggate"
-CAUSES = ("Failed", "Deleted", "BindTimeout", "Disrupted", *sorted(DISRUPTION_REASONS))
+CAUSES = ("Failed", "Deleted", "BindTimeout", "NodeLost", "Disrupted", *sorted(DISRUPTION_REASONS))
 _CAUSE_TEXT = {
     "PreemptionByScheduler": "preempted by the scheduler",
     "DeletionByTaintManager": "evicted by a NoExecute taint (e.g. its node was lost)",
@@ -34,6 +34,7 @@ _CAUSE_TEXT = {
     "Failed": "failed",
     "Deleted": "deleted",
     "BindTimeout": "not bound within the bind timeout",
+    "NodeLost": "its node has not been Ready for longer than --node-lost-after",
     "Disrupted": "disrupted",
 }
 
