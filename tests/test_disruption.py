@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ganggate.core.disruption import condition_patch, restart_advice
+from ganggate.core.policy.disruption import condition_patch, restart_advice
 
 IGNORE = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from ganggate.contract import GROUP_TIMEOUT_SECONDS, ContractError, parse_gang, parse_timeout
-from ganggate.core.cluster import ClusterState
-from ganggate.core.lifecycle import gangs_timed_out, judge_loss
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.lifecycle import gangs_timed_out, judge_loss
 from ganggate.core.planner import decide
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
 GANG = ("default", "next")
@@ -226,7 +226,7 @@ def test_a_gang_that_lost_every_member_at_once_is_not_said_to_run_on() -> None:
 
 def test_a_member_on_a_node_not_ready_longer_than_node_lost_after_is_lost_and_the_gang_restarts() -> None:
     from ganggate.controller.timers import PAST, next_due
-    from ganggate.core.lifecycle import nodes_lost
+    from ganggate.core.policy.lifecycle import nodes_lost
 
     lost = make_node("n1", gpus=16, ready=False)
     lost["status"]["conditions"][0].update(status="Unknown", lastTransitionTime="2024-01-01T00:00:00Z")

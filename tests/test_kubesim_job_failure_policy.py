@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ganggate.sim import job_failure_policy
+from ganggate.sim.controllers import pod_failure_policy as job_failure_policy
 from tests.kubesim_support import eventually
 from tests.test_kubesim_jobs import JOBS, PODS, condition_types, idle, job_manifest, job_pods, job_status  # noqa: F401
 

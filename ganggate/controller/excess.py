@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Mapping
 
-from ganggate.core.explain import excess_message
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.ordering import release_in_flight
+from ganggate.core.placement.explain import excess_message
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.policy.ordering import release_in_flight
 
 _REMEMBER = 100_000  # pod uids told (oldest forgotten first)
 

@@ -1,7 +1,7 @@
 """Deleting a gang member as Kubernetes' own disruptions do: DisruptionTarget first, then the delete.
 
 `delete_member` writes the pod condition DisruptionTarget=True, reason DeletionByGanggate
-(ganggate.core.disruption), through the status subresource with a strategic merge patch carrying
+(ganggate.core.policy.disruption), through the status subresource with a strategic merge patch carrying
 the pod's uid, as pkg/util/pod/pod.go PatchPodStatus does for the taint manager and the scheduler's
 preemption ("uid is used to ensure the patch applies to the right pod"), then deletes the pod with a
 uid precondition. A Job whose podFailurePolicy has the rule `onPodConditions: [{type:
@@ -23,8 +23,8 @@ from collections import OrderedDict
 from typing import Any, Callable, Coroutine, Iterable
 
 from ganggate.controller.events import PodRef
-from ganggate.core.disruption import condition_patch, restart_advice
-from ganggate.core.pods import PodInfo
+from ganggate.core.policy.disruption import condition_patch, restart_advice
+from ganggate.core.state.pods import PodInfo
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 from ganggate.kube.clock import WALL, Clock
 
