@@ -136,8 +136,10 @@ async def test_a_job_whose_pods_are_replaced_never_has_more_released_than_declar
         # A member fails: the Job replaces it, and the gang restarts; the rest finish in turns.
         await c.sim.fail_pod("default", first[0]["metadata"]["name"])
 
-        async def complete() -> bool:
+        # The excess pods run in turn as members finish. (The last of the 4 completions would wait
+        # for a second pod that never comes: the mismatch itself, which the Job should not make.)
+        async def three_done() -> bool:
             job = c.sim.store.get("jobs", "default", "train")
-            return any(x.get("type") == "Complete" for x in (job.get("status") or {}).get("conditions") or [])
-        await wait_for(complete, timeout=60, what="the Job complete")
+            return ((job.get("status") or {}).get("succeeded") or 0) >= 3
+        await wait_for(three_done, timeout=60, what="three of the Job's pods succeeded")
         assert most.most["train"] == 2
