@@ -10,10 +10,10 @@ later released (a member ended) is not told again.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import Any
 
 from ganggate.core.placement.explain import excess_message
-from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.ordering import release_in_flight
 
 _REMEMBER = 100_000  # pod uids told (oldest forgotten first)
@@ -26,13 +26,15 @@ class ExcessReporter:
         self.events = events
         self._told: OrderedDict[str, None] = OrderedDict()
 
-    def report(self, gangs: Mapping[GangKey, Gang], promises: Mapping[str, object]) -> int:
-        """Tell each new excess pod; returns how many were told now. Costs O(1) per gang
-        without more live pods than declared. A gang with a release in flight waits until the
-        release is seen (its promised pods are still gated, not yet counted as released)."""
+    def report(self, state: ClusterState) -> int:
+        """Tell each new excess pod; returns how many were told now. Reads only the gangs with
+        more live pods than declared (ClusterState.over_declared). A gang with a release in
+        flight waits until the release is seen (its promised pods are still gated, not yet
+        counted as released)."""
         told = 0
-        for gang in list(gangs.values()):
-            if gang.spec is None or gang.live_count <= gang.spec.pod_num or release_in_flight(gang, promises):
+        for key in sorted(state.over_declared):
+            gang = state.gangs.get(key)
+            if gang is None or release_in_flight(gang, state.promises):
                 continue
             for pod in gang.excess_pods():
                 if pod.uid in self._told:

@@ -385,7 +385,7 @@ class Controller:
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
-        self.excess.report(self.state.gangs, self.state.promises)
+        self.excess.report(self.state)
         if gauges:
             self._update_gauges()
         self._wake_at(due)

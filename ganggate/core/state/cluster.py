@@ -165,6 +165,9 @@ class ClusterState:
         self.dirty_nodes: set[str] = set()
         self.dirty_gangs: set[GangKey] = set()
         self.layout_version = 0
+        #: Gangs with more live pods than their group-pod-num (Gang.excess_pods may be non-empty),
+        #: kept as gangs refresh, so that reporting them reads these gangs only.
+        self.over_declared: set[GangKey] = set()
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -216,6 +219,7 @@ class ClusterState:
         self._used, self._promised = {}, {}
         self._bound_cards, self._promised_cards = {}, {}
         self.dirty_nodes, self.dirty_gangs = set(), set()
+        self.over_declared = set()
         for node in nodes:
             self._put_node(node)
         touched: set[GangKey] = set()
@@ -379,12 +383,15 @@ class ClusterState:
         if self.track_changes:
             self.dirty_gangs.add(key)
         gang = self.gangs.get(key)
+        self.over_declared.discard(key)
         if gang is None:
             return
         if not gang.pods:
             del self.gangs[key]
             return
         gang.refresh()
+        if gang.spec is not None and gang.live_count > gang.spec.pod_num:
+            self.over_declared.add(key)
 
     @staticmethod
     def _awaits_binding(pod: PodInfo) -> bool:
