@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
-WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
-                             "GangTimedOut", "GangExcessMember",
+WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable",
+                             "GangBindTimeout", "GangNotGated", "GangBroken", "GangTimedOut", "GangExcessMember",
                              "GangRestartCountsAsFailure"})
 
 
