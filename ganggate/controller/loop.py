@@ -102,7 +102,7 @@ class Controller:
             self.core, client.CustomObjectsApi(api_client), self.state, self.events,
             provisioning_class=config.provisioning_class, spawn=self._spawn, may_act=self._may_act)
         self.placeholders = None if config.autoscaling != "placeholders" else Placeholders(
-            self.core, client.SchedulingV1Api(api_client), self.state, self.events,
+            self.core, client.SchedulingV1Api(api_client), self.state, self.events, release=self._start_release,
             spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
