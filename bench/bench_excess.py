@@ -43,7 +43,7 @@ def scan_all(state: ClusterState) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--gangs", type=int, default=20000)
     parser.add_argument("--over", type=int, default=10, help="gangs with one pod beyond their number")
     parser.add_argument("--repeat", type=int, default=20)
