@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
 WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable",
-                             "GangCannotFit", "GangBindTimeout", "GangNotGated", "GangBroken", "GangTimedOut"})
+                             "GangCannotFit", "GangBindTimeout", "GangNotGated", "GangBroken", "GangTimedOut",
+                             "GangExcessMember", "GangRestartCountsAsFailure"})
 #: The prefix client-go's EventAggregator gives an Event that stands for similar ones (same
 #: object and reason, other messages), once it has seen `AGGREGATE_MAX` distinct messages within
 #: `AGGREGATE_SECONDS` (EventAggregatorByReasonMessageFunc, defaultAggregateMaxEvents = 10,
@@ -44,6 +45,8 @@ class PodRef:
     namespace: str
     name: str
     uid: str
+    kind: str = "Pod"  # another kind (a Job) for the Events about a pod's owner
+    api_version: str = "v1"
 
     @classmethod
     def from_pod(cls, pod: dict) -> "PodRef":
@@ -147,7 +150,7 @@ class EventRecorder:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": ref.namespace},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": ref.namespace,
+            "involvedObject": {"kind": ref.kind, "apiVersion": ref.api_version, "namespace": ref.namespace,
                                "name": ref.name, "uid": ref.uid},
             "reason": reason,
             "message": message[:1024],

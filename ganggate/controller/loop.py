@@ -37,6 +37,7 @@ from ganggate.controller.config import ControllerConfig, card_policy_named, whol
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.placement.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
+from ganggate.controller.excess import ExcessReporter
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
@@ -105,6 +106,7 @@ class Controller:
             spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
+        self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.excess
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
         max_pod_num = config.max_pod_num
@@ -374,7 +376,7 @@ class Controller:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
                 "timed_out": self.lifecycle.timed_out_gangs(),
                 "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy,
-                "rounds": self.incremental}
+                "rounds": self.incremental, "node_lost_after": self.config.node_lost_after_seconds}
 
     def _before_round(self, now: float, timeouts: bool = True) -> None:
         self.rounds += 1
@@ -395,6 +397,7 @@ class Controller:
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
+        self.excess.report(self.state)
         if gauges:
             self._update_gauges()
         self._wake_at(due)

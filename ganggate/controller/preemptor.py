@@ -13,7 +13,9 @@ For one `PreemptionPlan` at a time, in this order:
    disruptions than that victim has pods under it, nothing at all is evicted, and that victim is
    left out of plans for `--preemption-timeout`.
 3. **Evict.** Every live pod of every victim: POST pods/<name>/eviction (policy/v1 Eviction with
-   a uid precondition); 429 (a budget, or an API server under load) and 5xx are retried with
+   a uid precondition; the API server marks the pod DisruptionTarget, reason EvictionByEvictionAPI,
+   before it deletes it: pkg/registry/core/pod/storage/eviction.go addConditionAndDeletePod, so a
+   Job's podFailurePolicy rule that ignores DisruptionTarget covers preemption too); 429 (a budget, or an API server under load) and 5xx are retried with
    backoff, honouring Retry-After; 404 and 409 (gone, or a new pod of that name) count as gone.
 4. **Say so.** Events `GangPreempted` on each victim pod (naming the preemptor) and `Preempting`
    on each preemptor pod (`PreemptionBlocked` when a foreign budget refused);

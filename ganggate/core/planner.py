@@ -26,7 +26,7 @@ from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.policy.lifecycle import waits_for_terminating
-from ganggate.core.policy.ordering import hold_back, release_candidates, round_order
+from ganggate.core.policy.ordering import hold_back, release_candidates, release_in_flight, round_order
 from ganggate.core.state.outcome import Decision, Unfit, Waiting
 from ganggate.core.placement.packing import plan_gang
 from ganggate.core.state.pods import PodInfo
@@ -127,7 +127,7 @@ def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
     """The pods a round may release for the gang; None when there are none, or a release is
     in flight (its promises hold). Reads the gang and its promises alone, not the capacity."""
     pods = release_candidates(gang)
-    if not pods or (state.promises and any(p.key in state.promises for p in pods)):
+    if not pods or release_in_flight(gang, state.promises):
         return None
     return pods
 
