@@ -13,12 +13,15 @@ domain: only there at the required level; there first otherwise. Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from ganggate.contract import GangSpec
 from ganggate.core.capacity import Capacity
 from ganggate.core.cluster import ClusterState
+from ganggate.core import fewest
 from ganggate.core.domains import (
+    DomainFree,
+    _domain_of_node,
     domain_free,
     domain_of,
     domains,
@@ -33,8 +36,10 @@ from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
 from ganggate.core.resources import GPU, format_amount
 
-# How many domains of one level are tried, least waste first, before the next level.
-DOMAIN_TRIES = 2
+# Domain tries that the packer turned down (room said yes; CPU, memory or several pod sizes said
+# no), at most, in one round, before gangs go straight to the fewest domains' choice (and the
+# flat packer): a round full of gangs that fit nowhere stays cheap.
+ROUND_FAILED_TRIES = 512
 Planner = Callable[[Sequence[PodInfo], Capacity, int], "dict[str, str] | Unfit"]
 
 
@@ -63,6 +68,24 @@ def search_levels(levels: Sequence[str], required: str | None, preferred: str | 
     return list(reversed(levels[: at + 1]))
 
 
+def chain_levels(capacity: Capacity, required: str | None, preferred: str | None) -> list[str]:
+    """The levels whose domains are counted, widest first: from the required level down to
+    the narrowest configured one; from the widest configured down to the preferred level (or,
+    with neither asked, the narrowest); a level not configured alone. Levels of one node per
+    domain (hostname) are the packer's business, unless required."""
+    levels = list(capacity.topology_levels)
+    start = required or preferred
+    if start is not None and start not in levels:
+        chain = [start]
+    elif required:
+        chain = levels[levels.index(required):]
+    elif preferred:
+        chain = levels[: levels.index(preferred) + 1]
+    else:
+        chain = levels
+    return [lv for lv in chain if lv == required or not one_node_each(capacity, lv)]
+
+
 def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
     """The nodes the gang's pods may use; None when that is every node."""
     indexes = [capacity.index(p) for p in {p.constraint_key: p for p in pods}.values()]
@@ -74,46 +97,98 @@ def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
     return found
 
 
-def _threshold(pods: Sequence[PodInfo], need: int) -> tuple[int, int]:
-    """What a domain needs to be worth a try: (per, amount): room for `need` pods of the
-    smallest GPU request when every pod asks for GPUs, else (0, the GPUs of `need` pods)."""
-    amounts = [p.gpu for p in pods]
-    if min(amounts) > 0:
-        return min(amounts), need
-    return 0, sum(sorted(amounts)[:need])
-
-
-def _candidates(
-    capacity: Capacity, level: str, threshold: tuple[int, int], eligible: set[str] | None, tries: int
-) -> list[tuple[str, list[str]]]:
-    """The domains (and their nodes) that could hold the gang (see _threshold), least room first
-    (least waste; at most `tries` of them)."""
-    per, amount = threshold
-    if eligible is None:
-        free = domain_free(capacity, level, per)
-        found = []
-        for _, domain in free.at_least(amount):
-            found.append((domain, free.groups[domain]))
-            if len(found) >= tries:
-                break
-        return found
-    candidates = []
-    for domain, names in domains(capacity, level).items():
-        found_room = sum(room(capacity.level[n], per) for n in names if n in eligible)
-        if found_room >= amount and any(n in eligible for n in names):
-            candidates.append((found_room, domain, names))
-    candidates.sort(key=lambda c: (c[0], c[1]))
-    return [(domain, names) for _, domain, names in candidates[:tries]]
-
-
 def _demand(pods: Sequence[PodInfo], need: int) -> int:
     """The fewest GPUs `need` of the pods ask for."""
     return sum(sorted(p.gpu for p in pods)[:need])
 
 
+def chunk(pods: Sequence[PodInfo]) -> int:
+    """The GPU chunk a node's room is counted in for these pods: their smallest GPU request
+    when every GPU request is a multiple of it (a node then holds floor(free / chunk) of its
+    chunks at most), else 0 (room is the free GPU itself); 0 when none asks a GPU."""
+    sizes = {p.gpu for p in pods if p.gpu > 0}
+    if not sizes:
+        return 0
+    smallest = min(sizes)
+    return smallest if all(size % smallest == 0 for size in sizes) else 0
+
+
+class Rooms:
+    """Room (ganggate.core.fewest) of the domains of a chain of levels for one gang, from the
+    round's DomainFree views (every node eligible) or from the eligible nodes themselves; and
+    each domain's domains one level down."""
+
+    def __init__(self, capacity: Capacity, chain: Sequence[str], per: int, eligible: set[str] | None) -> None:
+        self.capacity, self.chain, self.per, self.eligible = capacity, list(chain), per, eligible
+        self.unit = per if per > 1 else 1
+        self._free: dict[int, Mapping[str, int]] = {}
+
+    def view(self, i: int) -> DomainFree | None:
+        """The level's DomainFree view for this gang's chunk (None with eligibility)."""
+        return None if self.eligible is not None else domain_free(self.capacity, self.chain[i], self.per)
+
+    def free(self, i: int) -> Mapping[str, int]:
+        found = self._free.get(i)
+        if found is None:
+            if self.eligible is None:
+                found = domain_free(self.capacity, self.chain[i], self.per).free
+            else:
+                level, eligible, per = self.capacity.level, self.eligible, self.per
+                found = {d: sum(room(level[n], per) for n in names if n in eligible)
+                         for d, names in domains(self.capacity, self.chain[i]).items()}
+            self._free[i] = found
+        return found
+
+    def room(self, i: int, domain: str) -> int:
+        return self.free(i).get(domain, 0) * self.unit
+
+    def children(self, i: int, domain: str) -> Sequence[str]:
+        return children_of(self.capacity, self.chain[i], self.chain[i + 1]).get(domain, ())
+
+    def holders(self, i: int, demand: int) -> Iterator[tuple[int, str]]:
+        """(room, domain) of the level's domains whose room reaches `demand`, least first."""
+        units = -(-demand // self.unit)
+        view = self.view(i)
+        if view is not None:
+            return ((free * self.unit, d) for free, d in view.at_least(units))
+        found = sorted((free, d) for d, free in self.free(i).items() if free >= units)
+        if self.eligible is not None:
+            groups = domains(self.capacity, self.chain[i])
+            found = [(f, d) for f, d in found if any(n in self.eligible for n in groups[d])]
+        return ((free * self.unit, d) for free, d in found)
+
+
+def children_of(capacity: Capacity, parent: str, child: str) -> dict[str, list[str]]:
+    """Each domain of level `parent` -> the domains of the narrower level `child` inside it
+    (cached for the round)."""
+    key = f"{parent}\x00{child}\x00children"
+    found = capacity.topology_free.get(key)
+    if not isinstance(found, dict):
+        of_node = _domain_of_node(capacity, parent)
+        found = {}
+        for domain, names in domains(capacity, child).items():
+            found.setdefault(of_node[names[0]], []).append(domain)
+        capacity.topology_free[key] = found
+    return found
+
+
+def _spend_try(capacity: Capacity) -> bool:
+    """Count one domain try the packer turned down; False once the round has none left."""
+    left = capacity.topology_free.get("\x00tries left", ROUND_FAILED_TRIES)
+    assert isinstance(left, int)
+    capacity.topology_free["\x00tries left"] = left - 1
+    return left > 1
+
+
+def _tries_left(capacity: Capacity) -> bool:
+    left = capacity.topology_free.get("\x00tries left", ROUND_FAILED_TRIES)
+    return isinstance(left, int) and left > 0
+
+
 def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner) -> dict[str, str] | Unfit:
-    """Place the gang in one domain of the narrowest level it fits, or (unless required)
-    anywhere as the flat packer would; takes the placement from `capacity` like plan_gang."""
+    """Place the gang in the fewest domains (ganggate.core.fewest) of the levels it asks for
+    (or the configured ones), in one domain of the required level or wait; takes the
+    placement from `capacity` like plan_gang."""
     required, preferred = gang_request(pods)
     levels = search_levels(capacity.topology_levels, required, preferred)
     if not levels:
@@ -124,26 +199,103 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
     if len(pods) <= 1:
         return flat(pods, capacity, need)
     eligible = _eligible(pods, capacity)
-    threshold = _threshold(pods, need)
-    for level in levels:
-        if level != required and one_node_each(capacity, level):
-            continue  # one node per domain (hostname): few nodes is the packer's own business
-        # Every domain of the required level that could hold the gang is tried (a gang must
-        # not wait while one would do); a few, least waste first, of the narrower levels.
-        tries = len(capacity.nodes) if level == required else DOMAIN_TRIES
-        for domain, names in _candidates(capacity, level, threshold, eligible, tries):
-            result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", names, flat)
+    chain = chain_levels(capacity, required, preferred)
+    rooms = Rooms(capacity, chain, chunk(pods), eligible)
+    demand = _demand(pods, need)
+    if required is not None:
+        result = _place_required(pods, capacity, need, flat, rooms, demand)
+        if result is not None:
+            return result
+        every_pod_asks_gpu = min(p.gpu for p in pods) > 0
+        if every_pod_asks_gpu and _fits_across(pods, capacity, need):  # the level is why
+            return Unfit(required_message(pods, capacity, need, required, eligible))
+        result = flat(pods, capacity, need)
+        if isinstance(result, Unfit):
+            return result  # not even anywhere: the flat packer's reason
+        for key, node in result.items():
+            capacity.take(node, _request(pods, key), -1)
+        return Unfit(required_message(pods, capacity, need, required, eligible))
+    if chain:
+        result = _place_fewest(pods, capacity, need, flat, rooms, demand)
+        if result is not None:
+            return result
+    return flat(pods, capacity, need)
+
+
+def _place_required(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner, rooms: Rooms,
+                    demand: int) -> dict[str, str] | None:
+    """Every domain of the required level (chain level 0) whose room could hold the gang, the
+    fewest narrower domains (then least waste) first; in each, the packer on those narrower
+    domains, then on the whole domain. None: in no domain."""
+    holders = rooms.holders(0, demand)
+    if len(rooms.chain) > 1:  # ranked by what they need below them
+        ranked = []
+        for free, domain in holders:
+            inner = fewest.choose(rooms.room, rooms.children, len(rooms.chain), 1, rooms.children(0, domain), demand)
+            ranked.append(((inner.key() if inner is not None else ((len(capacity.nodes),), free, ())), domain, inner))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        candidates = [(domain, inner) for _, domain, inner in ranked]
+    else:
+        candidates = [(domain, None) for _, domain in holders]
+    level = rooms.chain[0]
+    groups = domains(capacity, level)
+    for domain, inner in candidates:
+        if inner is not None and len(inner.leaves) < len(rooms.children(0, domain)):
+            result = _plan_leaves(pods, capacity, need, flat, rooms.chain[-1], inner.leaves)
+            if result is not None:
+                return result
+        result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", groups[domain], flat)
+        if not isinstance(result, Unfit):
+            return result
+        _spend_try(capacity)  # every domain of the required level is tried, the budget or not
+    return None
+
+
+def _place_fewest(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner, rooms: Rooms,
+                  demand: int) -> dict[str, str] | None:
+    """Preferred or default: one domain of the narrowest level, least waste first, each that
+    could hold the gang (within the round's budget of turned-down tries); else the fewest
+    domains of each level, widest first (fewest.choose); else one domain of a wider level,
+    least room first. None: the flat packer's turn."""
+    depth, leaf = len(rooms.chain), rooms.chain[-1]
+    tried: set[tuple[str, ...]] = set()
+    for _, domain in rooms.holders(depth - 1, demand):
+        if not _tries_left(capacity):
+            break
+        tried.add((domain,))
+        result = _plan_leaves(pods, capacity, need, flat, leaf, (domain,))
+        if result is not None:
+            return result
+        if demand <= 0:
+            break  # no GPU asked: room says nothing; the fullest domain, then the packer
+    roots = list(rooms.free(0))
+    choice = fewest.choose(rooms.room, rooms.children, depth, 0, roots, demand)
+    if choice is not None and choice.leaves not in tried:
+        result = _plan_leaves(pods, capacity, need, flat, leaf, choice.leaves)
+        if result is not None:
+            return result
+    for i in range(depth - 2, -1, -1):  # one block, one zone, ... (what the choice missed)
+        level, groups = rooms.chain[i], domains(capacity, rooms.chain[i])
+        for _, domain in rooms.holders(i, demand):
+            if not _tries_left(capacity):
+                return None
+            result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", groups[domain], flat)
             if not isinstance(result, Unfit):
                 return result
-    per = threshold[0]
-    if required is not None and per and _fits_across(pods, capacity, need):  # the level is why
-        return Unfit(required_message(pods, capacity, need, required, eligible))
-    result = flat(pods, capacity, need)
-    if required is None or isinstance(result, Unfit):
-        return result  # soft: anywhere; hard and not even anywhere: the flat packer's reason
-    for key, node in result.items():
-        capacity.take(node, _request(pods, key), -1)
-    return Unfit(required_message(pods, capacity, need, required, eligible))
+            _spend_try(capacity)
+    return None
+
+
+def _plan_leaves(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner, level: str,
+                 leaves: Sequence[str]) -> dict[str, str] | None:
+    """The packer on these domains' nodes together; None (a try spent) when it turns them down."""
+    groups = domains(capacity, level)
+    names = [n for d in leaves for n in groups[d]]
+    result = _plan_within(pods, capacity, need, f"{level}\x00{'|'.join(leaves)}", names, flat)
+    if isinstance(result, Unfit):
+        _spend_try(capacity)
+        return None
+    return result
 
 
 def _fits_across(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> bool:
