@@ -35,16 +35,19 @@ EXACT_SETS = 512
 
 Room = Callable[[int, str], int]  # (level index in the chain, domain) -> its room
 Children = Callable[[int, str], Sequence[str]]  # (level index, domain) -> its domains one level down
+Fits = Callable[[int, Sequence[str]], bool]  # (level index, domains) -> whether they pass a further test
 
 
 @dataclass(frozen=True)
 class Choice:
     """Domains used at each level of the chain (widest first), the room left over in the
-    chosen domains of the narrowest level, and those domains."""
+    chosen domains of the narrowest level, those domains, and the chosen domains of every
+    level (widest first: where to look when the packer turns the narrowest ones down)."""
 
     counts: tuple[int, ...]
     waste: int
     leaves: tuple[str, ...]
+    levels: tuple[tuple[str, ...], ...] = ()
 
     def key(self) -> tuple:
         return self.counts, self.waste, self.leaves
@@ -62,37 +65,44 @@ def fewest_count(rooms: Sequence[int], demand: int) -> int | None:
 
 
 def choose(room: Room, children: Children, depth: int, level: int, scope: Sequence[str],
-           demand: int) -> Choice | None:
+           demand: int, fits: Fits | None = None) -> Choice | None:
     """The best Choice (see the module) of domains among `scope` (domains of chain level
     `level`) and below it, down to chain level `depth - 1`; None when their rooms together do
-    not reach `demand`."""
+    not reach `demand`. `fits` (level, domains): a further test a set must pass (the big
+    pods' slots, for pods of several sizes); a count it rules out is followed by the next."""
     rooms = {d: room(level, d) for d in scope}
     if demand <= 0:  # no GPU asked: room is no measure; the fullest domain, the packer decides
         if not rooms:
             return None
-        return _within(room, children, depth, level, (min(rooms, key=lambda d: (rooms[d], d)),), demand, rooms)
+        return _within(room, children, depth, level, (min(rooms, key=lambda d: (rooms[d], d)),), demand, rooms, fits)
     usable = sorted((d for d, r in rooms.items() if r > 0), key=lambda d: (-rooms[d], d))
-    k = fewest_count([rooms[d] for d in usable], demand)
-    if k is None:
+    least = fewest_count([rooms[d] for d in usable], demand)
+    if least is None:
         return None
-    best: Choice | None = None
-    for chosen in _sets(usable, rooms, demand, k):
-        found = _within(room, children, depth, level, chosen, demand, rooms)
-        if found is not None and (best is None or found.key() < best.key()):
-            best = found
-    return best
+    for k in range(least, len(usable) + 1 if fits is not None else least + 1):
+        best: Choice | None = None
+        for chosen in _sets(usable, rooms, demand, k):
+            if fits is not None and not fits(level, chosen):
+                continue
+            found = _within(room, children, depth, level, chosen, demand, rooms, fits)
+            if found is not None and (best is None or found.key() < best.key()):
+                best = found
+        if best is not None:
+            return best
+    return None
 
 
 def _within(room: Room, children: Children, depth: int, level: int, chosen: Sequence[str], demand: int,
-            rooms: dict[str, int]) -> Choice | None:
+            rooms: dict[str, int], fits: Fits | None = None) -> Choice | None:
     """The Choice that uses exactly these domains at `level` (the best one below them)."""
     if level == depth - 1:
-        return Choice((len(chosen),), max(0, sum(rooms[d] for d in chosen) - demand), tuple(sorted(chosen)))
+        leaves = tuple(sorted(chosen))
+        return Choice((len(chosen),), max(0, sum(rooms[d] for d in chosen) - demand), leaves, (leaves,))
     below = [child for d in chosen for child in children(level, d)]
-    found = choose(room, children, depth, level + 1, below, demand)
+    found = choose(room, children, depth, level + 1, below, demand, fits)
     if found is None:
         return None
-    return Choice((len(chosen), *found.counts), found.waste, found.leaves)
+    return Choice((len(chosen), *found.counts), found.waste, found.leaves, (tuple(sorted(chosen)), *found.levels))
 
 
 def _sets(usable: Sequence[str], rooms: dict[str, int], demand: int, k: int) -> list[tuple[str, ...]]:

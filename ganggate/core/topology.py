@@ -122,6 +122,8 @@ class Rooms:
         self.capacity, self.chain, self.per, self.eligible = capacity, list(chain), per, eligible
         self.unit = per if per > 1 else 1
         self._free: dict[int, Mapping[str, int]] = {}
+        self._sizes: dict[tuple[int, int], Mapping[str, int]] = {}
+        self.big: list[tuple[int, int]] = []  # (GPU size above the chunk, needed pods at least that big)
 
     def view(self, i: int) -> DomainFree | None:
         """The level's DomainFree view for this gang's chunk (None with eligibility)."""
@@ -137,6 +139,29 @@ class Rooms:
                 found = {d: sum(room(level[n], per) for n in names if n in eligible)
                          for d, names in domains(self.capacity, self.chain[i]).items()}
             self._free[i] = found
+        return found
+
+    def slots_fit(self, i: int, chosen: Sequence[str]) -> bool:
+        """Whether these domains of chain level i have, for each GPU size above the chunk, a
+        node slot of at least that size for every needed pod that big (Σ floor(free / size)
+        over their nodes; pods of several sizes only, see big_pods)."""
+        for size, count in self.big:
+            free = self._sized(i, size)
+            if sum(free.get(d, 0) for d in chosen) < count:
+                return False
+        return True
+
+    def _sized(self, i: int, size: int) -> Mapping[str, int]:
+        key = (i, size)
+        found = self._sizes.get(key)
+        if found is None:
+            if self.eligible is None:
+                found = domain_free(self.capacity, self.chain[i], size).free
+            else:
+                level, eligible = self.capacity.level, self.eligible
+                found = {d: sum(room(level[n], size) for n in names if n in eligible)
+                         for d, names in domains(self.capacity, self.chain[i]).items()}
+            self._sizes[key] = found
         return found
 
     def room(self, i: int, domain: str) -> int:
@@ -156,6 +181,14 @@ class Rooms:
             groups = domains(self.capacity, self.chain[i])
             found = [(f, d) for f, d in found if any(n in self.eligible for n in groups[d])]
         return ((free * self.unit, d) for free, d in found)
+
+
+def big_pods(pods: Sequence[PodInfo], need: int, per: int) -> list[tuple[int, int]]:
+    """For the `need` pods asking least GPU: each GPU size above `per` (largest first) and how
+    many of them ask at least that much (each needs one node with that much free)."""
+    sizes = sorted((p.gpu for p in pods), reverse=False)[:need]
+    bigger = sorted({s for s in sizes if s > per > 0}, reverse=True)
+    return [(size, sum(1 for s in sizes if s >= size)) for size in bigger]
 
 
 def children_of(capacity: Capacity, parent: str, child: str) -> dict[str, list[str]]:
@@ -201,6 +234,7 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
     eligible = _eligible(pods, capacity)
     chain = chain_levels(capacity, required, preferred)
     rooms = Rooms(capacity, chain, chunk(pods), eligible)
+    rooms.big = big_pods(pods, need, rooms.per)
     demand = _demand(pods, need)
     if required is not None:
         result = _place_required(pods, capacity, need, flat, rooms, demand)
@@ -231,7 +265,8 @@ def _place_required(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat
     if len(rooms.chain) > 1:  # ranked by what they need below them
         ranked = []
         for free, domain in holders:
-            inner = fewest.choose(rooms.room, rooms.children, len(rooms.chain), 1, rooms.children(0, domain), demand)
+            inner = fewest.choose(rooms.room, rooms.children, len(rooms.chain), 1, rooms.children(0, domain), demand,
+                                  rooms.slots_fit if rooms.big else None)
             ranked.append(((inner.key() if inner is not None else ((len(capacity.nodes),), free, ())), domain, inner))
         ranked.sort(key=lambda r: (r[0], r[1]))
         candidates = [(domain, inner) for _, domain, inner in ranked]
@@ -259,9 +294,12 @@ def _place_fewest(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: 
     least room first. None: the flat packer's turn."""
     depth, leaf = len(rooms.chain), rooms.chain[-1]
     tried: set[tuple[str, ...]] = set()
+    fits = rooms.slots_fit if rooms.big else None
     for _, domain in rooms.holders(depth - 1, demand):
         if not _tries_left(capacity):
             break
+        if fits is not None and not fits(depth - 1, (domain,)):
+            continue
         tried.add((domain,))
         result = _plan_leaves(pods, capacity, need, flat, leaf, (domain,))
         if result is not None:
@@ -269,11 +307,17 @@ def _place_fewest(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: 
         if demand <= 0:
             break  # no GPU asked: room says nothing; the fullest domain, then the packer
     roots = list(rooms.free(0))
-    choice = fewest.choose(rooms.room, rooms.children, depth, 0, roots, demand)
+    choice = fewest.choose(rooms.room, rooms.children, depth, 0, roots, demand, fits)
     if choice is not None and choice.leaves not in tried:
-        result = _plan_leaves(pods, capacity, need, flat, leaf, choice.leaves)
-        if result is not None:
-            return result
+        # The chosen domains of the narrowest level; turned down (room overcounts), the chosen
+        # ones of each wider level, narrowest first: few blocks still beat the flat packer.
+        for i in range(depth - 1, -1, -1):
+            chosen = choice.levels[i]
+            if i < depth - 1 and len(chosen) == 1:
+                break  # one domain of this level: the tries below look at each such domain
+            result = _plan_leaves(pods, capacity, need, flat, rooms.chain[i], chosen)
+            if result is not None:
+                return result
     for i in range(depth - 2, -1, -1):  # one block, one zone, ... (what the choice missed)
         level, groups = rooms.chain[i], domains(capacity, rooms.chain[i])
         for _, domain in rooms.holders(i, demand):
