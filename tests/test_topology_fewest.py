@@ -8,7 +8,7 @@ from itertools import combinations
 import pytest
 
 from ganggate.cli import main
-from ganggate.contract import GROUP_TOPOLOGY_PREFERRED
+from ganggate.contract import GROUP_TOPOLOGY_PREFERRED, GROUP_TOPOLOGY_REQUIRED
 from ganggate.core.fewest import choose, fewest_count
 from ganggate.core.snapshot import make_node, make_pod
 
@@ -75,6 +75,17 @@ def test_a_launcher_without_gpu_goes_with_its_workers_into_the_one_rack_that_hol
     found = plan(capsys, tmp_path, items, f"{RACK},kubernetes.io/hostname")
     assert found["fits"]
     assert racks_used(found["placement"]) == {"rack-3"}
+
+
+def test_a_launcher_gang_that_requires_a_rack_goes_into_the_rack_that_holds_it(capsys, tmp_path):
+    items = racks(4)
+    for r in range(3):
+        items += [busy(f"node-{2 * r}", 5), busy(f"node-{2 * r + 1}", 3)]
+    pods = gang("mpi", [{"cpu": "1"}, {"gpus": 4}, {"gpus": 4}], preferred=None)
+    for pod in pods:
+        pod["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = RACK
+    found = plan(capsys, tmp_path, items + pods, f"{RACK},kubernetes.io/hostname")
+    assert found["fits"] and racks_used(found["placement"]) == {"rack-3"}
 
 
 def test_by_default_the_block_that_needs_fewer_racks_wins_over_the_tighter_one(capsys, tmp_path):

@@ -1,39 +1,40 @@
 """Topology: a gang kept in few domains (zone, block, rack, ...; `ganggate.core.domains`).
 
-A gang may ask (`scheduling.k8s.io/group-topology-required`) to be placed
-in one domain of a level, or wait; or prefer (`group-topology-preferred`) few domains of a
-level, never waiting for it; with levels configured and neither asked, it prefers the
-narrowest domain it fits in. `place` searches the levels narrowest first (from the required
-or preferred level; from the narrowest configured otherwise) and, at each level, tries the
-domains that could hold the gang, least free GPU first (least waste), packing the gang with
-the flat packer on that domain's nodes alone. More pods of a gang that has members released
-already (a started gang's extras, the rest of a release cut short) go into those members'
-domain: only there at the required level; there first otherwise. Pure: no I/O.
+A gang may ask (`scheduling.k8s.io/group-topology-required`) to be placed in one domain of a
+level, or wait; or prefer (`group-topology-preferred`) few domains of a level, never waiting
+for it; with levels configured and neither asked, it prefers few domains of the narrowest.
+`place` counts the domains of a chain of levels (`chain_levels`) and goes, in this order, into:
+one domain of the narrowest level, each that could hold the gang by its room
+(`ganggate.core.rooms`), least room first; else the fewest domains of each level, widest first
+(`ganggate.core.fewest`); else one domain of a wider level; else (unless required) anywhere, as
+the flat packer would. Each try is the flat packer on those domains' nodes alone. A required
+level tries each of its domains that could hold the gang, fewest narrower domains first. More
+pods of a gang that has members released already (a started gang's extras, the rest of a
+release cut short) go into those members' domain: only there at the required level; there
+first otherwise. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ganggate.contract import GangSpec
+from ganggate.core import fewest
 from ganggate.core.capacity import Capacity
 from ganggate.core.cluster import ClusterState
-from ganggate.core import fewest
 from ganggate.core.domains import (
-    DomainFree,
-    _domain_of_node,
     domain_free,
     domain_of,
     domains,
     free_gpus,
     level_name,
     one_node_each,
-    room,
 )
 from ganggate.core.explain import plural
 from ganggate.core.gangs import Gang
 from ganggate.core.outcome import Unfit
 from ganggate.core.pods import PodInfo
+from ganggate.core.rooms import Rooms, big_pods, chunk
 from ganggate.core.resources import GPU, format_amount
 
 # Domain tries that the packer turned down (room said yes; CPU, memory or several pod sizes said
@@ -100,109 +101,6 @@ def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
 def _demand(pods: Sequence[PodInfo], need: int) -> int:
     """The fewest GPUs `need` of the pods ask for."""
     return sum(sorted(p.gpu for p in pods)[:need])
-
-
-def chunk(pods: Sequence[PodInfo]) -> int:
-    """The GPU chunk a node's room is counted in for these pods: their smallest GPU request
-    when every GPU request is a multiple of it (a node then holds floor(free / chunk) of its
-    chunks at most), else 0 (room is the free GPU itself); 0 when none asks a GPU."""
-    sizes = {p.gpu for p in pods if p.gpu > 0}
-    if not sizes:
-        return 0
-    smallest = min(sizes)
-    return smallest if all(size % smallest == 0 for size in sizes) else 0
-
-
-class Rooms:
-    """Room (ganggate.core.fewest) of the domains of a chain of levels for one gang, from the
-    round's DomainFree views (every node eligible) or from the eligible nodes themselves; and
-    each domain's domains one level down."""
-
-    def __init__(self, capacity: Capacity, chain: Sequence[str], per: int, eligible: set[str] | None) -> None:
-        self.capacity, self.chain, self.per, self.eligible = capacity, list(chain), per, eligible
-        self.unit = per if per > 1 else 1
-        self._free: dict[int, Mapping[str, int]] = {}
-        self._sizes: dict[tuple[int, int], Mapping[str, int]] = {}
-        self.big: list[tuple[int, int]] = []  # (GPU size above the chunk, needed pods at least that big)
-
-    def view(self, i: int) -> DomainFree | None:
-        """The level's DomainFree view for this gang's chunk (None with eligibility)."""
-        return None if self.eligible is not None else domain_free(self.capacity, self.chain[i], self.per)
-
-    def free(self, i: int) -> Mapping[str, int]:
-        found = self._free.get(i)
-        if found is None:
-            if self.eligible is None:
-                found = domain_free(self.capacity, self.chain[i], self.per).free
-            else:
-                level, eligible, per = self.capacity.level, self.eligible, self.per
-                found = {d: sum(room(level[n], per) for n in names if n in eligible)
-                         for d, names in domains(self.capacity, self.chain[i]).items()}
-            self._free[i] = found
-        return found
-
-    def slots_fit(self, i: int, chosen: Sequence[str]) -> bool:
-        """Whether these domains of chain level i have, for each GPU size above the chunk, a
-        node slot of at least that size for every needed pod that big (Σ floor(free / size)
-        over their nodes; pods of several sizes only, see big_pods)."""
-        for size, count in self.big:
-            free = self._sized(i, size)
-            if sum(free.get(d, 0) for d in chosen) < count:
-                return False
-        return True
-
-    def _sized(self, i: int, size: int) -> Mapping[str, int]:
-        key = (i, size)
-        found = self._sizes.get(key)
-        if found is None:
-            if self.eligible is None:
-                found = domain_free(self.capacity, self.chain[i], size).free
-            else:
-                level, eligible = self.capacity.level, self.eligible
-                found = {d: sum(room(level[n], size) for n in names if n in eligible)
-                         for d, names in domains(self.capacity, self.chain[i]).items()}
-            self._sizes[key] = found
-        return found
-
-    def room(self, i: int, domain: str) -> int:
-        return self.free(i).get(domain, 0) * self.unit
-
-    def children(self, i: int, domain: str) -> Sequence[str]:
-        return children_of(self.capacity, self.chain[i], self.chain[i + 1]).get(domain, ())
-
-    def holders(self, i: int, demand: int) -> Iterator[tuple[int, str]]:
-        """(room, domain) of the level's domains whose room reaches `demand`, least first."""
-        units = -(-demand // self.unit)
-        view = self.view(i)
-        if view is not None:
-            return ((free * self.unit, d) for free, d in view.at_least(units))
-        found = sorted((free, d) for d, free in self.free(i).items() if free >= units)
-        if self.eligible is not None:
-            groups = domains(self.capacity, self.chain[i])
-            found = [(f, d) for f, d in found if any(n in self.eligible for n in groups[d])]
-        return ((free * self.unit, d) for free, d in found)
-
-
-def big_pods(pods: Sequence[PodInfo], need: int, per: int) -> list[tuple[int, int]]:
-    """For the `need` pods asking least GPU: each GPU size above `per` (largest first) and how
-    many of them ask at least that much (each needs one node with that much free)."""
-    sizes = sorted((p.gpu for p in pods), reverse=False)[:need]
-    bigger = sorted({s for s in sizes if s > per > 0}, reverse=True)
-    return [(size, sum(1 for s in sizes if s >= size)) for size in bigger]
-
-
-def children_of(capacity: Capacity, parent: str, child: str) -> dict[str, list[str]]:
-    """Each domain of level `parent` -> the domains of the narrower level `child` inside it
-    (cached for the round)."""
-    key = f"{parent}\x00{child}\x00children"
-    found = capacity.topology_free.get(key)
-    if not isinstance(found, dict):
-        of_node = _domain_of_node(capacity, parent)
-        found = {}
-        for domain, names in domains(capacity, child).items():
-            found.setdefault(of_node[names[0]], []).append(domain)
-        capacity.topology_free[key] = found
-    return found
 
 
 def _spend_try(capacity: Capacity) -> bool:
