@@ -9,8 +9,8 @@ import pytest
 
 from ganggate.cli import main
 from ganggate.contract import GROUP_TOPOLOGY_PREFERRED, GROUP_TOPOLOGY_REQUIRED
-from ganggate.core.fewest import choose, fewest_count
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.placement.fewest import choose, fewest_count
+from ganggate.core.state.snapshot import make_node, make_pod
 
 RACK, BLOCK = "ganggate.io/rack", "ganggate.io/block"
 

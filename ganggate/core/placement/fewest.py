@@ -1,0 +1,119 @@
+"""Fewest domains: which domains of each level, widest first, hold a gang that one domain
+of the narrowest level cannot. Pure: no I/O, no Capacity (ganggate.core.placement.topology feeds it).
+
+The rule, as Kueue's topology-aware scheduling applies it (KEP-2724, "Computing the
+assignment"; pkg/cache/tas_flavor_snapshot.go): descend the levels from the widest, at each
+level choosing the fewest domains (inside the ones chosen above) whose free room holds the gang.
+Here the choice is lexicographic, widest level first: the fewest domains of the widest level,
+then (among those choices) the fewest of the next level, down to the narrowest, then the least
+room left over (waste). Where one domain of a level holds the gang every such domain is looked
+at (one domain of each wider level is then the minimum), so that a block whose racks hold the
+gang in two is chosen over a smaller one that needs three.
+
+Room is a domain's free room for the gang in GPU (milli): each node's free GPU in chunks of
+the gang's smallest GPU request (whole pods of it; the free GPU when requests are not multiples
+of it), summed. Rooms add up, so the fewest domains of a level that hold `demand` are the k
+largest for the smallest k whose rooms reach it (a set of k domains cannot hold more than the k
+largest): the count at each level is exact for the scope chosen above. Which k domains is:
+ - exact (every set of k whose room reaches the demand, least waste first, the narrower levels
+   compared within each) when there are at most EXACT_SETS such sets to look at, and
+ - greedy otherwise (Kueue's BestFit: the k-1 largest, then the smallest one that holds the
+   rest): the count is still the minimum, the waste and the narrower levels' counts may not be.
+Room is an upper bound where CPU or memory bind, or for pods of several GPU sizes: the packer
+then has the last word on the nodes chosen, and the caller falls back (ganggate.core.placement.topology).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from math import comb
+from typing import Callable, Sequence
+
+# The most sets of domains of one level compared exactly for one choice; above, greedy.
+EXACT_SETS = 512
+
+Room = Callable[[int, str], int]  # (level index in the chain, domain) -> its room
+Children = Callable[[int, str], Sequence[str]]  # (level index, domain) -> its domains one level down
+Fits = Callable[[int, Sequence[str]], bool]  # (level index, domains) -> whether they pass a further test
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Domains used at each level of the chain (widest first), the room left over in the
+    chosen domains of the narrowest level, those domains, and the chosen domains of every
+    level (widest first: where to look when the packer turns the narrowest ones down)."""
+
+    counts: tuple[int, ...]
+    waste: int
+    leaves: tuple[str, ...]
+    levels: tuple[tuple[str, ...], ...] = ()
+
+    def key(self) -> tuple:
+        return self.counts, self.waste, self.leaves
+
+
+def fewest_count(rooms: Sequence[int], demand: int) -> int | None:
+    """The fewest of these rooms whose sum reaches `demand` (the largest first), None if all
+    of them do not."""
+    total = 0
+    for k, room in enumerate(sorted(rooms, reverse=True), start=1):
+        total += room
+        if total >= demand:
+            return k
+    return None if demand > 0 else 0
+
+
+def choose(room: Room, children: Children, depth: int, level: int, scope: Sequence[str],
+           demand: int, fits: Fits | None = None) -> Choice | None:
+    """The best Choice (see the module) of domains among `scope` (domains of chain level
+    `level`) and below it, down to chain level `depth - 1`; None when their rooms together do
+    not reach `demand`. `fits` (level, domains): a further test a set must pass (the big
+    pods' slots, for pods of several sizes); a count it rules out is followed by the next."""
+    rooms = {d: room(level, d) for d in scope}
+    if demand <= 0:  # no GPU asked: room is no measure; the fullest domain, the packer decides
+        if not rooms:
+            return None
+        return _within(room, children, depth, level, (min(rooms, key=lambda d: (rooms[d], d)),), demand, rooms, fits)
+    usable = sorted((d for d, r in rooms.items() if r > 0), key=lambda d: (-rooms[d], d))
+    least = fewest_count([rooms[d] for d in usable], demand)
+    if least is None:
+        return None
+    for k in range(least, len(usable) + 1 if fits is not None else least + 1):
+        best: Choice | None = None
+        for chosen in _sets(usable, rooms, demand, k):
+            if fits is not None and not fits(level, chosen):
+                continue
+            found = _within(room, children, depth, level, chosen, demand, rooms, fits)
+            if found is not None and (best is None or found.key() < best.key()):
+                best = found
+        if best is not None:
+            return best
+    return None
+
+
+def _within(room: Room, children: Children, depth: int, level: int, chosen: Sequence[str], demand: int,
+            rooms: dict[str, int], fits: Fits | None = None) -> Choice | None:
+    """The Choice that uses exactly these domains at `level` (the best one below them)."""
+    if level == depth - 1:
+        leaves = tuple(sorted(chosen))
+        return Choice((len(chosen),), max(0, sum(rooms[d] for d in chosen) - demand), leaves, (leaves,))
+    below = [child for d in chosen for child in children(level, d)]
+    found = choose(room, children, depth, level + 1, below, demand, fits)
+    if found is None:
+        return None
+    return Choice((len(chosen), *found.counts), found.waste, found.leaves, (tuple(sorted(chosen)), *found.levels))
+
+
+def _sets(usable: Sequence[str], rooms: dict[str, int], demand: int, k: int) -> list[tuple[str, ...]]:
+    """The sets of k domains to compare: every one whose room reaches the demand when there
+    are few (at most EXACT_SETS combinations), else the greedy one (largest first, the last
+    the smallest that holds the rest: Kueue's BestFit)."""
+    if k == 1:
+        return [(d,) for d in usable if rooms[d] >= demand]
+    if comb(len(usable), k) <= EXACT_SETS:
+        return [s for s in combinations(usable, k) if sum(rooms[d] for d in s) >= demand]
+    head = list(usable[: k - 1])
+    rest = demand - sum(rooms[d] for d in head)
+    last = min((d for d in usable[k - 1:] if rooms[d] >= rest), key=lambda d: (rooms[d], d))
+    return [(*head, last)]
