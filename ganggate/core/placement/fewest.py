@@ -30,8 +30,11 @@ from itertools import combinations
 from math import comb
 from typing import Callable, Sequence
 
-# The most sets of domains of one level compared exactly for one choice; above, greedy.
+# The most sets of domains of one wider level compared exactly for one choice (each compared by
+# what it needs below it); above, greedy. The narrowest level's least-waste search is exact up
+# to LEAST_WASTE_STEPS steps of its depth-first search (the best found so far after that).
 EXACT_SETS = 512
+LEAST_WASTE_STEPS = 4096
 
 Room = Callable[[int, str], int]  # (level index in the chain, domain) -> its room
 Children = Callable[[int, str], Sequence[str]]  # (level index, domain) -> its domains one level down
@@ -80,10 +83,16 @@ def choose(room: Room, children: Children, depth: int, level: int, scope: Sequen
     if least is None:
         return None
     for k in range(least, len(usable) + 1 if fits is not None else least + 1):
-        best: Choice | None = None
-        for chosen in _sets(usable, rooms, demand, k):
-            if fits is not None and not fits(level, chosen):
+        if level == depth - 1:  # the narrowest level: the least waste (then names) alone decides
+            found_set = least_waste(usable, rooms, demand, k, None if fits is None else lambda s: fits(level, s))
+            if found_set is None:
                 continue
+            return _within(room, children, depth, level, found_set, demand, rooms, fits)
+        sets = _sets(usable, rooms, demand, k)
+        if fits is not None:
+            sets = [chosen for chosen in sets if fits(level, chosen)]
+        best: Choice | None = None
+        for chosen in sets:
             found = _within(room, children, depth, level, chosen, demand, rooms, fits)
             if found is not None and (best is None or found.key() < best.key()):
                 best = found
@@ -103,6 +112,53 @@ def _within(room: Room, children: Children, depth: int, level: int, chosen: Sequ
     if found is None:
         return None
     return Choice((len(chosen), *found.counts), found.waste, found.leaves, (tuple(sorted(chosen)), *found.levels))
+
+
+def least_waste(usable: Sequence[str], rooms: dict[str, int], demand: int, k: int,
+                fits: Callable[[Sequence[str]], bool] | None = None) -> tuple[str, ...] | None:
+    """The k domains (of `usable`, largest room first) whose rooms reach `demand` with the least
+    left over (then the first names), and pass `fits`: a depth-first search over the rooms in
+    order that stops a branch once it cannot reach the demand or cannot beat the best found
+    (exact); after LEAST_WASTE_STEPS steps, the best found so far (at worst Kueue's greedy set,
+    found first when it is the largest-first one)."""
+    values = [rooms[d] for d in usable]
+    count = len(values)
+    prefix = [0]
+    for value in values:
+        prefix.append(prefix[-1] + value)
+    best: list = [None]  # (sum, names, set)
+    steps = [0]
+
+    def visit(start: int, picked: list[int], total: int) -> None:
+        left = k - len(picked)
+        if left == 0:
+            if total >= demand:
+                chosen = tuple(usable[i] for i in picked)
+                key = (total, sorted(chosen))
+                if (best[0] is None or key < best[0][:2]) and (fits is None or fits(chosen)):
+                    best[0] = (total, key[1], chosen)
+            return
+        for i in range(start, count - left + 1):
+            steps[0] += 1
+            if steps[0] > LEAST_WASTE_STEPS:
+                return
+            if total + prefix[i + left] - prefix[i] < demand:
+                return  # the largest ones left do not reach it; later ones are smaller
+            smallest_after = prefix[count] - prefix[count - (left - 1)] if left > 1 else 0
+            if best[0] is not None and total + values[i] + smallest_after > best[0][0]:
+                continue  # even the smallest completion wastes more than the best
+            visit(i + 1, picked + [i], total + values[i])
+
+    if k > 1:  # Kueue's greedy set first: the bound that prunes the search from the start
+        head = list(range(k - 1))
+        rest = demand - prefix[k - 1]
+        last = [i for i in range(k - 1, count) if values[i] >= rest]
+        if last:
+            chosen = tuple(usable[i] for i in head + [last[-1]])
+            if fits is None or fits(chosen):
+                best[0] = (sum(rooms[d] for d in chosen), sorted(chosen), chosen)
+    visit(0, [], 0)
+    return None if best[0] is None else best[0][2]
 
 
 def _sets(usable: Sequence[str], rooms: dict[str, int], demand: int, k: int) -> list[tuple[str, ...]]:
