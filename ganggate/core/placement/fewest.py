@@ -92,13 +92,24 @@ def choose(room: Room, children: Children, depth: int, level: int, scope: Sequen
         if fits is not None:
             sets = [chosen for chosen in sets if fits(level, chosen)]
         best: Choice | None = None
-        for chosen in sets:
+        # Each set's fewest domains one level down (a bound on what it needs there: exact for
+        # the rooms) first: sets that need more than the best found are not looked into.
+        for below, chosen in sorted((_fewest_below(room, children, level, chosen, demand), chosen) for chosen in sets):
+            if best is not None and below > best.counts[1]:
+                break
             found = _within(room, children, depth, level, chosen, demand, rooms, fits)
             if found is not None and (best is None or found.key() < best.key()):
                 best = found
         if best is not None:
             return best
     return None
+
+
+def _fewest_below(room: Room, children: Children, level: int, chosen: Sequence[str], demand: int) -> int:
+    """The fewest domains one level below these that the rooms allow (len+1 of them: none do)."""
+    rooms = [room(level + 1, child) for d in chosen for child in children(level, d)]
+    found = fewest_count(rooms, demand)
+    return len(rooms) + 1 if found is None else found
 
 
 def _within(room: Room, children: Children, depth: int, level: int, chosen: Sequence[str], demand: int,

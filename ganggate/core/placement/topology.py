@@ -73,7 +73,16 @@ def chain_levels(capacity: Capacity, required: str | None, preferred: str | None
     """The levels whose domains are counted, widest first: from the required level down to
     the narrowest configured one; from the widest configured down to the preferred level (or,
     with neither asked, the narrowest); a level not configured alone. Levels of one node per
-    domain (hostname) are the packer's business, unless required."""
+    domain (hostname) are the packer's business, unless required. Cached for the round."""
+    key = f"\x00chain\x00{required}\x00{preferred}"
+    found = capacity.topology_free.get(key)
+    if isinstance(found, list):
+        return found
+    found = capacity.topology_free[key] = _chain_levels(capacity, required, preferred)
+    return found
+
+
+def _chain_levels(capacity: Capacity, required: str | None, preferred: str | None) -> list[str]:
     levels = list(capacity.topology_levels)
     start = required or preferred
     if start is not None and start not in levels:
