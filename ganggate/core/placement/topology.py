@@ -97,13 +97,20 @@ def _chain_levels(capacity: Capacity, required: str | None, preferred: str | Non
 
 
 def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
-    """The nodes the gang's pods may use; None when that is every node."""
+    """The nodes the gang's pods may use; None when that is every node (cached for the round
+    by the pods' constraints: which nodes a constraint allows does not change in a round)."""
+    keys = frozenset(p.constraint_key for p in pods)
+    cache = capacity.topology_free.setdefault("\x00eligible", {})
+    assert isinstance(cache, dict)
+    if keys in cache:
+        return cache[keys]
     indexes = [capacity.index(p) for p in {p.constraint_key: p for p in pods}.values()]
-    if all(len(index.members) == len(capacity.nodes) for index in indexes):
-        return None
-    found: set[str] = set()
-    for index in indexes:
-        found |= index.members
+    found: set[str] | None = None
+    if not all(len(index.members) == len(capacity.nodes) for index in indexes):
+        found = set()
+        for index in indexes:
+            found |= index.members
+    cache[keys] = found
     return found
 
 
