@@ -35,6 +35,9 @@ from typing import Callable, Sequence
 # to LEAST_WASTE_STEPS steps of its depth-first search (the best found so far after that).
 EXACT_SETS = 512
 LEAST_WASTE_STEPS = 4096
+# Of the sets of a wider level that need equally few domains below, how many (least room
+# first) are compared for the least waste below them.
+WIDER_SETS = 8
 
 Room = Callable[[int, str], int]  # (level index in the chain, domain) -> its room
 Children = Callable[[int, str], Sequence[str]]  # (level index, domain) -> its domains one level down
@@ -93,10 +96,17 @@ def choose(room: Room, children: Children, depth: int, level: int, scope: Sequen
             sets = [chosen for chosen in sets if fits(level, chosen)]
         best: Choice | None = None
         # Each set's fewest domains one level down (a bound on what it needs there: exact for
-        # the rooms) first: sets that need more than the best found are not looked into.
-        for below, chosen in sorted((_fewest_below(room, children, level, chosen, demand), chosen) for chosen in sets):
+        # the rooms) first: sets that need more than the best found are not looked into; of
+        # those that need equally few, the WIDER_SETS with least room are compared for waste.
+        ranked = sorted((_fewest_below(room, children, level, chosen, demand), sum(rooms[d] for d in chosen), chosen)
+                        for chosen in sets)
+        tied: dict[int, int] = {}
+        for below, _, chosen in ranked:
             if best is not None and below > best.counts[1]:
                 break
+            tied[below] = tied.get(below, 0) + 1
+            if tied[below] > WIDER_SETS:
+                continue
             found = _within(room, children, depth, level, chosen, demand, rooms, fits)
             if found is not None and (best is None or found.key() < best.key()):
                 best = found

@@ -100,6 +100,8 @@ class Rooms:
 def big_pods(pods: Sequence[PodInfo], need: int, per: int) -> list[tuple[int, int]]:
     """For the `need` pods asking least GPU: each GPU size above `per` (largest first) and how
     many of them ask at least that much (each needs one node with that much free)."""
-    sizes = sorted((p.gpu for p in pods), reverse=False)[:need]
-    bigger = sorted({s for s in sizes if s > per > 0}, reverse=True)
+    if per <= 0 or all(p.gpu == per for p in pods):
+        return []  # one GPU size (or none counted in chunks): the chunk room says it all
+    sizes = sorted(p.gpu for p in pods)[:need]
+    bigger = sorted({s for s in sizes if s > per}, reverse=True)
     return [(size, sum(1 for s in sizes if s >= size)) for size in bigger]

@@ -16,7 +16,7 @@ first otherwise. Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ganggate.contract import GangSpec
 from ganggate.core.placement import fewest
@@ -176,6 +176,7 @@ def _place_required(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat
     fewest narrower domains (then least waste) first; in each, the packer on those narrower
     domains, then on the whole domain. None: in no domain."""
     holders = rooms.holders(0, demand)
+    candidates: Iterable[tuple[str, fewest.Choice | None]]
     if len(rooms.chain) > 1:  # ranked by what they need below them
         ranked = []
         for free, domain in holders:
@@ -185,7 +186,7 @@ def _place_required(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat
         ranked.sort(key=lambda r: (r[0], r[1]))
         candidates = [(domain, inner) for _, domain, inner in ranked]
     else:
-        candidates = [(domain, None) for _, domain in holders]
+        candidates = ((domain, None) for _, domain in holders)  # lazily: the first that packs ends it
     level = rooms.chain[0]
     groups = domains(capacity, level)
     for domain, inner in candidates:
