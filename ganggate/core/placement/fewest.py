@@ -37,7 +37,7 @@ EXACT_SETS = 512
 LEAST_WASTE_STEPS = 4096
 # Of the sets of a wider level that need equally few domains below, how many (least room
 # first) are compared for the least waste below them.
-WIDER_SETS = 8
+WIDER_SETS = 3
 
 Room = Callable[[int, str], int]  # (level index in the chain, domain) -> its room
 Children = Callable[[int, str], Sequence[str]]  # (level index, domain) -> its domains one level down
@@ -161,8 +161,8 @@ def least_waste(usable: Sequence[str], rooms: dict[str, int], demand: int, k: in
             return
         for i in range(start, count - left + 1):
             steps[0] += 1
-            if steps[0] > LEAST_WASTE_STEPS:
-                return
+            if steps[0] > LEAST_WASTE_STEPS or (best[0] is not None and best[0][0] == demand):
+                return  # out of steps, or nothing left over: nothing can beat it
             if total + prefix[i + left] - prefix[i] < demand:
                 return  # the largest ones left do not reach it; later ones are smaller
             smallest_after = prefix[count] - prefix[count - (left - 1)] if left > 1 else 0

@@ -250,7 +250,10 @@ def _plan_leaves(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: P
     """The packer on these domains' nodes together; None (a try spent) when it turns them down."""
     groups = domains(capacity, level)
     names = [n for d in leaves for n in groups[d]]
-    result = _plan_within(pods, capacity, need, f"{level}\x00{'|'.join(leaves)}", names, flat)
+    scope = f"{level}\x00{'|'.join(leaves)}"
+    result = _plan_within(pods, capacity, need, scope, names, flat)
+    if len(leaves) > 1:
+        capacity.drop_scope(scope)  # a union of domains is this gang's alone: not kept up to date
     if isinstance(result, Unfit):
         _spend_try(capacity)
         return None
