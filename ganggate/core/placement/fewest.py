@@ -1,8 +1,8 @@
 """Fewest domains: which domains of each level, widest first, hold a gang that one domain
 of the narrowest level cannot. Pure: no I/O, no Capacity (ganggate.core.placement.topology feeds it).
 
-The rule, as Kueue's topology-aware scheduling applies it (KEP-2724, "Computing the
-assignment"; pkg/cache/tas_flavor_snapshot.go): descend the levels from the widest, at each
+The rule, as Kueue's topology-aware scheduling applies it (kubernetes-sigs/kueue
+keps/2724-topology-aware-scheduling, "Computing the assignment", the BestFit algorithm): descend the levels from the widest, at each
 level choosing the fewest domains (inside the ones chosen above) whose free room holds the gang.
 Here the choice is lexicographic, widest level first: the fewest domains of the widest level,
 then (among those choices) the fewest of the next level, down to the narrowest, then the least
@@ -14,11 +14,17 @@ Room is a domain's free room for the gang in GPU (milli): each node's free GPU i
 the gang's smallest GPU request (whole pods of it; the free GPU when requests are not multiples
 of it), summed. Rooms add up, so the fewest domains of a level that hold `demand` are the k
 largest for the smallest k whose rooms reach it (a set of k domains cannot hold more than the k
-largest): the count at each level is exact for the scope chosen above. Which k domains is:
- - exact (every set of k whose room reaches the demand, least waste first, the narrower levels
-   compared within each) when there are at most EXACT_SETS such sets to look at, and
- - greedy otherwise (Kueue's BestFit: the k-1 largest, then the smallest one that holds the
-   rest): the count is still the minimum, the waste and the narrower levels' counts may not be.
+largest): the count at each level is exact for the scope chosen above. Which k domains:
+ - at the narrowest level, the k with the least waste (then the first names), by a depth-first
+   search that starts from Kueue's BestFit set (the k-1 largest, then the smallest that holds
+   the rest) and prunes what cannot reach the demand or beat the best: exact within
+   LEAST_WASTE_STEPS steps, the best found after that;
+ - at a wider level, every set of k whose room reaches the demand when there are at most
+   EXACT_SETS of them, else the BestFit set; the sets are looked into in the order of the
+   fewest domains they need one level down (exact for the rooms), and of those that need
+   equally few the WIDER_SETS with least room are compared for the waste below them. The
+   counts are then the fewest the rooms allow at every level while the sets are compared
+   exactly; the waste may not be the least where more than WIDER_SETS sets tie.
 Room is an upper bound where CPU or memory bind, or for pods of several GPU sizes: the packer
 then has the last word on the nodes chosen, and the caller falls back (ganggate.core.placement.topology).
 """
