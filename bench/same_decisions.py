@@ -106,7 +106,7 @@ def counts(round_: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("other", help="the other checkout's root (its ganggate is imported from there)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 7])
     parser.add_argument("--nodes", type=int, default=5000)
