@@ -167,8 +167,8 @@ def least_waste(usable: Sequence[str], rooms: dict[str, int], demand: int, k: in
             return
         for i in range(start, count - left + 1):
             steps[0] += 1
-            if steps[0] > LEAST_WASTE_STEPS or (best[0] is not None and best[0][0] == demand):
-                return  # out of steps, or nothing left over: nothing can beat it
+            if steps[0] > LEAST_WASTE_STEPS:
+                return
             if total + prefix[i + left] - prefix[i] < demand:
                 return  # the largest ones left do not reach it; later ones are smaller
             smallest_after = prefix[count] - prefix[count - (left - 1)] if left > 1 else 0
