@@ -115,8 +115,10 @@ class PatchCounter:
         async def counting(url: str, *args: Any, **kwargs: Any) -> Any:
             resp = await original(url, *args, **kwargs)
             query = dict(kwargs.get("query_params") or [])
-            if "/pods/" in url and 200 <= resp.status <= 299:
-                parts = url.split("/namespaces/", 1)[1].split("/")
+            parts = url.split("?", 1)[0].split("/namespaces/", 1)[-1].split("/")
+            # The pod itself, or its status subresource (pods/<name>/status: the DisruptionTarget
+            # write, a release's status.nominatedNodeName), counted apart.
+            if "/pods/" in url and len(parts) >= 3 and 200 <= resp.status <= 299:
                 key = f"{parts[0]}/{parts[2]}"
                 if len(parts) > 3:  # a subresource: pods/<name>/status
                     self.status[key] += 1

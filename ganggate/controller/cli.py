@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ganggate.controller.config import CARD_POLICIES
+from ganggate.controller.config import CARD_POLICIES, NODE_LOST_HELP
 from ganggate.core.fit.gpushare import DEFAULT_POLICY as DEFAULT_CARD_POLICY
 from ganggate.kube.client import ConfigError, make_api_client
 
@@ -35,6 +35,7 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--on-member-loss", choices=["restart", "none"], default="restart",
                      help="when a released gang drops below min-available: restart (default) deletes its pods that "
                      "have an owning controller so the gang is admitted whole again; none only reports")
+    ctl.add_argument("--node-lost-after", type=float, default=None, metavar="SECONDS", help=NODE_LOST_HELP)
     ctl.add_argument("--protect-running-gangs", action=argparse.BooleanOptionalAction, default=True,
                      help="keep a PodDisruptionBudget (minAvailable = min-available) per released gang (default on)")
     ctl.add_argument("--bind-timeout", type=float, default=120.0, metavar="SECONDS",
@@ -55,10 +56,12 @@ def register(subparsers: Any) -> None:
                      help="also preempt bound pods of lower priority that belong to no gang")
     ctl.add_argument("--preemption-timeout", type=float, default=300.0, metavar="SECONDS",
                      help="how long the room freed by a preemption stays reserved for its gang (default 300)")
-    ctl.add_argument("--autoscaling", choices=["off", "provisioning-request"], default="off",
+    ctl.add_argument("--autoscaling", choices=["off", "provisioning-request", "placeholders"], default="off",
                      help="provisioning-request: for a complete gang with no room, ask cluster-autoscaler for nodes "
-                     "with one ProvisioningRequest (autoscaling.x-k8s.io/v1; needs the autoscaling RBAC component) "
-                     "and release the gang whole once they join (default off)")
+                     "with one ProvisioningRequest (autoscaling.x-k8s.io/v1) and release the gang whole once they "
+                     "join; placeholders: create lowest-priority placeholder pods of the gang's shapes that any "
+                     "autoscaler (Karpenter) adds nodes for, and release the gang on their nodes once all are "
+                     "bound. Each needs its RBAC component (deploy/components/autoscaling-*). Default off")
     ctl.add_argument("--provisioning-class", choices=["best-effort-atomic-scale-up.autoscaling.x-k8s.io",
                                                       "check-capacity.autoscaling.x-k8s.io"],
                      default="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
@@ -129,7 +132,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
         on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
-        planning=args.planning, rounds=args.rounds,
+        planning=args.planning, rounds=args.rounds, node_lost_after_seconds=args.node_lost_after,
         autoscaling=args.autoscaling, provisioning_class=args.provisioning_class,
     )
     if args.card_policy is not None:

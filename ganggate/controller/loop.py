@@ -37,11 +37,13 @@ from ganggate.controller.config import ControllerConfig, card_policy_named, whol
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.placement.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
+from ganggate.controller.excess import ExcessReporter
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
+from ganggate.controller.placeholders import Placeholders
 from ganggate.controller.provisioner import Provisioner
 from ganggate.controller.release import Releaser, ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of
@@ -97,11 +99,15 @@ class Controller:
             self.core, client.PolicyV1Api(api_client), self.state, self.events, self.metrics,
             options=PreemptionOptions(bare_pods=config.preempt_bare_pods, ordinary_pods=config.preempt_ordinary_pods),
             timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
-        self.provisioner = None if config.autoscaling == "off" else Provisioner(
+        self.provisioner = None if config.autoscaling != "provisioning-request" else Provisioner(
             self.core, client.CustomObjectsApi(api_client), self.state, self.events,
             provisioning_class=config.provisioning_class, spawn=self._spawn, may_act=self._may_act)
+        self.placeholders = None if config.autoscaling != "placeholders" else Placeholders(
+            self.core, client.SchedulingV1Api(api_client), self.state, self.events, release=self._start_release,
+            spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
+        self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.excess
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
         max_pod_num = config.max_pod_num
@@ -371,7 +377,7 @@ class Controller:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
                 "timed_out": self.lifecycle.timed_out_gangs(),
                 "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy,
-                "rounds": self.incremental}
+                "rounds": self.incremental, "node_lost_after": self.config.node_lost_after_seconds}
 
     def _before_round(self, now: float, timeouts: bool = True) -> None:
         self.rounds += 1
@@ -387,9 +393,12 @@ class Controller:
             waitings = self.preemptor.round(waitings, now)
         if self.provisioner is not None:  # ask cluster-autoscaler for the room: controller.provisioner
             self.provisioner.round(waitings, now)
+        if self.placeholders is not None:  # or make it add nodes for placeholders: controller.placeholders
+            self.placeholders.round(waitings, now, {d.gang_key for d in decisions})
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
+        self.excess.report(self.state)
         if gauges:
             self._update_gauges()
         self._wake_at(due)
@@ -538,10 +547,13 @@ class Controller:
                 continue
             live.append(waiting.gang_key)
             pods = [p for p in gang.pods.values() if not p.terminated]
-            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now)
-            if targets:
+            notice = self.notifier.tell(waiting.gang_key, waiting.event_reason, waiting.message, pods, now,
+                                        waiting.kind)
+            if notice.changed:  # once per change in kind; a count that moved is a DEBUG line
                 level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
                 log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)
-            for pod in targets:
+            elif notice.pods:
+                log.debug("%s %s/%s (again): %s", waiting.event_reason, *waiting.gang_key, waiting.message)
+            for pod in notice.pods:
                 self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
         self.notifier.forget_except(live)

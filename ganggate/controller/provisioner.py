@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ganggate.core.policy.provisioning import (
-    condition, consume_annotations, pod_sets, request_name, request_outcome, wants_room,
+    condition, consume_annotations, owner_references, pod_sets, request_name, request_outcome, wants_room,
 )
 from ganggate.core.state.gangs import GangKey
 from ganggate.kube.calls import ApiCallError, call_json
@@ -30,6 +30,14 @@ log = logging.getLogger(__name__)
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 RETRY_SECONDS = 60.0  # after Failed / BookingExpired, or an error: ask again no sooner
 POLL_SECONDS = 2.0  # how often a pending request's status is read
+
+
+def tell_gang(state: Any, events: Any, key: GangKey, reason: str, message: str, warning: bool = False) -> None:
+    """Log a line and put the Event on the gang's first live pod (what `kubectl describe` shows)."""
+    gang = state.gangs.get(key)
+    log.log(logging.WARNING if warning else logging.INFO, "%s %s/%s: %s", reason, *key, message)
+    for pod in (gang.live_pods() if gang is not None else [])[:1]:
+        events.emit(pod, reason, message, log_it=False)
 
 
 @dataclass
@@ -118,15 +126,16 @@ class Provisioner:
     async def _create(self, gang: Any, asked: Asked, sets: list[Any]) -> None:
         namespace = gang.namespace
         labels = {"app.kubernetes.io/managed-by": "ganggate", "ganggate.io/gang": gang.name[:63]}
+        owners = owner_references(gang)  # garbage collection removes them with the gang's Job
         try:
             for pod_set in sets:
                 body = {"apiVersion": "v1", "kind": "PodTemplate",
-                        "metadata": {"name": pod_set.template_name, "labels": labels},
+                        "metadata": {"name": pod_set.template_name, "labels": labels, "ownerReferences": owners},
                         "template": {"metadata": {"labels": labels}, "spec": dict(pod_set.spec)}}
                 await self._create_or_keep(call_json(self.core.create_namespaced_pod_template, namespace, body,
                                                      verb="create"))
             body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ProvisioningRequest",
-                    "metadata": {"name": asked.name, "labels": labels},
+                    "metadata": {"name": asked.name, "labels": labels, "ownerReferences": owners},
                     "spec": {"provisioningClassName": self.provisioning_class,
                              "podSets": [{"podTemplateRef": {"name": s.template_name}, "count": s.count} for s in sets]}}
             created = await self._create_or_keep(call_json(self.custom.create_namespaced_custom_object, GROUP,
@@ -209,7 +218,4 @@ class Provisioner:
                     log.warning("deleting %s: %s", asked.name, exc)
 
     def _tell(self, key: GangKey, reason: str, message: str, warning: bool = False) -> None:
-        gang = self.state.gangs.get(key)
-        log.log(logging.WARNING if warning else logging.INFO, "%s %s/%s: %s", reason, *key, message)
-        for pod in (gang.live_pods() if gang is not None else [])[:1]:
-            self.events.emit(pod, reason, message, log_it=False)
+        tell_gang(self.state, self.events, key, reason, message, warning)

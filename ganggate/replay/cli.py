@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-COMPONENT_LOGGERS = ("gate", "webhook", "kubesim", "certs", "ganggate.webhook", "aiohttp")
 
 
 def register(subparsers: Any) -> None:
@@ -22,8 +20,11 @@ def register(subparsers: Any) -> None:
             "alone, then with ganggate. Prints a line per step and a comparison at the end."
         ),
     )
+    from ganggate.replay.output import add_output_arguments
+
     demo.add_argument("--quiet", action="store_true", help="print only the summary")
     demo.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
+    add_output_arguments(demo)
     demo.set_defaults(func=_demo)
 
     replay = subparsers.add_parser(
@@ -60,9 +61,13 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--prefer-share", type=float, default=0.0, metavar="SHARE",
                         help="with --synth and --topology: this share (0-1) of the multi-pod jobs prefers one rack "
                              "(group-topology-preferred; default 0)")
+    from ganggate.sim.cli import add_autoscaler_arguments
+
+    add_autoscaler_arguments(replay)  # --node-group: an autoscaled cluster (replay/autoscaling.py)
     replay.add_argument("--modes", default="none,count,ganggate",
                         help="comma-separated admission modes: none, count, ganggate, free (planner admits, "
-                             "scheduler places), topology (needs --topology) (default none,count,ganggate)")
+                             "scheduler places), topology (needs --topology), provreq and placeholders (ganggate asking "
+                             "the autoscaler of --node-group for room) (default none,count,ganggate)")
     replay.add_argument("--out", type=Path, default=Path("replay-out"), help="output directory (default replay-out)")
     replay.add_argument("--title", default="", help="title of the plot")
     replay.add_argument("--disruptions", default="", metavar="KIND=N,...",
@@ -71,6 +76,9 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--starvation-seconds", type=_positive_float, default=None, metavar="SECONDS",
                         help="the controller's starvation limit in simulated seconds (default: the controller's "
                              "own, 300): a gang that waits longer gets capacity held back")
+    replay.add_argument("--quiet", action="store_true",
+                        help="print only the results table (no progress, no per-mode lines)")
+    add_output_arguments(replay)
     replay.set_defaults(func=_replay)
 
 
@@ -94,18 +102,27 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _quiet_components(args: argparse.Namespace) -> None:
-    """The components' own INFO/WARNING logs would drown the view; --log-level DEBUG keeps them."""
-    if getattr(args, "log_level", "INFO") != "DEBUG":
-        for name in COMPONENT_LOGGERS:
-            logging.getLogger(name).setLevel(logging.ERROR)
+def _component_log(args: argparse.Namespace) -> Any:
+    """The components' log as the flags ask (replay.output): none, stderr, a file."""
+    from ganggate.replay.output import ComponentLog
+
+    return ComponentLog(verbose=args.verbose, path=args.log_file, level=getattr(args, "log_level", "INFO"))
+
+
+def _end_note(logs: Any, quiet: bool) -> None:
+    """Where the log went, or how many errors went unseen: last on stdout (stderr with --quiet)."""
+    note = logs.note()
+    if note:
+        print(note, file=sys.stderr if quiet else sys.stdout)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from ganggate.replay.demo import run
 
-    _quiet_components(args)
-    return run(quiet=args.quiet, color=False if args.no_color else None)
+    with _component_log(args) as logs:
+        code = run(quiet=args.quiet, color=False if args.no_color else None)
+    _end_note(logs, args.quiet)
+    return code
 
 
 def parse_modes(text: str) -> list[str]:
@@ -128,9 +145,8 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.replay.synth import SynthConfig, generate
     from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
     from ganggate.replay.trace import TraceError, load_trace, write_trace
-    from ganggate.sim.cli import topology_shape
+    from ganggate.sim.cli import node_groups, topology_shape
 
-    _quiet_components(args)
     try:
         modes = parse_modes(args.modes)
         shape = topology_shape(args)
@@ -163,7 +179,11 @@ def _replay(args: argparse.Namespace) -> int:
         if shape is not None:
             nodes = topology_nodes(shape, args.gpus_per_node, args.node_cpu, args.node_memory)
         planned = _disruptions(args, jobs, nodes)
-        scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else ())
+        groups, autoscaler_options = node_groups(args)
+        if any(m in ("provreq", "placeholders") for m in modes) and not groups:
+            raise ValueError("--modes provreq and placeholders ask an autoscaler for nodes: give --node-group")
+        scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else (),
+                                   node_groups=groups, autoscaler=autoscaler_options)
         engine.check_fits(scenario)
     except (TraceError, ValueError, engine.ReplayError) as exc:
         print(f"ganggate replay: {exc}", file=sys.stderr)
@@ -171,33 +191,48 @@ def _replay(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.trace is None:
         write_trace(jobs, args.out / "trace.csv")
-    print(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
-          f"modes: {', '.join(modes)}", flush=True)
+    say = (lambda *_a, **_k: None) if args.quiet else print  # --quiet: the results table alone
+    say(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
+        f"modes: {', '.join(modes)}", flush=True)
 
     async def run_all() -> dict[str, engine.RunResult]:
+        from ganggate.replay.output import progress_bar
+
         results = {}
         for mode in modes:
             settings = {} if args.starvation_seconds is None else {"starvation_seconds": args.starvation_seconds}
-            result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings)
+            bar = None if args.quiet else progress_bar(len(jobs), mode)  # on a terminal only
+            try:
+                result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings,
+                                                   on_step=bar)
+            finally:
+                if bar is not None:
+                    bar.close()  # type: ignore[attr-defined]
             lost = f", {result.interruptions} runs lost to disruptions" if planned else ""
-            print(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
-                  f"completed{lost}, {result.wall_seconds:.1f} s", flush=True)
+            say(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
+                f"completed{lost}, {result.wall_seconds:.1f} s", flush=True)
             results[mode] = result
         return results
 
-    try:
-        results = asyncio.run(run_all())
-    except engine.ReplayError as exc:
-        print(f"ganggate replay: {exc}", file=sys.stderr)
-        return 1
+    with _component_log(args) as logs:
+        try:
+            results = asyncio.run(run_all())
+        except engine.ReplayError as exc:
+            print(f"ganggate replay: {exc}", file=sys.stderr)
+            return 1
     summaries = [r.summary for r in results.values()]
     report.write_summary_csv(summaries, args.out / "summary.csv")
     report.write_timeseries_csv({m: r.samples for m, r in results.items()}, args.out / "timeseries.csv")
     plot_modes({m: r.samples for m, r in results.items()}, scenario.capacity, args.out / "replay.png",
                title=args.title or f"{len(jobs)} jobs on {args.nodes} x {args.gpus_per_node} GPUs",
                ends={m: r.end for m, r in results.items()})
-    print()
+    say()
     print(report.markdown_table(summaries))
+    if scenario.node_groups:
+        from ganggate.replay.autoscaling import markdown_table as paid_table, paid
+
+        print("\nOn the autoscaled cluster (docs/replay.md):\n")
+        print(paid_table([paid(m, r.provisioned, r.samples, r.records, r.end) for m, r in results.items()]))
     if shape is not None:
         print("\nPlacement on the topology (docs/replay.md):\n")
         print(markdown_table([summarise_topology(r.summary, jobs, r.records, scenario.nodes, shape.rack_label,
@@ -206,8 +241,9 @@ def _replay(args: argparse.Namespace) -> int:
             print()
             for mode, result in results.items():
                 print(f"  {mode}: {required_line(jobs, result.records, scenario.nodes)}")
-    print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
-          + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
+    say(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
+        + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
+    _end_note(logs, args.quiet)
     return 0
 
 

@@ -93,6 +93,17 @@ def pod_sets(gang: Gang, name: str, pods: Iterable[PodInfo] | None = None) -> li
             for index, (spec, count) in enumerate(shapes.values())]
 
 
+def owner_references(gang: Gang) -> list[dict[str, Any]]:
+    """The gang's owner (its pods' controller, a Job say), as a non-controller owner of what ganggate
+    makes for it, so that garbage collection removes those with the gang; none for bare pods."""
+    for pod in gang.live_pods():
+        owner = pod.traits.controller_ref
+        if owner and owner.get("uid"):
+            return [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": owner.get("name"),
+                     "uid": owner.get("uid"), "controller": False}]
+    return []
+
+
 def consume_annotations(name: str, cls: str) -> dict[str, str]:
     """What a released pod carries so that the autoscaler counts it against the booked room."""
     return {CONSUME_ANNOTATION: name, CLASS_ANNOTATION: cls}
@@ -113,3 +124,49 @@ def request_outcome(request: Mapping[str, Any]) -> str:
             return "failed"
     provisioned = condition(request, "Provisioned")
     return "provisioned" if provisioned and provisioned.get("status") == "True" else "pending"
+
+
+# ---- placeholders, for autoscalers without ProvisioningRequests (Karpenter) -------------------
+
+PLACEHOLDER_LABEL = "ganggate.io/placeholder-for"
+PLACEHOLDER_PRIORITY_CLASS = "ganggate-placeholder"
+#: Below every workload's priority (the default is 0), and never preempting anything itself.
+PLACEHOLDER_PRIORITY = -1000000
+
+
+def placeholder_priority_class() -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": PLACEHOLDER_PRIORITY_CLASS, "labels": {"app.kubernetes.io/managed-by": "ganggate"}},
+            "value": PLACEHOLDER_PRIORITY, "preemptionPolicy": "Never", "globalDefault": False,
+            "description": "ganggate's placeholder pods: they make the autoscaler add nodes for a waiting gang "
+                           "and give way to everything else."}
+
+
+def placeholder_pods(gang: Gang) -> list[tuple[str, dict[str, Any]]]:
+    """(gang pod key, placeholder pod) for each live pod of the gang: its shape on a pause
+    container, lowest priority, never preempting, labelled with the gang; owned (not as
+    controller) by the gang's owner where it has one, so garbage collection removes them with it."""
+    name = request_name(gang).replace("ganggate-", "ganggate-ph-", 1)
+    owners = owner_references(gang)
+    out = []
+    for index, pod in enumerate(sorted(gang.live_pods(), key=lambda p: p.key)):
+        spec = template_spec(pod)
+        spec.update(priorityClassName=PLACEHOLDER_PRIORITY_CLASS, terminationGracePeriodSeconds=0)
+        spec.setdefault("schedulerName", pod.scheduler_name or "default-scheduler")
+        meta: dict[str, Any] = {"name": f"{name[:_NAME_LIMIT - 8]}-{index}", "namespace": gang.namespace,
+                                "labels": {PLACEHOLDER_LABEL: gang.name[:63], "app.kubernetes.io/managed-by": "ganggate"}}
+        if owners:
+            meta["ownerReferences"] = owners
+        out.append((pod.key, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}))
+    return out
+
+
+def placement_on_placeholders(pairs: list[tuple[str, str]], nodes: Mapping[str, str | None]) -> dict[str, str] | None:
+    """Each gang pod on the node its placeholder was bound to, once every placeholder is bound."""
+    placement = {}
+    for pod_key, placeholder_key in pairs:
+        node = nodes.get(placeholder_key)
+        if not node:
+            return None
+        placement[pod_key] = node
+    return placement
