@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim import deletion, discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
-from ganggate.sim import eviction, priority, strategies, validation
+from ganggate.sim import admission_policy, eviction, priority, strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module
 from ganggate.sim.faults import FaultInjector
@@ -170,7 +170,8 @@ def _json_response(body: Any, status: int = 200, raw: bytes | None = None,
 
 
 def _warned(response: web.Response, warnings: list[str]) -> web.Response:
-    """Add the Warning header of unknown fields under fieldValidation=Warn."""
+    """Add the Warning header: unknown fields under fieldValidation=Warn, then policies' Warn actions."""
+    warnings = warnings + admission_policy.take_warnings()
     if warnings:
         response.headers["Warning"] = fieldvalidation.warning_header(warnings)
     return response
@@ -199,6 +200,7 @@ class ApiServer:
         self.bookmark_seconds = bookmark_seconds
         self._admission = admission
         self._admission_loaded = admission is not None
+        self._policies: admission_policy.PolicyChain | None = None
         self.requests = 0
 
     # ---- setup -----------------------------------------------------------------------------------
@@ -373,6 +375,7 @@ class ApiServer:
 
     async def _serve(self, request: web.Request, group: str, version: str, tail: str) -> web.StreamResponse:
         self.requests += 1
+        admission_policy.begin_request()
         try:
             target = parse_target(group, version, [p for p in tail.split("/")])
             query = dict(request.query)
@@ -682,6 +685,22 @@ class ApiServer:
             user_info=USER_INFO,
         )
 
+    def _validate_policies(self, operation: str, target: Target, obj: dict[str, Any] | None,
+                           old: dict[str, Any] | None, dry_run: bool) -> None:
+        """Validating admission by ValidatingAdmissionPolicies (kubesim/admission_policy.py), after the
+        object's own validation and before storage, as store.go's create/update/deleteValidation."""
+        if self._policies is None:
+            self._policies = admission_policy.PolicyChain(
+                lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
+                lambda name: self.store.get("namespaces", None, name))
+        info = target.info
+        meta = (obj if obj is not None else old or {}).get("metadata") or {}
+        admission_policy.add_warnings(self._policies.validate(admission_policy.Request(
+            operation, {"group": info.group, "version": info.version, "kind": info.kind},
+            {"group": info.group, "version": info.version, "resource": info.plural}, target.subresource,
+            meta.get("namespace", "") if info.namespaced else "", meta.get("name") or target.name or "",
+            obj, old, dry_run, USER_INFO)))
+
     def _invalid(self, info: ResourceInfo, obj: dict[str, Any], causes: list[errors.Cause]) -> errors.ApiError:
         name = (obj.get("metadata") or {}).get("name") or ""
         return errors.invalid(info.kind, name, causes, info.group)
@@ -727,6 +746,7 @@ class ApiServer:
             causes = services.allocate(obj, others)
         if causes:
             raise self._invalid(info, obj, causes)
+        self._validate_policies("CREATE", target, obj, None, dry_run)
         if info.namespaced:
             self._require_namespace(meta.get("namespace"))
         if dry_run:
@@ -829,6 +849,7 @@ class ApiServer:
             causes = validation.validate_update(info.kind, new, old, info.namespaced, target.subresource)
         if causes:
             raise self._invalid(info, new, causes)
+        self._validate_policies("UPDATE", target, new, old, dry_run)
         latest = self.store.lookup(info.key, target.namespace or "", target.name or "")
         if latest is None:
             raise errors.not_found(info.plural, target.name or "", info.group)
@@ -951,6 +972,7 @@ class ApiServer:
         if info.key == "namespaces" and target.name in IMMORTAL_NAMESPACES:
             raise errors.ApiError(403, "Forbidden", f'namespaces "{target.name}" is forbidden: this namespace may not be deleted',
                                   name=target.name, kind="namespaces")
+        self._validate_policies("DELETE", target, None, current, dry_run)
         strategy = strategies.for_key(info.key)
         policy = gc.propagation_policy(options, query, strategy.default_delete_policy if strategy else "Background")
         if info.key == "pods":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ganggate.sim import disruption, job_strategy, priority, services
+from ganggate.sim import admission_policy_strategy as vap, disruption, job_strategy, priority, services
 from ganggate.sim.errors import Cause
 
 Obj = dict[str, Any]
@@ -40,6 +40,10 @@ _STRATEGIES: dict[str, Strategy] = {
                            priority.prepare_update, priority.validate, priority.validate_update),
     disruption.KEY: Strategy(disruption.default_pdb, disruption.prepare_create, disruption.prepare_update,
                              disruption.prepare_status_update, disruption.validate, disruption.validate_update),
+    vap.POLICY_KEY: Strategy(vap.default_policy, vap.prepare_create, vap.prepare_update, vap.prepare_status_update,
+                             vap.validate_policy, vap.validate_policy_update),
+    vap.BINDING_KEY: Strategy(vap.default_binding, vap.prepare_create, vap.prepare_update, vap.prepare_status_update,
+                              vap.validate_binding, vap.validate_binding_update),
 }
 
 
