@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import deletion, discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
+from ganggate.sim import deletion, discovery, errors, fieldvalidation, gc, openapi, openapi_v2, patch as patching, selectors, services
 from ganggate.sim import admission_policy, eviction, priority, strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module
@@ -256,6 +256,7 @@ class ApiServer:
         app.router.add_get("/api/", self._api)
         app.router.add_get("/apis", self._apis)
         app.router.add_get("/apis/", self._apis)
+        app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_root)
         app.router.add_get("/openapi/v3/{tail:.+}", self._openapi_gv)
         app.router.add_get("/kubesim/faults", self._faults_get)
@@ -301,6 +302,19 @@ class ApiServer:
         if request.method == "GET":
             doc = discovery.resource_list(request.match_info["group"], request.match_info["version"])
         return _json_response(doc) if doc else error_response(_not_found_path())
+
+    async def _openapi_v2(self, request: web.Request) -> web.Response:
+        """The Swagger 2.0 document, JSON or protobuf as the client asks (kubesim/openapi_v2.py)."""
+        media = openapi_v2.negotiate(request.headers.get("Accept", ""))
+        if media is None:
+            return error_response(errors.ApiError(406, "NotAcceptable", "only the following media types are accepted: "
+                                                  + ", ".join((openapi_v2.JSON_TYPE,) + openapi_v2.PROTOBUF_TYPES)))
+        etag = openapi_v2.etag()
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"Etag": etag})
+        body = openapi_v2.json_bytes() if media == openapi_v2.JSON_TYPE else openapi_v2.protobuf_bytes()
+        return web.Response(body=body, headers={"Content-Type": media, "Etag": etag, "Vary": "Accept",
+                                                "Cache-Control": "no-cache, private"})
 
     async def _openapi_root(self, request: web.Request) -> web.Response:
         return _json_response(openapi.discovery_document(), headers={"Cache-Control": "no-cache, private"})
