@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from ganggate.core import nodematch
 from ganggate.core import resources as core
-from ganggate.sim import podrequests as sim
-from ganggate.sim.quantity import QuantityError, parse_milli
-from ganggate.sim.sched_filters import node_rejects
+from ganggate.sim.helpers import podrequests as sim
+from ganggate.sim.apimachinery.quantity import QuantityError, parse_milli
+from ganggate.sim.scheduler.plugins import node_rejects
 
 GPU = "nvidia.com/gpu"
 

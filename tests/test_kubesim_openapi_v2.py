@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ganggate.sim import discovery, openapi_v2
+from ganggate.sim.apiserver import discovery, openapi_v2
 from tests.kubesim_support import raw, sim  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
