@@ -26,7 +26,7 @@ from celpy import celtypes
 
 from ganggate.sim.apiserver.admission import cel_fast
 
-_ENV = celpy.Environment()
+_ENV = cel_fast.ENVIRONMENT  # one parser: building celpy's LALR tables costs a second or more
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from ganggate.sim.apiserver.admission.cel_library import (
 Env = Mapping[str, Any]
 Fn = Callable[[Env], Any]
 
-_ENV = celpy.Environment()
+ENVIRONMENT = celpy.Environment()  # its parser: shared with admission/cel.py's cel-python fallback
 __all__ = ["CelError", "Unsupported", "compile_cel", "evaluate", "select"]
 
 
@@ -258,7 +258,7 @@ class _Compiler:
 
         def run(env: Env) -> bool:
             value = target(env)
-            if isinstance(value, Mapping):
+            if type(value) is dict or isinstance(value, Mapping):
                 return field in value
             raise CelError(f"invalid type for field selection: {_type_name(value)}")
         return run
@@ -346,7 +346,7 @@ def compile_cel(text: str) -> Fn:
     Raises Unsupported for CEL this module does not implement, and celpy's CELParseError (or another
     exception) for text that is not CEL.
     """
-    tree = _ENV.compile(text)
+    tree = ENVIRONMENT.compile(text)
     return _Compiler().compile(tree)
 
 

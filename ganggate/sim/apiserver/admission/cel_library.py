@@ -24,9 +24,14 @@ class Unsupported(Exception):
     """The expression uses CEL this compiler does not implement; evaluate it with celpy instead."""
 
 
+_TYPE_NAMES = {type(None): "null_type", bool: "bool", int: "int", float: "double", str: "string", bytes: "bytes",
+               list: "list", dict: "map"}
+
+
 def _type_name(value: Any) -> str:
-    if value is None:
-        return "null_type"
+    name = _TYPE_NAMES.get(type(value))  # the common case; isinstance on Mapping (an ABC) is slow
+    if name is not None:
+        return name
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
@@ -35,8 +40,6 @@ def _type_name(value: Any) -> str:
         return "double"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, bytes):
-        return "bytes"
     if isinstance(value, list):
         return "list"
     if isinstance(value, Mapping):
@@ -56,6 +59,8 @@ def _kind(value: Any) -> str:
 
 def equal(a: Any, b: Any) -> bool:
     """CEL heterogeneous equality (cel-go since v0.10)."""
+    if type(a) is str and type(b) is str:
+        return a == b
     if _kind(a) != _kind(b):
         return False
     if isinstance(a, list):
@@ -133,6 +138,8 @@ def _ordered(op: str, a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def _in(item: Any, container: Any) -> bool:
+    if type(container) is dict and type(item) is str:
+        return item in container
     if isinstance(container, list):
         return any(equal(item, member) for member in container)
     if isinstance(container, Mapping):
@@ -157,7 +164,7 @@ _ARITHMETIC = {"addition_add": _add, "addition_sub": _sub, "multiplication_mul":
 
 def select(value: Any, field: str) -> Any:
     """`value.field`: a key of a map (an object), an error when it is absent."""
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         if field in value:
             return value[field]
         raise CelError(f"no such key: {field}")
