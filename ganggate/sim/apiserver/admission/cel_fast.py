@@ -210,7 +210,7 @@ class _Compiler:
         return build
 
     def _ident_arg(self, tree: lark.Tree) -> Fn:
-        name, args = str(tree.children[0]), self._exprs(tree.children[1])
+        name, args = str(tree.children[0]), self._exprs(tree.children[1] if len(tree.children) > 1 else None)
         if name == "has":
             return self._has(args)
         fn = _GLOBALS.get(name)
@@ -220,7 +220,8 @@ class _Compiler:
         return self._call(name, fn, compiled)
 
     def _member_dot_arg(self, tree: lark.Tree) -> Fn:
-        target_tree, name, args = tree.children[0], str(tree.children[1]), self._exprs(tree.children[2])
+        target_tree, name = tree.children[0], str(tree.children[1])
+        args = self._exprs(tree.children[2] if len(tree.children) > 2 else None)
         target = self.compile(target_tree)
         if name in _MACROS and len(args) in (2, 3):
             return self._macro(name, target, args)
@@ -347,7 +348,10 @@ def compile_cel(text: str) -> Fn:
     exception) for text that is not CEL.
     """
     tree = ENVIRONMENT.compile(text)
-    return _Compiler().compile(tree)
+    try:
+        return _Compiler().compile(tree)
+    except (IndexError, AttributeError, KeyError, TypeError) as exc:  # a tree shape not foreseen here
+        raise Unsupported(f"parse tree: {exc}") from None
 
 
 def evaluate(fn: Fn, env: Env) -> Any:
