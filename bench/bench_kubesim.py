@@ -25,7 +25,7 @@ import aiohttp  # noqa: E402
 from kubernetes_asyncio import client  # noqa: E402
 
 from ganggate.sim import Simulator  # noqa: E402
-from ganggate.sim.apiserver.server import Target  # noqa: E402
+from ganggate.sim.apiserver.requests import Target  # noqa: E402
 from ganggate.sim.apiserver.discovery import by_key  # noqa: E402
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.resources import GPU
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.fit.resources import GPU
+from ganggate.core.state.snapshot import make_node, make_pod
 from ganggate.sim.scheduler import plugins as sched_filters
 from ganggate.sim.helpers.podrequests import node_allocatable, pod_requests
 from ganggate.sim.scheduler.schedule_one import Algorithm

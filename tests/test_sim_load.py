@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 from ganggate.sim import Simulator
 from ganggate.sim.apiserver.load import load_objects, read_objects
 

@@ -24,7 +24,7 @@ import itertools
 import random
 from typing import Any, Sequence
 
-from ganggate.core.resources import GPU
+from ganggate.core.fit.resources import GPU
 from ganggate.replay.observe import JOB_LABEL
 from ganggate.replay.scenario import Disruption, ReplayError
 from ganggate.sim.kubelet.status import RUN_SECONDS_ANNOTATION

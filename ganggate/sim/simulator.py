@@ -22,7 +22,8 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim.apiserver import discovery
-from ganggate.sim.apiserver.server import ApiServer, Target
+from ganggate.sim.apiserver.requests import Target
+from ganggate.sim.apiserver.server import ApiServer
 from ganggate.sim.components import READY_LINE, Components, process_arguments
 from ganggate.sim.apiserver.faults import FaultInjector
 from ganggate.sim.kubelet.deviceplugin import GPU_COUNT, GPU_MEM

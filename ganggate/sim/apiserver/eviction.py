@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption
+from ganggate.sim.helpers import disruption
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause
 from ganggate.sim.apiserver.watch import clone

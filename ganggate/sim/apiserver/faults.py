@@ -149,7 +149,7 @@ class FaultInjector:
 
 def fail_pod_update(pod: dict[str, Any], reason: str | None = None, exit_code: int | None = None) -> dict[str, Any]:
     """The pod with the kubelet stand-in's failure annotations set to fail it now (the kubelet acts on them)."""
-    from ganggate.sim.kubelet.status import FAIL_AFTER_ANNOTATION, FAIL_EXIT_CODE_ANNOTATION, FAIL_REASON_ANNOTATION
+    from ganggate.sim.api.kubesim import FAIL_AFTER_ANNOTATION, FAIL_EXIT_CODE_ANNOTATION, FAIL_REASON_ANNOTATION
 
     new = dict(pod, metadata=dict(pod["metadata"]))
     annotations = dict(new["metadata"].get("annotations") or {})

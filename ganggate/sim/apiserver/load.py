@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ganggate.sim.apiserver import discovery
-from ganggate.sim.apiserver.server import ApiServer, Target
+from ganggate.sim.apiserver.requests import Target
+from ganggate.sim.apiserver.server import ApiServer
 
 
 def read_objects(path: str | Path) -> list[dict[str, Any]]:

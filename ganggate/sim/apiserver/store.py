@@ -10,22 +10,15 @@ by namespace and by spec.nodeName. Validation and admission live in the API laye
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.discovery import ResourceInfo, by_key
 from ganggate.sim.apiserver.watch import Event, Stored, WatchHub, clone
+from ganggate.sim.apimachinery.timestamps import now_rfc3339
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
-
-
-def now_rfc3339(epoch: float | None = None) -> str:
-    """A timestamp as the API server writes it: RFC3339 in UTC with a `Z`, whole seconds (of
-    `epoch`, Unix seconds; default the real time)."""
-    moment = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _type_first(obj: dict[str, Any], info: ResourceInfo) -> dict[str, Any]:

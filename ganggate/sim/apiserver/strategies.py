@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ganggate.sim.apiserver.admission import priority
-from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption, job as job_strategy, service as services
+from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
 from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
 from ganggate.sim.apimachinery.errors import Cause
 

@@ -1,7 +1,7 @@
 """kube-controller-manager's disruption controller stand-in: an HTTP client of the API server.
 
 Like pkg/controller/disruption/disruption.go, it watches PodDisruptionBudgets and pods, and for
-each budget touched by a change recomputes the status (ganggate.sim.apiserver.registry.poddisruptionbudget.compute_status)
+each budget touched by a change recomputes the status (ganggate.sim.helpers.disruption.compute_status)
 and writes it through `poddisruptionbudgets/status` when it differs. A write that conflicts (an
 eviction decremented the budget meanwhile) is retried from the watch's newer state. Budgets with
 recent evictions (`disruptedPods`) are looked at again after DeletionTimeout, as the real
@@ -15,7 +15,7 @@ import logging
 
 import aiohttp
 
-from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption
+from ganggate.sim.helpers import disruption
 from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.workqueue import WorkQueue, put_status
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime, timezone
 from typing import Any
 
 import aiohttp
@@ -29,12 +28,11 @@ import aiohttp
 from ganggate.sim.controllers import job_pods
 from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.workqueue import WorkQueue, put_status
+from ganggate.sim.apimachinery.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 
 
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class JobController:

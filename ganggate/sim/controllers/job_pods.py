@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Iterable, Mapping
 
-from ganggate.sim.apiserver.registry.job import COMPLETION_INDEX
+from ganggate.sim.api.batch import COMPLETION_INDEX
 
 TERMINAL = ("Succeeded", "Failed")
 

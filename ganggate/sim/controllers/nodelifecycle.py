@@ -28,7 +28,7 @@ import aiohttp
 
 from ganggate.sim.helpers import taints as tainting
 from ganggate.sim.clock import Clock, WallClock
-from ganggate.sim.kubelet.status import now_rfc3339
+from ganggate.sim.apimachinery.timestamps import now_rfc3339
 from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 
 log = logging.getLogger(__name__)

@@ -9,24 +9,20 @@ ends the pod; otherwise the container restarts, restartCount and lastState recor
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Mapping
 
 from ganggate.sim.client.informers import object_key
 
+from ganggate.sim.api.kubesim import (  # noqa: F401  (re-exported: the kubelet, the replay and tests use them)
+    FAIL_AFTER_ANNOTATION, FAIL_EXIT_CODE_ANNOTATION, FAIL_REASON_ANNOTATION, RUN_SECONDS_ANNOTATION,
+)
+from ganggate.sim.apimachinery.timestamps import now_rfc3339  # noqa: F401
+
 log = logging.getLogger(__name__)
 
-RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
-FAIL_AFTER_ANNOTATION = "kubesim.io/fail-after-seconds"
-FAIL_REASON_ANNOTATION = "kubesim.io/fail-reason"
-FAIL_EXIT_CODE_ANNOTATION = "kubesim.io/fail-exit-code"
 # A container killed at the end of its grace period: SIGKILL, 128 + 9, reason Error (as containerd reports it).
 KILLED_EXIT_CODE = 137
-
-
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _seconds(pod: Mapping, annotation: str) -> float | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption
+from ganggate.sim.helpers import disruption
 from ganggate.sim.helpers.podrequests import PODS
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 

@@ -18,7 +18,6 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Mapping
 
 import aiohttp
@@ -31,6 +30,7 @@ from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 from ganggate.sim.scheduler.plugins import pod_priority
 from ganggate.sim.client.informers import Reflector, object_key
 from ganggate.sim.scheduler.queue import QueuedPod, SchedulingQueue
+from ganggate.sim.apimachinery.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,6 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod_scheduled_condition(pod: Mapping) -> Mapping | None:

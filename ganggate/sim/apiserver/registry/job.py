@@ -19,15 +19,13 @@ import json
 import uuid
 from typing import Any, Mapping
 
+from ganggate.sim.api.batch import (  # noqa: F401  (re-exported for the strategies' users)
+    COMPLETION_INDEX, CONTROLLER_UID, JOB_NAME, LEGACY_CONTROLLER_UID, LEGACY_JOB_NAME,
+)
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
 from ganggate.sim.apiserver.validation import validate_object_meta
 from ganggate.sim.apiserver.watch import clone
 
-CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
-JOB_NAME = "batch.kubernetes.io/job-name"
-LEGACY_CONTROLLER_UID = "controller-uid"
-LEGACY_JOB_NAME = "job-name"
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 MAX_INDEXED = 100000  # completionsHardLimit / parallelismLimitForHighCompletions
 DEFAULT_DELETE_POLICY = "Orphan"
 _MODES = ["NonIndexed", "Indexed"]

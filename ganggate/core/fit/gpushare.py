@@ -22,7 +22,7 @@ from ganggate.contract import (
     SHARED_GPU_COUNT,
     SHARED_GPU_MEMORY,
 )
-from ganggate.core.resources import GPU, QuantityError, parse_nanos, unit_value
+from ganggate.core.fit.resources import GPU, QuantityError, parse_nanos, unit_value
 
 
 class PodShape(NamedTuple):
@@ -271,7 +271,7 @@ def random_fit(seed: int = 0) -> CardPolicy:
 
 
 #: The policies by name are `ganggate.controller.config.card_policy_named`'s ("fgd" lives in
-#: ganggate.core.gpushare_fgd, which imports this module, so this one cannot name it).
+#: ganggate.core.placement.gpushare_fgd, which imports this module, so this one cannot name it).
 #: The policy the controller uses unless told otherwise: FGD, which allocated at least as many
 #: GPUs as best-fit at every point of every list of the benchmark (docs/gpu-sharing.md).
 DEFAULT_POLICY = "fgd"

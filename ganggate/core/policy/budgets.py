@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from ganggate.contract import GANG_LABEL
-from ganggate.core.gangs import Gang
-from ganggate.core.pods import PodInfo
+from ganggate.core.state.gangs import Gang
+from ganggate.core.state.pods import PodInfo
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "ganggate")
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gangs import Gang
-from ganggate.core.packing import largest_first
-from ganggate.core.pods import PodInfo
-from ganggate.core.resources import add_into, fits
-from ganggate.core.domains import domains, free_gpus
-from ganggate.core.topology import gang_request, placed_domains
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang
+from ganggate.core.placement.packing import largest_first
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import add_into, fits
+from ganggate.core.placement.domains import domains, free_gpus
+from ganggate.core.placement.topology import gang_request, placed_domains
 
 
 def round_key(gang: Gang) -> tuple:

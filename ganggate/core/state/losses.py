@@ -1,7 +1,7 @@
 """A gang member lost: which released pod stopped counting toward its gang, and why.
 
-Below `ganggate.core.cluster`, which records each loss as it sees it; what a loss means for
-its gang is `ganggate.core.lifecycle`'s. Pure: no I/O.
+Below `ganggate.core.state.cluster`, which records each loss as it sees it; what a loss means for
+its gang is `ganggate.core.policy.lifecycle`'s. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.pods import PodInfo
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.pods import PodInfo
 
 #: The DisruptionTarget condition reasons Kubernetes sets (k8s.io/api/core/v1 types.go); a
 #: loss's cause is one of these, else Failed, Deleted, BindTimeout or Disrupted (an unknown

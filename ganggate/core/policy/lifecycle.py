@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.explain import plural
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.losses import (  # noqa: F401  (re-exported)
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.placement.explain import plural
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.losses import (  # noqa: F401  (re-exported)
     CAUSES,
     MemberLoss,
     cause_of,
@@ -29,9 +29,9 @@ from ganggate.core.losses import (  # noqa: F401  (re-exported)
     losses_after_relist,
     survivors,
 )
-from ganggate.core.outcome import Unfit
-from ganggate.core.packing import plan_gang
-from ganggate.core.pods import PodInfo
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.placement.packing import plan_gang
+from ganggate.core.state.pods import PodInfo
 
 @dataclass
 class Breakage:

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.gpushare import NodeCards, node_cards, node_totals
-from ganggate.core.losses import MemberLoss, loss_of, losses_after_relist
-from ganggate.core.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.fit.gpushare import NodeCards, node_cards, node_totals
+from ganggate.core.state.losses import MemberLoss, loss_of, losses_after_relist
+from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
-from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
-from ganggate.core.resources import GPU, Resources, add_into, node_allocatable
+from ganggate.core.state.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
+from ganggate.core.fit.resources import GPU, Resources, add_into, node_allocatable
 
 
 @dataclass(slots=True)

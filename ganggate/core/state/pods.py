@@ -1,7 +1,7 @@
 """One pod as the controller sees it: its request, gang annotations, gates and binding.
 
 Read from a pod object once per watch event (`PodInfo.from_pod`); the gang bookkeeping
-(`ganggate.core.gangs`) and the cluster picture (`ganggate.core.cluster`) both hold these, so
+(`ganggate.core.state.gangs`) and the cluster picture (`ganggate.core.state.cluster`) both hold these, so
 it sits below both of them. Pure: no I/O.
 
 Compact on purpose (issue #11: 100,000 pods): the pod object is not kept, only the fields
@@ -33,9 +33,9 @@ from ganggate.contract import (
     parse_gang,
     parse_timeout,
 )
-from ganggate.core.gpushare import QuantityError, card_of, held_amount, shared_amount
-from ganggate.core.nodematch import canonical_json, selection_key
-from ganggate.core.resources import GPU, Resources, gpus, pod_requests
+from ganggate.core.fit.gpushare import QuantityError, card_of, held_amount, shared_amount
+from ganggate.core.fit.nodematch import canonical_json, selection_key
+from ganggate.core.fit.resources import GPU, Resources, gpus, pod_requests
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
 #: A preemptor's reservation, written on its pods (read by core.reservation; defined here,

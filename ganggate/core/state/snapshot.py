@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
-from ganggate.core.nodematch import HOSTNAME_LABEL
-from ganggate.core.resources import GPU
+from ganggate.core.fit.nodematch import HOSTNAME_LABEL
+from ganggate.core.fit.resources import GPU
 
 
 class SnapshotError(ValueError):
@@ -64,7 +64,7 @@ def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[
 
 def check_objects(nodes: list[dict], pods: list[dict]) -> None:
     """Raise SnapshotError naming the first object whose resource amounts cannot be read."""
-    from ganggate.core.resources import QuantityError, node_allocatable, pod_requests
+    from ganggate.core.fit.resources import QuantityError, node_allocatable, pod_requests
 
     for kind, objects, read in (("node", nodes, node_allocatable), ("pod", pods, pod_requests)):
         for obj in objects:

@@ -1,4 +1,4 @@
-"""Topology: a gang kept in few domains (zone, block, rack, ...; `ganggate.core.domains`).
+"""Topology: a gang kept in few domains (zone, block, rack, ...; `ganggate.core.placement.domains`).
 
 A gang may ask (`scheduling.k8s.io/group-topology-required`) to be placed
 in one domain of a level, or wait; or prefer (`group-topology-preferred`) few domains of a
@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from ganggate.contract import GangSpec
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.domains import (
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.placement.domains import (
     domain_free,
     domain_of,
     domains,
@@ -27,11 +27,11 @@ from ganggate.core.domains import (
     one_node_each,
     room,
 )
-from ganggate.core.explain import plural
-from ganggate.core.gangs import Gang
-from ganggate.core.outcome import Unfit
-from ganggate.core.pods import PodInfo
-from ganggate.core.resources import GPU, format_amount
+from ganggate.core.placement.explain import plural
+from ganggate.core.state.gangs import Gang
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import GPU, format_amount
 
 # How many domains of one level are tried, least waste first, before the next level.
 DOMAIN_TRIES = 2

@@ -2,7 +2,7 @@
 
 Fitting is per node and per resource, as the scheduler's NodeResourcesFit filter does it
 (pkg/scheduler/framework/plugins/noderesources/fit.go); which nodes a pod may use at all
-follows `ganggate.core.nodematch.node_rejects`, worked out once per distinct pod constraint
+follows `ganggate.core.fit.nodematch.node_rejects`, worked out once per distinct pod constraint
 (see `Capacity`). The two node choices the packer uses live here, next to the index they
 read: `best_node` (best fit) and `filling_node` (fill the gang's nodes, else the emptiest).
 
@@ -17,15 +17,15 @@ from collections import Counter
 from itertools import islice
 from typing import Collection, Iterable, Mapping
 
-from ganggate.core.cluster import ClusterState, node_filter_key
-from ganggate.core.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
-from ganggate.core.nodematch import (
+from ganggate.core.state.cluster import ClusterState, node_filter_key
+from ganggate.core.fit.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
+from ganggate.core.fit.nodematch import (
     matches_node_selection,
     node_rejects,
     required_node_terms,
 )
-from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, gpus
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, gpus
 
 
 class NodeIndex:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gangs import Gang
-from ganggate.core.ordering import release_candidates
-from ganggate.core.outcome import Decision, Waiting
-from ganggate.core.resources import GPU, Resources, add_into, fits, format_amount, gpus, total
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang
+from ganggate.core.policy.ordering import release_candidates
+from ganggate.core.state.outcome import Decision, Waiting
+from ganggate.core.fit.resources import GPU, Resources, add_into, fits, format_amount, gpus, total
 
 
 def count_only_fits(requests: Sequence[Mapping[str, int]], free: Mapping[str, Mapping[str, int]]) -> bool:

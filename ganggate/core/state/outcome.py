@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ganggate.core.gangs import GangKey
+from ganggate.core.state.gangs import GangKey
 
 
 @dataclass

@@ -15,16 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping, Sequence
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.contention import Rivals, find_rivals, place_uncontested
-from ganggate.core.explain import plural
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.ordering import release_candidates, round_order
-from ganggate.core.outcome import Unfit, Waiting
-from ganggate.core.pods import PodInfo
-from ganggate.core.reservation import Reservation, active_reservations, hold
-from ganggate.core.resources import GPU, Resources, format_amount, gpus
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
+from ganggate.core.placement.explain import plural
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.policy.ordering import release_candidates, round_order
+from ganggate.core.state.outcome import Unfit, Waiting
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.policy.reservation import Reservation, active_reservations, hold
+from ganggate.core.fit.resources import GPU, Resources, format_amount, gpus
 
 #: Owners whose pods come straight back where they were: evicting them frees nothing.
 _RETURNING_OWNERS = ("DaemonSet", "Node")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from typing import Iterator, Mapping, Sequence
 
-from ganggate.core.capacity import Capacity
+from ganggate.core.placement.capacity import Capacity
 
 
 def level_name(level: str) -> str:

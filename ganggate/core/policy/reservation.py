@@ -15,15 +15,15 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.contention import Rivals, contested_nodes, place_uncontested
-from ganggate.core.explain import plural
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.outcome import Unfit
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.contention import Rivals, contested_nodes, place_uncontested
+from ganggate.core.placement.explain import plural
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.outcome import Unfit
 # The annotation's name is defined beside PodInfo, which keeps its value; re-exported here.
-from ganggate.core.pods import PREEMPTION_ANNOTATION, PodInfo, json_object, parse_time  # noqa: F401
-from ganggate.core.resources import fits
+from ganggate.core.state.pods import PREEMPTION_ANNOTATION, PodInfo, json_object, parse_time  # noqa: F401
+from ganggate.core.fit.resources import fits
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import bisect
 import math
 from typing import Iterable, NamedTuple, Sequence
 
-from ganggate.core.gpushare import NodeCards, PodShape, Workload
+from ganggate.core.fit.gpushare import NodeCards, PodShape, Workload
 
 MILLI = 1000  # a whole card, in thousandths
 

@@ -6,7 +6,7 @@ memory), preferring nodes the gang already uses, so that GPUs stay unfragmented 
 sits on few nodes. Homogeneous gangs are placed whenever they fit (each placement lowers the
 room, sum of per-node pod slots, by exactly one); gangs of several shapes that best fit
 misses get two more greedy tries (CPU-heaviest first; fill the emptiest nodes one by one).
-The per-node fitting and node choice are `ganggate.core.capacity`'s.
+The per-node fitting and node choice are `ganggate.core.placement.capacity`'s.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Callable, Sequence
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.explain import gpu_message, no_nodes_message, plural, scope_note, unfit_message
-from ganggate.core.gpushare import card_shortfall
-from ganggate.core.outcome import Unfit
-from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU, GPU, MEMORY, Resources, copies_fitting, format_amount, gpus
-from ganggate.core.topology import gang_request as gang_topology
-from ganggate.core.topology import place
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.explain import gpu_message, no_nodes_message, plural, scope_note, unfit_message
+from ganggate.core.fit.gpushare import card_shortfall
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, format_amount, gpus
+from ganggate.core.placement.topology import gang_request as gang_topology
+from ganggate.core.placement.topology import place
 
 
 def largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:
@@ -49,7 +49,7 @@ def plan_gang(
     On success the placement's requests are taken from `candidates` (so the next gang of
     the round sees what is left) and pod key -> node is returned; otherwise nothing is taken
     and Unfit says why. With topology levels (or a gang topology annotation) the gang goes
-    into as few domains as `ganggate.core.topology.place` can find, or waits when required;
+    into as few domains as `ganggate.core.placement.topology.place` can find, or waits when required;
     more pods of a gang already placed go near its released members.
     """
     if (len(pods) > 1 or candidates.topology_placed) and (candidates.topology_levels or any(gang_topology(pods[:1]))):

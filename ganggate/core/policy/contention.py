@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.explain import contested_message
-from ganggate.core.outcome import Unfit
-from ganggate.core.packing import plan_gang
-from ganggate.core.pods import PodInfo
-from ganggate.core.resources import Resources, add, add_into, fits
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.placement.explain import contested_message
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.placement.packing import plan_gang
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import Resources, add, add_into, fits
 
 # How many times a plan is redone around contested nodes before the gang waits instead.
 CONTEST_RETRIES = 3

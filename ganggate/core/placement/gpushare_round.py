@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gpushare import Workload, card_shortfall, decision_annotations
-from ganggate.core.gpushare_fgd import target_workload
-from ganggate.core.outcome import Unfit
-from ganggate.core.pods import PodInfo
-from ganggate.core.resources import CPU
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.fit.gpushare import Workload, card_shortfall, decision_annotations
+from ganggate.core.placement.gpushare_fgd import target_workload
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import CPU
 
 
 def observed_workload(state: ClusterState, capacity: Capacity, coverage: float = 0.95) -> Workload:

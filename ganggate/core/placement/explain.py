@@ -10,10 +10,10 @@ import bisect
 from collections import Counter
 from typing import Mapping, Sequence
 
-from ganggate.core.capacity import Capacity, NodeIndex
-from ganggate.core.gangs import Gang
-from ganggate.core.pods import PodInfo
-from ganggate.core.resources import GPU, Resources, format_amount, gpus
+from ganggate.core.placement.capacity import Capacity, NodeIndex
+from ganggate.core.state.gangs import Gang
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import GPU, Resources, format_amount, gpus
 
 
 def plural(count: int, noun: str) -> str:

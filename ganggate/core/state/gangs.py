@@ -20,7 +20,7 @@ from ganggate.contract import (
     GROUP_TOPOLOGY_REQUIRED,
     GangSpec,
 )
-from ganggate.core.pods import PodInfo
+from ganggate.core.state.pods import PodInfo
 
 GangKey = tuple[str, str]
 
