@@ -160,3 +160,11 @@ async def test_a_stored_policy_is_defaulted_and_counts_generations(api):
     body["metadata"]["resourceVersion"] = created.metadata.resource_version
     replaced = await admission.replace_validating_admission_policy("p", body)
     assert replaced.metadata.generation == 2
+
+
+async def test_expressions_beyond_the_compiled_subset_still_see_the_variables(api):
+    """type() is not compiled: cel-python evaluates it, with the variables computed for it."""
+    await install(api, policy("typed", {"expression": "type(variables.count) == int", "message": "not an int"},
+                              variables=[{"name": "count", "expression": "size(object.spec.containers)"},
+                                         {"name": "broken", "expression": "object.metadata.missing"}]))
+    await create_pod(api, pod_manifest("p"))

@@ -164,8 +164,8 @@ def _celpy_activation(activation: Mapping[str, Any]) -> dict[str, Any]:
             for key in value:
                 try:
                     converted[key] = value[key]
-                except EvaluationError:
-                    continue
+                except (EvaluationError, cel_fast.CelError):
+                    continue  # a variable that fails is absent: an expression using it fails too
             value = converted
         out[name] = celpy.json_to_cel(value)
     return out
@@ -179,8 +179,6 @@ def evaluate_value(expression: str, activation: Mapping[str, Any]) -> Any:
             return cel_fast.evaluate(compiled.fast, activation)
         except cel_fast.CelError as exc:
             raise EvaluationError(f"expression '{expression}' resulted in error: {exc}") from None
-        except EvaluationError:
-            raise
     if compiled.program is None:
         raise EvaluationError(compiled.error or "compilation error")
     try:
