@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
 from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
+from ganggate.sim.apiserver.registry import provisioningrequest as provreq
 from ganggate.sim.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
@@ -46,6 +47,11 @@ _STRATEGIES: dict[str, Strategy] = {
                              vap.validate_policy, vap.validate_policy_update),
     vap.BINDING_KEY: Strategy(vap.default_binding, vap.prepare_create, vap.prepare_update, vap.prepare_status_update,
                               vap.validate_binding, vap.validate_binding_update),
+    provreq.KEY: Strategy(provreq.default, provreq.prepare_create, provreq.prepare_update,
+                          provreq.prepare_status_update, provreq.validate, provreq.validate_update),
+    provreq.PODTEMPLATES: Strategy(provreq.default, provreq.prepare_template_create, provreq.prepare_template_update,
+                                   provreq.prepare_template_update, provreq.validate_template,
+                                   provreq.validate_template_update),
 }
 
 
