@@ -15,6 +15,7 @@ import yaml
 from ganggate.certs.files import TLS_CERT, TLS_KEY
 from ganggate.certs.inject import inject_ca_bundle
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME
+from ganggate.local.parts import register_policies
 from tests.webhook_support import gang_pod, make_certs
 from ganggate.admission.server import WebhookConfig, start_webhook
 
@@ -52,6 +53,7 @@ async def cluster(tmp_path):
                 mwc = yaml.safe_load((REPO / "deploy" / "kubesim" / "webhook-url.yaml").read_text())
                 mwc["webhooks"][0]["clientConfig"]["url"] = f"https://127.0.0.1:{webhook.port}/mutate"
                 await client.AdmissionregistrationV1Api(api_client).create_mutating_webhook_configuration(mwc)
+                await register_policies(api_client)  # the pod UPDATE checks, deploy/base's policies
                 await inject_ca_bundle(api_client, "ganggate", (cert_dir / "ca.crt").read_bytes())
                 core = client.CoreV1Api(api_client)
                 await core.create_namespace({"metadata": {"name": "ml"}})
@@ -95,8 +97,9 @@ async def test_annotations_are_immutable_but_the_gate_can_be_removed(cluster):
     await core.create_namespaced_pod("ml", strip(gang_pod(name="w-0", group="ddp", pod_num="1")))
     with pytest.raises(ApiException) as refused:
         await core.patch_namespaced_pod("w-0", "ml", [{"op": "remove", "path": "/metadata/annotations"}])
-    assert refused.value.status in (400, 422)
-    assert GROUP_NAME in json.loads(refused.value.body)["message"] and "immutable" in refused.value.body
+    assert refused.value.status == 422  # ValidatingAdmissionPolicy ganggate-gang-annotations-immutable
+    assert (f"annotation {GROUP_NAME}=<absent>: is immutable once the pod exists (was 'ddp')"
+            in json.loads(refused.value.body)["message"])
     # What the controller does: remove the gate (and pin a node), plus annotate its decision.
     released = await core.patch_namespaced_pod("w-0", "ml", [
         {"op": "remove", "path": "/spec/schedulingGates"},

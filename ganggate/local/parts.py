@@ -1,5 +1,6 @@
 """The start-up steps shared by `ganggate sim up` and the demo's stack: certificates, the webhook
-over HTTPS registered by its MutatingWebhookConfiguration, a namespace, the gate controller."""
+over HTTPS registered by its MutatingWebhookConfiguration (with the ValidatingAdmissionPolicies
+that police pod updates in its stead), a namespace, the gate controller."""
 
 from __future__ import annotations
 
@@ -15,11 +16,26 @@ log = logging.getLogger(__name__)
 
 #: deploy/kubesim/webhook-url.yaml, shipped in the package so an installed wheel has it.
 MANIFEST = "webhook-url.yaml"
+#: deploy/base/validatingadmissionpolicies.yaml, shipped likewise.
+POLICIES = "validatingadmissionpolicies.yaml"
 
 
 def manifest_text() -> str:
     """The MutatingWebhookConfiguration in the URL form of clientConfig, as shipped."""
     return resources.files("ganggate.local").joinpath(MANIFEST).read_text(encoding="utf-8")
+
+
+def policies_text() -> str:
+    """The ValidatingAdmissionPolicies and bindings of deploy/base, as shipped."""
+    return resources.files("ganggate.local").joinpath(POLICIES).read_text(encoding="utf-8")
+
+
+def admission_policies() -> list[dict[str, Any]]:
+    """The shipped policies and their bindings, policies first (a binding names its policy)."""
+    import yaml
+
+    objects = [doc for doc in yaml.safe_load_all(policies_text()) if doc]
+    return sorted(objects, key=lambda doc: doc["kind"] != "ValidatingAdmissionPolicy")
 
 
 def webhook_configuration(url: str, ca_pem: bytes, *, match_conditions: bool = True) -> dict[str, Any]:
@@ -63,13 +79,32 @@ async def start_tls_webhook(certs: Certificates, port: int = 0) -> Any:
                                              host="127.0.0.1", port=port, cert_reload_seconds=0))
 
 
-async def register_webhook(api: Any, configuration: dict[str, Any]) -> None:
-    """Create the MutatingWebhookConfiguration through the API server."""
+async def register_webhook(api: Any, configuration: dict[str, Any], *, policies: bool = True) -> None:
+    """Create the MutatingWebhookConfiguration through the API server, and (unless `policies` is
+    False) the shipped ValidatingAdmissionPolicies: the configuration matches pod CREATE only and
+    relies on them to keep the gang annotations immutable."""
     from kubernetes_asyncio import client
 
-    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(configuration)
+    admission = client.AdmissionregistrationV1Api(api)
+    if policies:
+        await register_policies(api)
+    await admission.create_mutating_webhook_configuration(configuration)
     log.info("webhook registered: MutatingWebhookConfiguration %s -> %s",
              configuration["metadata"]["name"], configuration["webhooks"][0]["clientConfig"]["url"])
+
+
+async def register_policies(api: Any) -> None:
+    """Create the shipped ValidatingAdmissionPolicies and their bindings."""
+    from kubernetes_asyncio import client
+
+    admission = client.AdmissionregistrationV1Api(api)
+    for obj in admission_policies():
+        if obj["kind"] == "ValidatingAdmissionPolicy":
+            await admission.create_validating_admission_policy(obj)
+        else:
+            await admission.create_validating_admission_policy_binding(obj)
+    log.info("admission policies registered: %s",
+             ", ".join(o["metadata"]["name"] for o in admission_policies() if o["kind"] == "ValidatingAdmissionPolicy"))
 
 
 async def ensure_namespace(api: Any, name: str) -> None:

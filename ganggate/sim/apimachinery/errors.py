@@ -64,8 +64,10 @@ class ApiError(Exception):
         if self.kind is not None:
             details["kind"] = self.kind
         if self.causes:
+            # metav1.StatusCause's fields are omitempty: a cause may carry a message only.
             details["causes"] = [
-                {"reason": c.reason, "message": c.message, "field": c.field} for c in self.causes
+                {k: v for k, v in (("reason", c.reason), ("message", c.message), ("field", c.field)) if v or k == "message"}
+                for c in self.causes
             ]
         if self.retry_after is not None:
             details["retryAfterSeconds"] = int(self.retry_after)

@@ -71,6 +71,12 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     ResourceInfo("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                  "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", False),
+    # GA in 1.30 (pkg/registry/admissionregistration/rest/storage_apiserver.go); no status subresource here.
+    ResourceInfo("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "validatingadmissionpolicy",
+                 "ValidatingAdmissionPolicy", False, categories=("api-extensions",)),
+    ResourceInfo("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+                 "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", False,
+                 categories=("api-extensions",)),
     ResourceInfo("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",)),
     ResourceInfo("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",)),
     ResourceInfo("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True, ("pdb",),

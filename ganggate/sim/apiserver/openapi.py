@@ -158,6 +158,11 @@ def _paths(info: ResourceInfo) -> dict[str, Any]:
     return out
 
 
+def resource_paths(info: ResourceInfo) -> dict[str, Any]:
+    """The v3 paths of one resource (shared with the Swagger 2.0 document, apiserver/openapi_v2.py)."""
+    return _paths(info)
+
+
 def _reachable(roots: list[str]) -> dict[str, Any]:
     """The component schemas reachable from the roots through $ref."""
     from ganggate.sim.apiserver.openapi_gen import reachable

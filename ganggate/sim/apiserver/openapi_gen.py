@@ -28,6 +28,8 @@ ROOTS = (
     "io.k8s.api.core.v1.Pod", "io.k8s.api.core.v1.Node", "io.k8s.api.core.v1.Namespace", "io.k8s.api.core.v1.Event",
     "io.k8s.api.core.v1.Service", "io.k8s.api.batch.v1.Job", "io.k8s.api.coordination.v1.Lease",
     "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration", "io.k8s.api.events.v1.Event",
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
     "io.k8s.api.core.v1.Binding", "io.k8s.api.policy.v1.Eviction",
     "io.k8s.api.scheduling.v1.PriorityClass", "io.k8s.api.policy.v1.PodDisruptionBudget",
     "io.k8s.api.core.v1.PodTemplate",

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim.apiserver import discovery, fieldvalidation
+from ganggate.sim.apiserver.admission import policy as admission_policy
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.discovery import ResourceInfo
 from ganggate.sim.apiserver.watch import dumps
@@ -147,7 +148,8 @@ def _json_response(body: Any, status: int = 200, raw: bytes | None = None,
 
 
 def _warned(response: web.Response, warnings: list[str]) -> web.Response:
-    """Add the Warning header of unknown fields under fieldValidation=Warn."""
+    """Add the Warning header: unknown fields under fieldValidation=Warn, then policies' Warn actions."""
+    warnings = warnings + admission_policy.take_warnings()
     if warnings:
         response.headers["Warning"] = fieldvalidation.warning_header(warnings)
     return response

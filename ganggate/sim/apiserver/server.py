@@ -24,10 +24,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim.apiserver import discovery, openapi, patch as patching
+from ganggate.sim.apiserver import discovery, openapi, openapi_v2, patch as patching
 from ganggate.sim.apiserver.registry import service as services
 from ganggate.sim.apimachinery import errors
-from ganggate.sim.apiserver.admission import priority
+from ganggate.sim.apiserver.admission import policy as admission_policy, priority
 from ganggate.sim.apiserver import validation
 from ganggate.sim.apiserver import faults as faults_module
 from ganggate.sim.apiserver.hangup import ClientGone, client_hung_up, read_body
@@ -62,6 +62,7 @@ class ApiServer(Reads, Writes):
         self.bookmark_seconds = bookmark_seconds
         self._admission = admission
         self._admission_loaded = admission is not None
+        self._policies: admission_policy.PolicyChain | None = None
         self.requests = 0
 
     # ---- setup -----------------------------------------------------------------------------------
@@ -117,6 +118,7 @@ class ApiServer(Reads, Writes):
         app.router.add_get("/api/", self._api)
         app.router.add_get("/apis", self._apis)
         app.router.add_get("/apis/", self._apis)
+        app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_root)
         app.router.add_get("/openapi/v3/{tail:.+}", self._openapi_gv)
         app.router.add_get("/kubesim/faults", self._faults_get)
@@ -162,6 +164,19 @@ class ApiServer(Reads, Writes):
         if request.method == "GET":
             doc = discovery.resource_list(request.match_info["group"], request.match_info["version"])
         return _json_response(doc) if doc else error_response(_not_found_path())
+
+    async def _openapi_v2(self, request: web.Request) -> web.Response:
+        """The Swagger 2.0 document, JSON or protobuf as the client asks (apiserver/openapi_v2.py)."""
+        media = openapi_v2.negotiate(request.headers.get("Accept", ""))
+        if media is None:
+            return error_response(errors.ApiError(406, "NotAcceptable", "only the following media types are accepted: "
+                                                  + ", ".join((openapi_v2.JSON_TYPE,) + openapi_v2.PROTOBUF_TYPES)))
+        etag = openapi_v2.etag()
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"Etag": etag})
+        body = openapi_v2.json_bytes() if media == openapi_v2.JSON_TYPE else openapi_v2.protobuf_bytes()
+        return web.Response(body=body, headers={"Content-Type": media, "Etag": etag, "Vary": "Accept",
+                                                "Cache-Control": "no-cache, private"})
 
     async def _openapi_root(self, request: web.Request) -> web.Response:
         return _json_response(openapi.discovery_document(), headers={"Cache-Control": "no-cache, private"})
@@ -236,6 +251,7 @@ class ApiServer(Reads, Writes):
 
     async def _serve(self, request: web.Request, group: str, version: str, tail: str) -> web.StreamResponse:
         self.requests += 1
+        admission_policy.begin_request()
         try:
             target = parse_target(group, version, [p for p in tail.split("/")])
             query = dict(request.query)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
+from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
 from ganggate.sim.apiserver.registry import provisioningrequest as provreq
 from ganggate.sim.apimachinery.errors import Cause
 
@@ -42,6 +43,10 @@ _STRATEGIES: dict[str, Strategy] = {
                            priority.prepare_update, priority.validate, priority.validate_update),
     disruption.KEY: Strategy(disruption.default_pdb, disruption.prepare_create, disruption.prepare_update,
                              disruption.prepare_status_update, disruption.validate, disruption.validate_update),
+    vap.POLICY_KEY: Strategy(vap.default_policy, vap.prepare_create, vap.prepare_update, vap.prepare_status_update,
+                             vap.validate_policy, vap.validate_policy_update),
+    vap.BINDING_KEY: Strategy(vap.default_binding, vap.prepare_create, vap.prepare_update, vap.prepare_status_update,
+                              vap.validate_binding, vap.validate_binding_update),
     provreq.KEY: Strategy(provreq.default, provreq.prepare_create, provreq.prepare_update,
                           provreq.prepare_status_update, provreq.validate, provreq.validate_update),
     provreq.PODTEMPLATES: Strategy(provreq.default, provreq.prepare_template_create, provreq.prepare_template_update,

@@ -2,7 +2,7 @@
 delete, in the real server's order (k8s.io/apiserver/pkg/endpoints/handlers/create.go, update.go,
 patch.go, delete.go; k8s.io/apiserver/pkg/registry/generic/registry/store.go): decode + default ->
 mutating admission (pods, CREATE/UPDATE, not subresources) -> strategy PrepareForCreate /
-PrepareForUpdate -> validation -> store.
+PrepareForUpdate -> validation -> validating admission by ValidatingAdmissionPolicies -> store.
 
 Why this module is long: the create, update and patch pipelines share their admission, defaulting
 and conflict-retry steps, and binding, eviction and the deletes share their preconditions.
@@ -20,7 +20,7 @@ from ganggate.sim.apiserver import propagation as gc
 from ganggate.sim.apiserver import deletion, discovery, fieldvalidation, patch as patching
 from ganggate.sim.apiserver.registry import service as services
 from ganggate.sim.apimachinery import errors, selectors
-from ganggate.sim.apiserver.admission import priority
+from ganggate.sim.apiserver.admission import policy as admission_policy, priority
 from ganggate.sim.apiserver import eviction, strategies, validation
 from ganggate.sim.apiserver.discovery import ResourceInfo
 from ganggate.sim.apiserver.watch import Stored, clone, dumps
@@ -30,6 +30,8 @@ from ganggate.sim.apiserver.requests import IMMORTAL_NAMESPACES, MAX_UPDATE_ATTE
 
 class Writes:
     """The write pipeline; mixed into ApiServer, whose store, admission chain and clock it uses."""
+
+    _policies: admission_policy.PolicyChain | None = None  # made on first use
 
     # ---- writes: shared pieces ----------------------------------------------------------------------------
     def _check_body(self, target: Target, body: Any, expected_kind: str | None = None) -> dict[str, Any]:
@@ -114,6 +116,22 @@ class Writes:
             user_info=USER_INFO,
         )
 
+    def _validate_policies(self, operation: str, target: Target, obj: dict[str, Any] | None,
+                           old: dict[str, Any] | None, dry_run: bool) -> None:
+        """Validating admission by ValidatingAdmissionPolicies (apiserver/admission/policy.py), after the
+        object's own validation and before storage, as store.go's create/update/deleteValidation."""
+        if self._policies is None:
+            self._policies = admission_policy.PolicyChain(
+                lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
+                lambda name: self.store.get("namespaces", None, name))
+        info = target.info
+        meta = (obj if obj is not None else old or {}).get("metadata") or {}
+        admission_policy.add_warnings(self._policies.validate(admission_policy.Request(
+            operation, {"group": info.group, "version": info.version, "kind": info.kind},
+            {"group": info.group, "version": info.version, "resource": info.plural}, target.subresource,
+            meta.get("namespace", "") if info.namespaced else "", meta.get("name") or target.name or "",
+            obj, old, dry_run, USER_INFO)))
+
     def _invalid(self, info: ResourceInfo, obj: dict[str, Any], causes: list[errors.Cause]) -> errors.ApiError:
         name = (obj.get("metadata") or {}).get("name") or ""
         return errors.invalid(info.kind, name, causes, info.group)
@@ -159,6 +177,7 @@ class Writes:
             causes = services.allocate(obj, others)
         if causes:
             raise self._invalid(info, obj, causes)
+        self._validate_policies("CREATE", target, obj, None, dry_run)
         if info.namespaced:
             self._require_namespace(meta.get("namespace"))
         if dry_run:
@@ -261,6 +280,7 @@ class Writes:
             causes = validation.validate_update(info.kind, new, old, info.namespaced, target.subresource)
         if causes:
             raise self._invalid(info, new, causes)
+        self._validate_policies("UPDATE", target, new, old, dry_run)
         latest = self.store.lookup(info.key, target.namespace or "", target.name or "")
         if latest is None:
             raise errors.not_found(info.plural, target.name or "", info.group)
@@ -383,6 +403,7 @@ class Writes:
         if info.key == "namespaces" and target.name in IMMORTAL_NAMESPACES:
             raise errors.ApiError(403, "Forbidden", f'namespaces "{target.name}" is forbidden: this namespace may not be deleted',
                                   name=target.name, kind="namespaces")
+        self._validate_policies("DELETE", target, None, current, dry_run)
         strategy = strategies.for_key(info.key)
         policy = gc.propagation_policy(options, query, strategy.default_delete_policy if strategy else "Background")
         if info.key == "pods":

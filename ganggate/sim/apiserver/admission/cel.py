@@ -1,4 +1,7 @@
-"""A webhook's CEL matchConditions, compiled once per expression text and evaluated with cel-python.
+"""CEL for admission: webhook matchConditions, and expressions of ValidatingAdmissionPolicies.
+
+Each expression is compiled once per text (kubesim/apiserver/admission/cel_fast.py: closures over the request's plain
+JSON values; cel-python for the rest) and never per request.
 
 Semantics follow k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions/matcher.go:
 any condition that is false skips the webhook (even when others failed to evaluate); otherwise
@@ -21,7 +24,9 @@ from typing import Any, Mapping
 import celpy
 from celpy import celtypes
 
-_ENV = celpy.Environment()
+from ganggate.sim.apiserver.admission import cel_fast
+
+_ENV = cel_fast.ENVIRONMENT  # one parser: building celpy's LALR tables costs a second or more
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class Compiled:
 
     program: Any | None
     error: str | None
+    fast: Any | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,17 @@ _FUNCTIONS = {"_==_": heterogeneous_eq, "_!=_": heterogeneous_ne, "_in_": hetero
 
 @functools.lru_cache(maxsize=1024)
 def compile_expression(expression: str) -> Compiled:
-    """Compile a CEL expression once; the cache is keyed by its text."""
+    """Compile a CEL expression once; the cache is keyed by its text.
+
+    apiserver/admission/cel_fast.py compiles it into closures over plain JSON values (fast, no conversion per
+    request); CEL it does not implement is compiled by cel-python instead (slow, but complete).
+    """
+    try:
+        return Compiled(None, None, cel_fast.compile_cel(expression))
+    except cel_fast.Unsupported:
+        pass
+    except Exception as exc:  # celpy raises CELParseError and friends
+        return Compiled(None, f"compilation error: {_short(exc)}")
     try:
         return Compiled(_ENV.program(_ENV.compile(expression), functions=_FUNCTIONS), None)
     except Exception as exc:  # celpy raises CELParseError and friends
@@ -131,30 +147,76 @@ def compile_expression(expression: str) -> Compiled:
 def build_activation(
     obj: Mapping[str, Any] | None, old_obj: Mapping[str, Any] | None, request: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The CEL variables for one evaluation."""
-    return {
-        "object": celpy.json_to_cel(obj),
-        "oldObject": celpy.json_to_cel(old_obj),
-        "request": celpy.json_to_cel(dict(request)),
-        "namespaceObject": celpy.json_to_cel(None),
-    }
+    """The CEL variables for one evaluation, as plain JSON values (never copied or converted)."""
+    return {"object": obj, "oldObject": old_obj, "request": request, "namespaceObject": None}
+
+
+class EvaluationError(Exception):
+    """An expression failed to compile or to evaluate; the message is kube-apiserver's wording."""
+
+
+def _celpy_activation(activation: Mapping[str, Any]) -> dict[str, Any]:
+    """The activation converted to celtypes, for expressions only cel-python evaluates."""
+    out = {}
+    for name, value in activation.items():
+        if isinstance(value, Mapping) and not isinstance(value, dict):  # lazily evaluated variables
+            converted = {}
+            for key in value:
+                try:
+                    converted[key] = value[key]
+                except (EvaluationError, cel_fast.CelError):
+                    continue  # a variable that fails is absent: an expression using it fails too
+            value = converted
+        out[name] = celpy.json_to_cel(value)
+    return out
+
+
+def evaluate_value(expression: str, activation: Mapping[str, Any]) -> Any:
+    """The value of an expression (plain JSON-like Python values); EvaluationError when it has none."""
+    compiled = compile_expression(expression)
+    if compiled.fast is not None:
+        try:
+            return cel_fast.evaluate(compiled.fast, activation)
+        except cel_fast.CelError as exc:
+            raise EvaluationError(f"expression '{expression}' resulted in error: {exc}") from None
+    if compiled.program is None:
+        raise EvaluationError(compiled.error or "compilation error")
+    try:
+        result = compiled.program.evaluate(_celpy_activation(activation))
+    except Exception as exc:  # CELEvalError and anything the evaluator lets through
+        raise EvaluationError(f"expression '{expression}' resulted in error: {_short(exc)}") from None
+    if isinstance(result, celpy.CELEvalError):
+        raise EvaluationError(f"expression '{expression}' resulted in error: {_short(result)}")
+    return _plain(result)
+
+
+def _plain(value: Any) -> Any:
+    """A celtypes value as plain Python (BoolType before IntType: it subclasses int)."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, (celtypes.IntType, celtypes.UintType)):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.ListType):
+        return [_plain(v) for v in value]
+    if isinstance(value, celtypes.MapType):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
 
 
 def _evaluate_one(expression: str, activation: Mapping[str, Any]) -> bool | str:
     """True/False, or an error message."""
-    compiled = compile_expression(expression)
-    if compiled.program is None:
-        return compiled.error or "compilation error"
     try:
-        result = compiled.program.evaluate(dict(activation))
-    except Exception as exc:  # CELEvalError and anything the evaluator lets through
-        return f"expression '{expression}' resulted in error: {_short(exc)}"
-    if isinstance(result, celpy.CELEvalError):
-        return f"expression '{expression}' resulted in error: {_short(result)}"
-    if not isinstance(result, (bool, celtypes.BoolType)):
+        result = evaluate_value(expression, activation)
+    except EvaluationError as exc:
+        return str(exc)
+    if not isinstance(result, bool):
         # The real server rejects a non-bool expression when the configuration is written.
         return f"expression '{expression}' resulted in error: must evaluate to bool, got {type(result).__name__}"
-    return bool(result)
+    return result
 
 
 def evaluate_conditions(conditions: list[Mapping[str, Any]], activation: Mapping[str, Any]) -> ConditionsResult:
