@@ -176,6 +176,7 @@ class _GangNotice:
     message: str
     at: float
     told: set[str] = field(default_factory=set)  # pod uids that heard this reason
+    changes: int = -1  # the gang's Gang.changes when last told (-1: unknown)
 
 
 class WaitNotifier:
@@ -190,10 +191,25 @@ class WaitNotifier:
         self.repeat_seconds = repeat_seconds
         self._notices: dict[tuple[str, str], _GangNotice] = {}
 
+    def quiet(self, gang_key: tuple[str, str], reason: str, message: str, changes: int, now: float) -> bool:
+        """True when `targets` would choose no pod: the same reason and message as last told,
+        not due for a repeat, and the gang's pods (`Gang.changes`) as they were then. A round
+        asks it of every waiting gang before building the gang's pod list."""
+        notice = self._notices.get(gang_key)
+        return (notice is not None and notice.changes == changes and notice.reason == reason
+                and notice.message == message and now - notice.at < self.repeat_seconds)
+
     def targets(self, gang_key: tuple[str, str], reason: str, message: str,
-                pods: "list[PodInfo]", now: float) -> "list[PodInfo]":
+                pods: "list[PodInfo]", now: float, changes: int = -1) -> "list[PodInfo]":
         """The pods to send this (reason, message) to now (possibly none), oldest first;
-        records the sending."""
+        records the sending (and `changes`, the gang's Gang.changes, for `quiet`)."""
+        out = self._targets(gang_key, reason, message, pods, now)
+        if (notice := self._notices.get(gang_key)) is not None:
+            notice.changes = changes
+        return out
+
+    def _targets(self, gang_key: tuple[str, str], reason: str, message: str,
+                 pods: "list[PodInfo]", now: float) -> "list[PodInfo]":
         if not pods:
             return []
         ordered = sorted(pods, key=lambda p: (p.created, p.name))

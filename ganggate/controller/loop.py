@@ -528,8 +528,11 @@ class Controller:
             if gang is None:
                 continue
             live.append(waiting.gang_key)
+            if self.notifier.quiet(waiting.gang_key, waiting.event_reason, waiting.message, gang.changes, now):
+                continue  # told already, and nothing new to tell: no pod list built
             pods = [p for p in gang.pods.values() if not p.terminated]
-            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now)
+            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now,
+                                            gang.changes)
             if targets:
                 level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
                 log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)

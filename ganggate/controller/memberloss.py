@@ -30,7 +30,7 @@ from ganggate.controller.owners import OwnerLookup
 from ganggate.controller.protection import Protection
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import GangKey
-from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss
+from ganggate.core.lifecycle import MemberLoss, judge_loss
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)
@@ -185,11 +185,11 @@ class GangLifecycle:
                 log.warning("deleting %s: %s", pod_key, exc)
 
     def due_timeouts(self, now: float) -> list[tuple[GangKey, int]]:
-        """Gangs past their timeout and not reported yet (a read of every gang: it may run in
-        a round's worker thread)."""
+        """Gangs past their timeout and not reported yet (from the state's heap of timeouts,
+        core.tallies; it may run in a round's worker thread)."""
         skip = [k for k, created in list(self._timed_out.items())
                 if k in self.state.gangs and self.state.gangs[k].created == created]
-        return gangs_timed_out(self.state.gangs, now, skip)
+        return self.state.tallies.timed_out(self.state, now, skip)  # O(gangs past their timeout)
 
     def report_timeouts(self, found: list[tuple[GangKey, int]]) -> None:
         """One GangTimedOut Event and a WARNING per gang found by `due_timeouts`."""

@@ -12,7 +12,6 @@ from typing import Iterable
 
 from ganggate.core.cluster import ClusterState
 from ganggate.core.gangs import GangKey
-from ganggate.core.lifecycle import waiting_timeout
 
 # The core's tests are strict ("waited more than"): a round at the due instant itself would not
 # act yet, so the wake-up comes this much after it.
@@ -23,14 +22,7 @@ def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
              timed_out: Iterable[GangKey] = ()) -> float | None:
     """The earliest instant after `now` at which a round would act on time alone, or None.
 
-    timed_out: gangs already reported as timed out (they are not reported again).
+    timed_out: gangs already reported as timed out (they are not reported again). Read from the
+    heaps the state keeps as events come (core.tallies), not from a walk over every gang.
     """
-    reported = set(timed_out)
-    due = [p.deadline for p in state.promises.values()]
-    for key, gang in state.gangs.items():
-        if gang.state == "waiting" and gang.complete_since is not None:
-            due.append(gang.complete_since + starvation_seconds + PAST)
-        if key not in reported and (timeout := waiting_timeout(gang)) is not None:
-            due.append(gang.created + timeout + PAST)
-    ahead = [t for t in due if t > now]
-    return min(ahead) if ahead else None
+    return state.tallies.next_due(state, now, starvation_seconds, PAST, timed_out)

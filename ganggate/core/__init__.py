@@ -9,6 +9,7 @@ Lowest first (each module imports only those above it in this list):
   gangs       Gang: the pods of one gang and the state they add up to
   budgets     which PodDisruptionBudgets cover a pod (as evictions see them), and a gang
   losses      MemberLoss: a released gang member that stopped being one, and why
+  tallies     what a round reads of every node and gang (gauges, deadlines), kept by the events
   cluster     ClusterState: nodes, their use, gangs and promises, fed by watch events
   outcome     Decision, Waiting, Unfit: what a round returns
   capacity    Capacity: the nodes' free capacity as a round uses it up, indexed for best fit

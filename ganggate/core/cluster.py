@@ -32,6 +32,7 @@ from ganggate.core.nodematch import canonical_json, node_hostname, node_is_cordo
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
 from ganggate.core.resources import GPU, Resources, add_into, node_allocatable
+from ganggate.core.tallies import Tallies
 
 
 @dataclass(slots=True)
@@ -162,6 +163,13 @@ class ClusterState:
         self.dirty_nodes: set[str] = set()
         self.dirty_gangs: set[GangKey] = set()
         self.layout_version = 0
+        #: Sums over every node and gang and the deadlines ahead, kept by the same events
+        #: (core.tallies): what a round's gauges, timers and timeouts read.
+        self.tallies = Tallies()
+        #: Bumped by every change to nodes, pods or promises: equal values, the same picture.
+        self.version = 0
+        #: Gangs with a pod carrying a preemption reservation, with how many such pods.
+        self.reserving: dict[GangKey, int] = {}
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -205,6 +213,7 @@ class ClusterState:
         """`reset` from nodes and pods already read (an informer reads each page of a list as
         it comes, not the whole list at once); None keeps the current ones, so a relist of one
         kind rebuilds the picture with the other as it is."""
+        self.version += 1
         nodes = list(self.nodes.values()) if nodes is None else nodes
         pods = list(self.pods.values()) if pods is None else pods
         old_promises = self.promises
@@ -213,6 +222,7 @@ class ClusterState:
         self._used, self._promised = {}, {}
         self._bound_cards, self._promised_cards = {}, {}
         self.dirty_nodes, self.dirty_gangs = set(), set()
+        self.tallies, self.reserving = Tallies(), {}
         for node in nodes:
             self._put_node(node)
         touched: set[GangKey] = set()
@@ -236,15 +246,18 @@ class ClusterState:
 
     def apply_node(self, event_type: str, node: dict) -> None:
         """A node ADDED, MODIFIED or DELETED."""
+        self.version += 1
         name = (node.get("metadata") or {}).get("name") or ""
         if event_type == "DELETED":
             if self.nodes.pop(name, None) is not None:
                 self.layout_version += 1
+                self._mark_node(name)
         else:
             self._upsert_node(node)
 
     def apply_pod(self, event_type: str, pod: dict) -> None:
         """A pod ADDED, MODIFIED or DELETED; events for one pod may come in any order."""
+        self.version += 1
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
         touched: set[GangKey] = set()
@@ -299,13 +312,13 @@ class ClusterState:
         fail to bind, and its gang can be rolled forward.
         """
         by_gang: dict[GangKey, list[str]] = {}
-        for key, promise in list(self.promises.items()):
-            if promise.deadline <= now:
-                pod = self.pods.get(key)
-                if pod is not None and not pod.gated:
-                    by_gang.setdefault(promise.gang_key, []).append(key)
-                    self._expired.add((key, promise.uid))
-                self._end_promise(key)
+        for key in self.tallies.expired_promises(self, now):  # a heap of deadlines: O(expired)
+            promise = self.promises[key]
+            pod = self.pods.get(key)
+            if pod is not None and not pod.gated:
+                by_gang.setdefault(promise.gang_key, []).append(key)
+                self._expired.add((key, promise.uid))
+            self._end_promise(key)
         return [(gang, sorted(keys)) for gang, keys in sorted(by_gang.items())]
 
     def cancel_promises(self, pod_keys: Iterable[str]) -> None:
@@ -331,8 +344,7 @@ class ClusterState:
         info.used = self._used.setdefault(name, {})
         info.promised = self._promised.setdefault(name, {})
         self.nodes[name] = info
-        if self.track_changes:
-            self.dirty_nodes.add(name)
+        self._mark_node(name)
         if old is None or (old.filter_key, old.allocatable, old.card_totals, old.labels) != (
             info.filter_key, info.allocatable, info.card_totals, info.labels
         ):
@@ -346,8 +358,7 @@ class ClusterState:
             self.terminating[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
-            if self.track_changes:
-                self.dirty_nodes.add(info.node_name)
+            self._mark_node(info.node_name)
             if info.gpu_card is not None:
                 self._bound_cards.setdefault(info.node_name, {})[info.key] = info.gpu_card
         gang_key = self.gang_of(info)
@@ -357,6 +368,8 @@ class ClusterState:
                 gang = self.gangs[gang_key] = Gang(namespace=gang_key[0], name=gang_key[1], key=gang_key)
             gang.add(info)
             touched.add(gang_key)
+            if info.reservation is not None:
+                self.reserving[gang_key] = self.reserving.get(gang_key, 0) + 1
 
     def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods.pop(info.key, None)
@@ -364,24 +377,37 @@ class ClusterState:
         self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, -1)
-            if self.track_changes:
-                self.dirty_nodes.add(info.node_name)
+            self._mark_node(info.node_name)
             self._bound_cards.get(info.node_name, {}).pop(info.key, None)
         gang_key = self.gang_of(info)
         if gang_key is not None and gang_key in self.gangs:
             self.gangs[gang_key].discard(info.key)
             touched.add(gang_key)
+            if info.reservation is not None:
+                left = self.reserving.get(gang_key, 0) - 1
+                if left > 0:
+                    self.reserving[gang_key] = left
+                else:
+                    self.reserving.pop(gang_key, None)
 
     def _refresh_gang(self, key: GangKey) -> None:
+        self.version += 1
         if self.track_changes:
             self.dirty_gangs.add(key)
         gang = self.gangs.get(key)
-        if gang is None:
-            return
-        if not gang.pods:
+        if gang is not None and not gang.pods:
             del self.gangs[key]
-            return
-        gang.refresh()
+            gang = None
+        if gang is not None:
+            gang.refresh()
+        self.tallies.gang(key, gang)
+
+    def _mark_node(self, name: str) -> None:
+        """The node, or its used or promised capacity, changed: tell whoever keeps track."""
+        self.version += 1
+        if self.track_changes:
+            self.dirty_nodes.add(name)
+        self.tallies.node(self, name)
 
     @staticmethod
     def _awaits_binding(pod: PodInfo) -> bool:
@@ -389,24 +415,25 @@ class ClusterState:
 
     def _hold(self, promise: Promise) -> None:
         self.promises[promise.pod_key] = promise
+        self.version += 1
+        self.tallies.promise(promise.pod_key, promise.deadline)
         if self.track_changes:
             self.dirty_gangs.add(promise.gang_key)
         if promise.node is not None:
             _add(self._promised, promise.node, promise.request, 1)
-            if self.track_changes:
-                self.dirty_nodes.add(promise.node)
+            self._mark_node(promise.node)
             if promise.card is not None:
                 self._promised_cards.setdefault(promise.node, {})[promise.pod_key] = promise.card
 
     def _end_promise(self, pod_key: str) -> None:
         promise = self.promises.pop(pod_key, None)
         if promise is not None:
+            self.version += 1
             if self.track_changes:
                 self.dirty_gangs.add(promise.gang_key)
         if promise is not None and promise.node is not None:
             _add(self._promised, promise.node, promise.request, -1)
-            if self.track_changes:
-                self.dirty_nodes.add(promise.node)
+            self._mark_node(promise.node)
             self._promised_cards.get(promise.node, {}).pop(pod_key, None)
 
     def _rebuild_promise(self, pod: PodInfo) -> None:

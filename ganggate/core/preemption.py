@@ -104,8 +104,8 @@ def plan_preemption(
         name = f"{gang.key[0]}/{gang.key[1]}"
         if gang.key in reservations or name in busy_names:
             continue  # one preemption in flight per preemptor
-        if not options.ordinary_pods and not any(
-                g.priority < gang.priority and g.state in ("running", "released") for g in state.gangs.values()):
+        lowest = state.tallies.lowest_preemptible_priority()  # kept by the events: no walk over the gangs
+        if not options.ordinary_pods and (lowest is None or lowest >= gang.priority):
             continue  # nothing it could preempt: say nothing
         if never_preempts(gang):
             reasons.append(NoPreemption(gang.key, "its preemptionPolicy is Never"))
