@@ -94,7 +94,8 @@ class Controller:
         self.preemptor = None if config.preemption == "off" or config.policy != "plan" else Preemptor(
             self.core, client.PolicyV1Api(api_client), self.state, self.events, self.metrics,
             options=PreemptionOptions(bare_pods=config.preempt_bare_pods, ordinary_pods=config.preempt_ordinary_pods),
-            timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
+            timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act,
+            capacity=self._kept_capacity)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         # No store of objects besides the state (issue #11): a list is read page by page into
@@ -144,6 +145,11 @@ class Controller:
 
     def _may_act(self) -> bool:
         return self.is_leader
+
+    def _kept_capacity(self) -> Any:
+        """The incremental rounds' Capacity brought up to date (the preemption search reads it
+        instead of building one from the whole state), or None."""
+        return self.incremental.capacity_now(self.state) if self.incremental is not None else None
 
     def ready(self) -> bool | str:
         """True when synced and leading; else why not (the /readyz body)."""

@@ -98,6 +98,7 @@ class IncrementalRounds:
         self._starving_at: list[tuple[float, GangKey]] = []  # (complete_since, gang) of kept Waitings
         self._in_heap: dict[GangKey, float] = {}  # what _starving_at holds for a gang, once
         self._changed_last: set[str] = set()  # nodes any take of the last round changed
+        self._refreshed: set[str] = set()  # nodes capacity_now brought up to date since the last round
         self.full_rounds = 0
         self.incremental_rounds = 0
         self.turns = 0
@@ -139,8 +140,9 @@ class IncrementalRounds:
             stale: set[str] | None = None  # everything
             self.full_rounds += 1
         else:
-            stale = self._refresh(state, dirty_nodes) | self._changed_last
+            stale = self._refresh(state, dirty_nodes) | self._changed_last | self._refreshed
             self.incremental_rounds += 1
+        self._refreshed = set()
         self._context = context
         decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds)
         return decisions, list(self._status.values()) + waiting
@@ -177,8 +179,20 @@ class IncrementalRounds:
         if _preempting(gang):
             self._preempting.add(key)
 
+    def capacity_now(self, state: ClusterState) -> Capacity | None:
+        """The kept Capacity brought up to date with the state, for a read between rounds (the
+        preemption search: it must give back whatever it takes, Capacity.start_round/rewind);
+        None when none is kept (the last round was a fallback) or the node layout changed. The
+        nodes it updates count as changed for the next round, as the watch's would."""
+        if self.capacity is None or self._layout != state.layout_version or not state.track_changes:
+            return None
+        dirty, state.dirty_nodes = state.dirty_nodes, set()
+        self._refreshed |= self._refresh(state, dirty)
+        return self.capacity
+
     def _forget(self) -> None:
         self.capacity, self._context, self._changed_last = None, None, set()
+        self._refreshed = set()
         self._kept, self._by_index, self._indexes, self._starving_at, self._in_heap = {}, {}, {}, [], {}
         self._unkept = set(self._ready)
 

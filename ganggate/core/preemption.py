@@ -12,6 +12,7 @@ gang; never for a gang that would fit by waiting for pods already terminating. P
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping, Sequence
 
@@ -20,7 +21,7 @@ from ganggate.core.cluster import ClusterState
 from ganggate.core.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.explain import plural
 from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.ordering import release_candidates, round_order
+from ganggate.core.ordering import release_candidates, round_key
 from ganggate.core.outcome import Unfit, Waiting
 from ganggate.core.pods import PodInfo
 from ganggate.core.reservation import Reservation, active_reservations, hold
@@ -87,39 +88,57 @@ def plan_preemption(
     now: float,
     options: PreemptionOptions = PreemptionOptions(),
     busy: Collection[str] = (),
+    base: Capacity | None = None,
 ) -> tuple[PreemptionPlan | None, list[NoPreemption]]:
     """At most one preemption for this round, for the first waiting gang (in round order) for
     which one helps; and why the gangs tried before it preempt nothing.
 
     `waitings` are the round's (from `decide`, after its decisions were promised); `busy`
     names gangs ("ns/name") and pods ("pod ns/name") being preempted or preempting right now.
+    `base`: the cluster's free capacity kept between rounds and up to date (core.incremental's),
+    used and given back instead of building one from the whole state; None builds one.
     """
+    lowest = state.tallies.lowest_preemptible_priority()  # kept by the events: no walk over the gangs
+    if not options.ordinary_pods and lowest is None:
+        return None, []  # no gang runs: nothing to preempt, nothing to say
     reservations = active_reservations(state, now)
     busy_names = set(busy) | {v for r in reservations.values() for v in r.victims}
     unfit = {w.gang_key for w in waitings if w.event_reason == "GangUnschedulable"}
-    gangs = [g for k in unfit if (g := state.gangs.get(k)) is not None and g.state == "waiting"]
+    # A gang of priority no higher than every running gang's preempts nothing and says nothing;
+    # round order puts every gang above it first, so leaving it out changes no gang's turn.
+    gangs = [g for k in unfit if (g := state.gangs.get(k)) is not None and g.state == "waiting"
+             and (options.ordinary_pods or (lowest is not None and g.priority > lowest))]
     reasons: list[NoPreemption] = []
-    rivals = find_rivals(state)
-    for gang in round_order(gangs)[: options.max_preemptors]:
+    rivals = find_rivals(state) if gangs else []
+    for gang in heapq.nsmallest(options.max_preemptors, gangs, key=round_key):  # round_order's first few
         name = f"{gang.key[0]}/{gang.key[1]}"
         if gang.key in reservations or name in busy_names:
             continue  # one preemption in flight per preemptor
-        lowest = state.tallies.lowest_preemptible_priority()  # kept by the events: no walk over the gangs
-        if not options.ordinary_pods and (lowest is None or lowest >= gang.priority):
-            continue  # nothing it could preempt: say nothing
         if never_preempts(gang):
             reasons.append(NoPreemption(gang.key, "its preemptionPolicy is Never"))
             continue
-        capacity = _base_capacity(state, reservations)
-        result = _plan_for(gang, state, capacity, rivals, options, busy_names)
+        capacity = _base_capacity(state, reservations, base)
+        try:
+            result = _plan_for(gang, state, capacity, rivals, options, busy_names)
+        finally:
+            if base is not None:
+                base.rewind()  # the kept capacity is the cluster's again
         if isinstance(result, PreemptionPlan):
             return result, reasons
         reasons.append(NoPreemption(gang.key, result))
     return None, reasons
 
 
-def _base_capacity(state: ClusterState, reservations: Mapping[GangKey, Reservation]) -> Capacity:
-    capacity = Capacity.from_state(state)
+def _base_capacity(state: ClusterState, reservations: Mapping[GangKey, Reservation],
+                   base: Capacity | None = None) -> Capacity:
+    """The cluster's free capacity less the reservations: `base` (a Capacity kept up to date
+    with the state, core.incremental), every take from now on undone by its rewind(); else one
+    built from the whole state."""
+    if base is not None:
+        base.start_round()
+        capacity = base
+    else:
+        capacity = Capacity.from_state(state)
     for reservation in reservations.values():
         hold(capacity, state, reservation)
     return capacity
