@@ -199,6 +199,11 @@ class WaitNotifier:
         return (notice is not None and notice.changes == changes and notice.reason == reason
                 and notice.message == message and now - notice.at < self.repeat_seconds)
 
+    def due(self, gang_key: tuple[str, str], now: float) -> bool:
+        """True when the gang's unchanged message is due to be repeated on its first pod."""
+        notice = self._notices.get(gang_key)
+        return notice is not None and now - notice.at >= self.repeat_seconds
+
     def targets(self, gang_key: tuple[str, str], reason: str, message: str,
                 pods: "list[PodInfo]", now: float, changes: int = -1) -> "list[PodInfo]":
         """The pods to send this (reason, message) to now (possibly none), oldest first;

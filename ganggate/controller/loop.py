@@ -36,7 +36,8 @@ from ganggate.controller.bindtimeout import BindTimeouts
 from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.explain import plural
-from ganggate.controller.events import EventRecorder, WaitNotifier
+from ganggate.controller.events import EventRecorder
+from ganggate.controller.waitreport import WaitReport
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
@@ -79,7 +80,8 @@ class Controller:
                                   topology_levels=config.topology_levels)
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
                                     metrics=self.metrics, host=self.identity, clock=clock)
-        self.notifier = WaitNotifier()
+        self.waits = WaitReport()  # the waiting gangs' Events: controller.waitreport
+        self.notifier = self.waits.notifier
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
         # Rounds that re-plan only what changed since the last (core.incremental), or full ones.
         self.incremental = IncrementalRounds() if config.rounds == "incremental" else None
@@ -528,20 +530,6 @@ class Controller:
     # ---- waiting ------------------------------------------------------------------------
 
     def _report_waiting(self, waitings: list[Any], now: float) -> None:
-        live = []
-        for waiting in waitings:
-            gang = self.state.gangs.get(waiting.gang_key)
-            if gang is None:
-                continue
-            live.append(waiting.gang_key)
-            if self.notifier.quiet(waiting.gang_key, waiting.event_reason, waiting.message, gang.changes, now):
-                continue  # told already, and nothing new to tell: no pod list built
-            pods = [p for p in gang.pods.values() if not p.terminated]
-            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now,
-                                            gang.changes)
-            if targets:
-                level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
-                log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)
-            for pod in targets:
-                self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
-        self.notifier.forget_except(live)
+        """GangWaiting / GangUnschedulable Events for what is new (controller.waitreport)."""
+        self.waits.report(waitings, now, self.state.gangs,
+                          lambda pod, reason, message: self.events.emit(pod, reason, message, log_it=False))
