@@ -235,6 +235,10 @@ class WaitNotifier:
                     out.append(pod)
         return out
 
+    def forget(self, gang_key: tuple[str, str]) -> None:
+        """Drop the notice of a gang no longer waiting (told anew if it waits again)."""
+        self._notices.pop(gang_key, None)
+
     def forget_except(self, live: Iterable[tuple[str, str]]) -> None:
         """Drop notices of gangs no longer waiting."""
         keep = set(live)

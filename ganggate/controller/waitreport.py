@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import heapq
 import logging
+from itertools import compress
+from operator import not_
 from typing import Any, Callable, Mapping, Sequence
 
 from ganggate.controller.events import WaitNotifier
@@ -29,23 +31,25 @@ class WaitReport:
     def __init__(self, notifier: WaitNotifier | None = None) -> None:
         self.notifier = notifier or WaitNotifier()
         self._told: dict[GangKey, Any] = {}  # gang -> the Waiting last handed to the notifier
+        self._told_ids: dict[int, Any] = {}  # id() -> the same Waitings (held, so ids stay theirs)
         self._repeats: list[tuple[float, GangKey]] = []  # (when a repeat falls due, gang)
 
     def report(self, waitings: Sequence[Any], now: float, gangs: Mapping[GangKey, Any],
                emit: Callable[[Any, str, str], None]) -> None:
         """Tell what is new in this round's `waitings` (emit(pod, reason, message) per pod);
         forget the gangs that no longer wait."""
-        told = self._told
-        fresh = [w for w in waitings if told.get(w.gang_key) is not w]
-        matched = len(waitings) - len(fresh)
+        told, told_ids = self._told, self._told_ids
+        ids = list(map(id, waitings))
+        # What was not told as is (in the round's order) and what was told and is not given
+        # again: set and iterator operations, no Python step per waiting gang.
+        fresh = list(compress(waitings, map(not_, map(told_ids.__contains__, ids))))
+        stale = [told_ids.pop(i) for i in told_ids.keys() - set(ids)]
         for waiting in fresh:
-            if self._tell(waiting, now, gangs, emit):
-                matched += 1
-        if len(told) > matched:  # some gang no longer waits: forget it (a read of every waiting)
-            live = {w.gang_key for w in waitings}
-            for key in [k for k in told if k not in live]:
-                del told[key]
-            self.notifier.forget_except(live)
+            self._tell(waiting, now, gangs, emit)
+        for waiting in stale:  # not given this round: replaced by a fresh one, or no longer waiting
+            if told.get(waiting.gang_key) is waiting:
+                del told[waiting.gang_key]
+                self.notifier.forget(waiting.gang_key)
         repeats = self._repeats
         while repeats and repeats[0][0] <= now:
             _, key = heapq.heappop(repeats)
@@ -57,11 +61,15 @@ class WaitReport:
               emit: Callable[[Any, str, str], None]) -> bool:
         """Hand one Waiting to the notifier; False when its gang is gone."""
         key = waiting.gang_key
+        old = self._told.pop(key, None)
+        if old is not None and old is not waiting:
+            self._told_ids.pop(id(old), None)
         gang = gangs.get(key)
         if gang is None:
-            self._told.pop(key, None)
+            self.notifier.forget(key)
             return False
         self._told[key] = waiting
+        self._told_ids[id(waiting)] = waiting
         if self.notifier.quiet(key, waiting.event_reason, waiting.message, gang.changes, now):
             return True  # told already, and nothing new to tell: no pod list built
         pods = [p for p in gang.pods.values() if not p.terminated]

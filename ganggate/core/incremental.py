@@ -92,6 +92,7 @@ class IncrementalRounds:
         self._preempting: set[GangKey] = set()
         # Answers kept for the next round, and the ready gangs without one (planned every round).
         self._kept: dict[GangKey, _Kept] = {}
+        self._kept_waitings: dict[GangKey, Waiting] = {}  # the kept Waitings alone (a round hands them back)
         self._unkept: set[GangKey] = set()
         self._by_index: dict[int, set[GangKey]] = {}  # id(NodeIndex) -> gangs kept on it
         self._indexes: dict[int, NodeIndex] = {}
@@ -194,6 +195,7 @@ class IncrementalRounds:
         self.capacity, self._context, self._changed_last = None, None, set()
         self._refreshed = set()
         self._kept, self._by_index, self._indexes, self._starving_at, self._in_heap = {}, {}, {}, [], {}
+        self._kept_waitings = {}
         self._unkept = set(self._ready)
 
     def _refresh(self, state: ClusterState, dirty_nodes: set[str]) -> set[str]:
@@ -273,7 +275,10 @@ class IncrementalRounds:
                         if id(index) not in triggered:  # once: it sends every later gang on it
                             triggered.add(id(index))
                             self._replan_after(turn, index, turns, order)
-        waiting.extend(k.waiting for key, k in self._kept.items() if k.waiting is not None and key not in turns)
+        reused = dict(self._kept_waitings)  # (copies and set operations: no Python step per kept gang)
+        for key in turns.intersection(reused):
+            del reused[key]
+        waiting.extend(reused.values())
         capacity.rewind()  # the kept capacity is the cluster's again
         self._changed_last = ever
         self.turns = len(turns)
@@ -299,6 +304,7 @@ class IncrementalRounds:
         pods = release_candidates(gang)
         indexes = {id(i): i for i in (capacity.index(p) for p in {p.constraint_key: p for p in pods}.values())}
         self._kept[gang.key] = _Kept(waiting, tuple(indexes.values()))
+        self._kept_waitings[gang.key] = waiting
         self._unkept.discard(gang.key)
         for i, index in indexes.items():
             self._by_index.setdefault(i, set()).add(gang.key)
@@ -308,6 +314,7 @@ class IncrementalRounds:
             heapq.heappush(self._starving_at, (gang.complete_since, gang.key))
 
     def _drop(self, key: GangKey) -> None:
+        self._kept_waitings.pop(key, None)
         kept = self._kept.pop(key, None)
         if kept is not None:
             if key in self._ready:
