@@ -237,6 +237,8 @@ def _free(capacity: Capacity, freed: Sequence[tuple[str, Resources]], sign: int)
 
 def _fits(pods: Sequence[PodInfo], capacity: Capacity, need: int, rivals: Rivals) -> bool:
     """Whether the gang's plan fits now (nothing stays taken from capacity)."""
+    if not _may_fit(pods, capacity, need):
+        return False
     result, _ = place_uncontested(pods, capacity, need, rivals)
     if isinstance(result, Unfit):
         return False
@@ -244,6 +246,18 @@ def _fits(pods: Sequence[PodInfo], capacity: Capacity, need: int, rivals: Rivals
     for key, node in result.items():
         capacity.take(node, by_key[key].request, -1)
     return True
+
+
+def _may_fit(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> bool:
+    """False when the gang cannot fit, by a count alone: its pods all of one constraint and one
+    GPU amount, and fewer than `need` such pods fit by free GPUs on the nodes they may use
+    (NodeIndex.room_for, an upper bound). The search adds victims one at a time and asks after
+    each whether the gang fits: most answers are this cheap no, not a packing."""
+    first = pods[0] if pods else None
+    if first is None or first.gpu <= 0 or any(p.gpu != first.gpu or p.constraint_key != first.constraint_key
+                                              for p in pods):
+        return True
+    return capacity.index(first).room_for(first.gpu) >= need
 
 
 def plan_message(gang: Gang, victims: Sequence[Victim], placement: Mapping[str, str]) -> str:
