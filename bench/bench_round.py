@@ -48,11 +48,11 @@ from bench.bench_decide import build  # noqa: E402
 from ganggate.contract import DECISION_ANNOTATION, GROUP_NAME  # noqa: E402
 from ganggate.controller import offloop  # noqa: E402
 from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.core import capacity as capacity_module  # noqa: E402
-from ganggate.core.cluster import NodeInfo, PodInfo  # noqa: E402
-from ganggate.core.gpushare import cards_of  # noqa: E402
+from ganggate.core.placement import capacity as capacity_module  # noqa: E402
+from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
+from ganggate.core.fit.gpushare import cards_of  # noqa: E402
 from ganggate.core.planner import decide  # noqa: E402
-from ganggate.core.snapshot import make_pod  # noqa: E402
+from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
 NOW = 1704067200.0 + 300  # nobody has waited 300 s: no gang starves
 

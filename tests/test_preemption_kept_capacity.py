@@ -3,11 +3,11 @@ from the whole state, and gives back everything it took (the next round sees the
 
 from __future__ import annotations
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.incremental import IncrementalRounds
-from ganggate.core.preemption import plan_preemption
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.policy.preemption import plan_preemption
+from ganggate.core.state.snapshot import make_node, make_pod
 
 NOW = 1704067200.0 + 60
 

@@ -62,7 +62,7 @@ def test_the_check_catches_imports_at_any_depth(tmp_path):
         "import ganggate.sim.clock\n"
         "from ganggate.sim import quantity\n"
         "def f():\n"
-        "    from ganggate.core.resources import pod_requests\n"
+        "    from ganggate.core.fit.resources import pod_requests\n"
         "    import ganggate.contract\n"
         "class C:\n"
         "    def g(self):\n"
@@ -70,7 +70,7 @@ def test_the_check_catches_imports_at_any_depth(tmp_path):
         "        from . import store\n"
     )
     assert foreign_ganggate_imports(sample) == [
-        "sample.py:4 imports ganggate.core.resources",
+        "sample.py:4 imports ganggate.core.fit.resources",
         "sample.py:5 imports ganggate.contract",
         "sample.py:8 imports ganggate.core",
     ]

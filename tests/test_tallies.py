@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from ganggate.contract import GROUP_TIMEOUT_SECONDS
 from ganggate.controller.metrics import Metrics
 from ganggate.controller.timers import PAST, next_due
-from ganggate.core.cluster import ClusterState
-from ganggate.core.lifecycle import gangs_timed_out, waiting_timeout
-from ganggate.core.resources import GPU
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.lifecycle import gangs_timed_out, waiting_timeout
+from ganggate.core.fit.resources import GPU
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0
 NODES = 3
