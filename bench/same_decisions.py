@@ -119,7 +119,8 @@ def replay(root: Path, args: list[str], out: Path) -> dict[str, str]:
 def same_replays(other: Path, traces: list[str], limit: int, jobs: int) -> int:
     """Replay each trace with both checkouts; print and count the replays that differ."""
     runs = [("synthetic", ["--synth", "--jobs", str(jobs)])]
-    runs += [(Path(t).name, ["--alibaba", str(t), "--limit", str(limit)]) for t in traces]
+    runs += [(Path(t).name, ["--alibaba", str(t), "--limit", str(limit), "--nodes", "16", "--node-cpu", "128",
+                              "--node-memory", "1Ti"]) for t in traces]  # (docs/replay.md's cluster for it)
     differ = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, replay_args in runs:
