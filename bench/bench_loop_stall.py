@@ -9,9 +9,10 @@ sleeps 1 ms at a time and records how late it wakes (the stall: how long anythin
 loop, a watch read, a lease renewal, a metrics scrape, would have waited). No API server is
 involved: releases are not sent (the decisions are the same every round), so the figure is the
 planning and the round's own work on the loop. A first run without rounds (`idle`) gives the
-stall the machine and the feeder cause alone; a last run (`relist`) has every round follow a
-relist of all the pods, as after a 410 Gone (pages read into PodInfo with an await between
-them, then the controller's picture rebuilt; the pages' JSON parsing is not included). Prints
+stall the machine and the feeder cause alone; two last runs have every round follow a relist of
+all the pods, as after a 410 Gone (pages read into PodInfo with an await between them, then the
+controller's picture rebuilt; the pages' JSON parsing is not included): `relist` rebuilds it in
+a worker thread (the default, with --planning=thread), `relist-loop` on the loop (the old path). Prints
 the longest and the 99th-percentile stall, the round time, and the load average beside them
 (the machine may be shared).
 
@@ -53,7 +54,7 @@ async def relist(controller: Controller, pods: list[dict], page: int = 500) -> N
     for start in range(0, len(pods), page):
         await asyncio.sleep(0)
         items.extend(PodInfo.from_pod(p) for p in pods[start:start + page])
-    controller._on_pod_list(items)
+    await controller._relist_pods(items)  # as the informer awaits it (off the loop with --planning=thread)
     await asyncio.sleep(0)
 
 
@@ -62,7 +63,7 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     from kubernetes_asyncio import client
 
     api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))  # never called
-    mode = {"idle": "loop", "relist": "thread"}.get(planning, planning)
+    mode = {"idle": "loop", "relist": "thread", "relist-loop": "loop"}.get(planning, planning)
     controller = Controller(api, ControllerConfig(leader_election=False, planning=mode, preemption="off",
                                                   protect_running_gangs=False))
     controller._start_release = lambda decision, now: None  # no API: decide the same each round
@@ -93,10 +94,13 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     now = time.time()
     while time.perf_counter() < deadline:
         started = time.perf_counter()
-        if planning == "relist":  # a 410: the pods listed again, page by page, while rounds go on
+        if planning.startswith("relist"):  # a 410: the pods listed again, page by page, while rounds go on
             await relist(controller, pods)
             rounds.append(time.perf_counter() - started)
-            await controller.round_off_loop(now)
+            if planning == "relist":
+                await controller.round_off_loop(now)
+            else:
+                controller.round(now)
             continue
         if planning == "idle":  # no rounds: the stall the machine and the feeder cause alone
             await asyncio.sleep(0.05)
@@ -133,10 +137,11 @@ if __name__ == "__main__":
     parser.add_argument("--nodes", type=int, default=20000, help="nodes of 8 GPUs (default 20000)")
     parser.add_argument("--waiting-pods", type=int, default=100000, help="waiting gated pods (default 100000)")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long each mode runs (default 10)")
-    parser.add_argument("--planning", nargs="+", default=["idle", "loop", "thread", "relist"],
-                        choices=["idle", "loop", "thread", "relist"],
+    parser.add_argument("--planning", nargs="+", default=["idle", "loop", "thread", "relist-loop", "relist"],
+                        choices=["idle", "loop", "thread", "relist-loop", "relist"],
                         help="idle: no rounds (the machine's own noise); loop: decide() on the event loop (the "
                         "old path); thread: in a worker thread; relist: rounds in a worker thread, each after a "
-                        "relist of every pod (a 410), the relist's time in the 'round' column (default: all four)")
+                        "relist of every pod (a 410), the relist's time in the 'round' column, its picture rebuilt in a worker "
+                        "thread; relist-loop: the same on the event loop, rounds too (the old path) (default: all five)")
     logging.basicConfig(level=logging.ERROR)
     asyncio.run(main(parser.parse_args()))

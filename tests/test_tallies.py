@@ -156,3 +156,33 @@ def test_tallies_agree_with_a_walk_over_the_whole_state(steps) -> None:
         elif kind == "relist":
             state.reset(list(nodes.values()), list(pods.values()))
         _check(state, now, reported)
+
+
+def test_a_relist_rebuilt_aside_and_adopted_is_the_relist_made_in_place() -> None:
+    """What the controller does off the loop (ClusterState.rebuilt, then adopt) leaves the same
+    picture as replace: promises kept, gangs, free capacity, tallies, a new layout."""
+    nodes = [make_node(f"n{i}", gpus=8) for i in range(2)]
+    pods = [make_pod(f"w-{i}", namespace="ml", gang="g", pod_num=2, gpus=4) for i in range(2)]
+    pods.append(make_pod("run", namespace="busy", gpus=2, node_name="n1", phase="Running"))
+    states = []
+    for _ in range(2):
+        state = ClusterState()
+        state.reset(nodes, pods)
+        state.promise(("ml", "g"), {"ml/w-0": "n0", "ml/w-1": "n0"}, T0 + 60)
+        for key in ("ml/w-0", "ml/w-1"):  # released: the gates gone, not bound yet
+            pod = copy.deepcopy(next(p for p in pods if f"ml/{p['metadata']['name']}" == key))
+            pod["spec"]["schedulingGates"] = []
+            state.apply_pod("MODIFIED", pod)
+        states.append(state)
+    in_place, aside = states
+    listed = list(in_place.pods.values())
+    layout = in_place.layout_version
+    in_place.replace(None, listed)
+    holder = aside  # (another component's reference to the same object)
+    aside.adopt(aside.rebuilt(None, list(aside.pods.values())))
+    assert holder is aside and aside.layout_version == in_place.layout_version > layout
+    assert sorted(aside.promises) == sorted(in_place.promises) == ["ml/w-0", "ml/w-1"]
+    assert {k: g.state for k, g in aside.gangs.items()} == {k: g.state for k, g in in_place.gangs.items()}
+    assert {n: aside.free(n) for n in aside.nodes} == {n: in_place.free(n) for n in in_place.nodes}
+    for state in (aside, in_place):
+        _check(state, T0 + 10, set())

@@ -103,10 +103,10 @@ class Controller:
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
         max_pod_num = config.max_pod_num
-        self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_node_list,
+        self.nodes = Informer(self.core.list_node, "nodes", on_list=self._relist_nodes,
                               on_event=self._on_node_event, metrics=self.metrics,
                               convert=NodeInfo.from_node, keep_store=False)
-        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._on_pod_list,
+        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._relist_pods,
                              on_event=self._on_pod_event, metrics=self.metrics,
                              convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False)
         self.leader: LeaderElector | None = None
@@ -127,6 +127,9 @@ class Controller:
         self._last_loop = time.monotonic()
         self._held = False
         self._changes = ChangeBuffer()  # holds state changes while a round plans off the loop
+        # Held by whatever reads the whole state in a worker thread (a round, a relist's rebuild):
+        # one at a time, each holding the changes that arrive meanwhile (self._changes).
+        self._exclusive = asyncio.Lock()
         self._last_pass = float("-inf")  # time.monotonic() of the last pass (a round or the gauges)
         self._timer: asyncio.Task | None = None  # wakes the loop when a deadline falls (timers)
         self._timer_due: float | None = None
@@ -208,6 +211,38 @@ class Controller:
 
     def _on_pod_list(self, pods: list[PodInfo]) -> None:
         self._changes.apply(self._replace, None, pods)
+        self._poke()
+
+    async def _relist_nodes(self, nodes: list[NodeInfo]) -> None:
+        await self._relist(nodes, None)
+
+    async def _relist_pods(self, pods: list[PodInfo]) -> None:
+        await self._relist(None, pods)
+
+    async def _relist(self, nodes: list[NodeInfo] | None, pods: list[PodInfo] | None) -> None:
+        """A relist's picture rebuilt in a worker thread (with --planning=thread), the changes that
+        arrive meanwhile held and applied after it, in order: at 100,000 pods the rebuild takes
+        seconds, which on the loop would stall every watch, lease renewal and release."""
+        if self.config.planning != "thread":
+            self._changes.apply(self._replace, nodes, pods)
+            self._poke()
+            return
+        async with self._exclusive:
+            self._changes.planning = True
+            try:
+                state, bypass = self.state, self.bypass
+
+                def rebuild() -> Any:
+                    new = state.rebuilt(nodes, pods)
+                    bypass.reset(new.pods.values())
+                    return new
+
+                self.state.adopt(await asyncio.to_thread(rebuild))
+                gc.freeze()  # (see _replace)
+            except BaseException:
+                self._changes.flush()
+                raise
+            await self._changes.drain()
         self._poke()
 
     def _replace(self, nodes: list[NodeInfo] | None, pods: list[PodInfo] | None) -> None:
@@ -335,6 +370,10 @@ class Controller:
         """`round`, with `decide()` in a worker thread: the loop stays free while it plans, and
         the state changes that arrive meanwhile are applied after the round. A leader whose
         lease lapsed while it planned (or a controller told to stop) acts on nothing."""
+        async with self._exclusive:  # (not while a relist is rebuilt)
+            await self._round_off_loop(now)
+
+    async def _round_off_loop(self, now: float) -> None:
         self._before_round(now, timeouts=False)
         started = time.perf_counter()
         self._changes.planning = True
@@ -358,17 +397,8 @@ class Controller:
         await self._changes.drain()
 
     async def _gauges(self) -> None:
-        """Update the gauges (a read of the whole state: off the loop when rounds plan off it)."""
-        if self.config.planning != "thread":
-            self._update_gauges()
-            return
-        self._changes.planning = True
-        try:
-            await asyncio.to_thread(self._update_gauges)
-        except BaseException:
-            self._changes.flush()
-            raise
-        await self._changes.drain()
+        """Update the gauges (the state's tallies: cheap, on the loop)."""
+        self._update_gauges()
 
     def _plan_settings(self) -> dict[str, Any]:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,

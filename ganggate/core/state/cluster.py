@@ -239,6 +239,22 @@ class ClusterState:
         self.losses = losses_after_relist(self.gangs)
         self.layout_version += 1
 
+    def rebuilt(self, nodes: Iterable[NodeInfo] | None = None, pods: Iterable[PodInfo] | None = None) -> "ClusterState":
+        """The picture `replace(nodes, pods)` would make of this one, as a new ClusterState, this
+        one left as it is: it can be built in a worker thread while this one is still read (the
+        shell holds every change meanwhile), then taken over with `adopt`."""
+        other = ClusterState(scheduler_names=self.scheduler_names, max_pod_num=self.max_pod_num,
+                             bind_timeout_seconds=self.bind_timeout_seconds, topology_levels=self.topology_levels)
+        other.promises, other._expired = self.promises, set(self._expired)  # (replace reads, never changes, them)
+        other.layout_version, other.version, other.track_changes = self.layout_version, self.version, self.track_changes
+        other.replace(list(self.nodes.values()) if nodes is None else nodes,
+                      list(self.pods.values()) if pods is None else pods)
+        return other
+
+    def adopt(self, other: "ClusterState") -> None:
+        """Become `other` (a `rebuilt` picture): every holder of this object sees the new one."""
+        self.__dict__.update(other.__dict__)
+
     def take_losses(self) -> list[MemberLoss]:
         """The members lost since the last call (each loss is reported once)."""
         losses, self.losses = self.losses, []
