@@ -119,8 +119,8 @@ def replay(root: Path, args: list[str], out: Path) -> dict[str, str]:
 def same_replays(other: Path, traces: list[str], limit: int, jobs: int) -> int:
     """Replay each trace with both checkouts; print and count the replays that differ."""
     runs = [("synthetic", ["--synth", "--jobs", str(jobs)])]
-    runs += [(Path(t).name, ["--alibaba", str(t), "--limit", str(limit), "--nodes", "16", "--node-cpu", "128",
-                              "--node-memory", "1Ti"]) for t in traces]  # (docs/replay.md's cluster for it)
+    runs += [(Path(t).name, ["--alibaba", str(t), "--limit", str(limit), "--nodes", "4", "--node-cpu", "128",
+                              "--node-memory", "1Ti"]) for t in traces]  # (docs/replay.md's nodes; 4: pods queue)
     differ = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, replay_args in runs:
@@ -140,7 +140,7 @@ def main() -> int:
     parser.add_argument("--dump", type=int, help=argparse.SUPPRESS)  # (the child's side)
     parser.add_argument("--replays", action="store_true", help="also compare replays of traces (see above)")
     parser.add_argument("--alibaba", nargs="*", default=[str(TRACES / "openb_pod_list_default.csv"),
-                                                        str(TRACES / "openb_pod_list_multigpu20.csv")],
+                                                        str(TRACES / "openb_pod_list_gpushare40.csv")],
                         help="Alibaba pod lists to replay with --replays")
     parser.add_argument("--limit", type=int, default=300, help="pods of each Alibaba list replayed (default 300)")
     parser.add_argument("--jobs", type=int, default=60, help="jobs of the synthetic trace replayed (default 60)")

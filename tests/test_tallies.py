@@ -71,6 +71,11 @@ def _check(state: ClusterState, now: float, reported: set) -> None:
     assert next_due(state, now, starvation_seconds=STARVATION, timed_out=reported) == _due_from_scratch(
         state, now, reported)
     assert state.tallies.timed_out(state, now, reported) == gangs_timed_out(state.gangs, now, reported)
+    waiting: dict = {}
+    for key, gang in state.gangs.items():
+        if gang.state == "waiting":
+            waiting.setdefault(gang.priority, set()).add(key)
+    assert state.tallies.waiting == waiting
 
 
 events = st.lists(

@@ -13,6 +13,7 @@ gang; never for a gang that would fit by waiting for pods already terminating. P
 from __future__ import annotations
 
 import heapq
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping, Sequence
 
@@ -84,7 +85,7 @@ def never_preempts(gang: Gang) -> bool:
 
 def plan_preemption(
     state: ClusterState,
-    waitings: Iterable[Waiting],
+    waitings: Sequence[Waiting],
     now: float,
     options: PreemptionOptions = PreemptionOptions(),
     busy: Collection[str] = (),
@@ -103,11 +104,17 @@ def plan_preemption(
         return None, []  # no gang runs: nothing to preempt, nothing to say
     reservations = active_reservations(state, now)
     busy_names = set(busy) | {v for r in reservations.values() for v in r.victims}
-    unfit = {w.gang_key for w in waitings if w.event_reason == "GangUnschedulable"}
     # A gang of priority no higher than every running gang's preempts nothing and says nothing;
-    # round order puts every gang above it first, so leaving it out changes no gang's turn.
-    gangs = [g for k in unfit if (g := state.gangs.get(k)) is not None and g.state == "waiting"
-             and (options.ordinary_pods or (lowest is not None and g.priority > lowest))]
+    # round order puts every gang above it first, so leaving it out changes no gang's turn. The
+    # state keeps its waiting gangs by priority: those above the lowest are read, not every one.
+    if options.ordinary_pods or lowest is None:
+        unfit = {w.gang_key for w in waitings if w.event_reason == "GangUnschedulable"}
+        gangs = [g for k in unfit if (g := state.gangs.get(k)) is not None and g.state == "waiting"]
+    else:
+        above = state.tallies.waiting_above(lowest)
+        reasons = dict(zip(map(attrgetter("gang_key"), waitings), map(attrgetter("event_reason"), waitings))
+                       ) if above else {}
+        gangs = [state.gangs[k] for k in above if reasons.get(k) == "GangUnschedulable"]
     reasons: list[NoPreemption] = []
     rivals = find_rivals(state) if gangs else []
     for gang in heapq.nsmallest(options.max_preemptors, gangs, key=round_key):  # round_order's first few

@@ -57,7 +57,10 @@ class Tallies:
         #: Priorities of the gangs in a PREEMPTIBLE_STATE, counted (the preemption search asks
         #: whether any is below a gang's: core.preemption).
         self.preemptible: Counter[int] = Counter()
-        self._gang: dict[GangKey, tuple[str, int, int | None]] = {}  # state, idle, priority if preemptible
+        #: The gangs in state "waiting", by priority (the preemption search tries only those above
+        #: the lowest preemptible priority).
+        self.waiting: dict[int, set[GangKey]] = {}
+        self._gang: dict[GangKey, tuple[str, int, int]] = {}  # state, idle, priority
         self._node: dict[str, tuple[int, int]] = {}  # free, promised
         # Heaps (see the module docstring): (deadline, pod key) of promises, twice (one for
         # the next instant due, one for expiry); (complete_since, gang) of waiting gangs;
@@ -90,13 +93,13 @@ class Tallies:
         """The gang was refreshed (None: it is gone)."""
         old = self._gang.pop(key, None)
         if old is not None:
-            self._count(old, -1)
+            self._count(key, old, -1)
         if gang is None:
             self._pushed.pop(key, None)
             return
-        new = (gang.state, idle_gpus(gang), gang.priority if gang.state in PREEMPTIBLE_STATES else None)
+        new = (gang.state, idle_gpus(gang), gang.priority)
         self._gang[key] = new
-        self._count(new, 1)
+        self._count(key, new, 1)
         self._file_times(key, gang)
 
     def promise(self, pod_key: str, deadline: float) -> None:
@@ -104,16 +107,24 @@ class Tallies:
         heapq.heappush(self._promise_due, (deadline, pod_key))
         heapq.heappush(self._promise_expiry, (deadline, pod_key))
 
-    def _count(self, entry: tuple[str, int, int | None], sign: int) -> None:
+    def _count(self, key: GangKey, entry: tuple[str, int, int], sign: int) -> None:
         state, idle, priority = entry
         self.states[state] += sign
         if not self.states[state]:
             del self.states[state]
         self.held_idle += sign * idle
-        if priority is not None:
+        if state in PREEMPTIBLE_STATES:
             self.preemptible[priority] += sign
             if not self.preemptible[priority]:
                 del self.preemptible[priority]
+        elif state == "waiting":
+            if sign > 0:
+                self.waiting.setdefault(priority, set()).add(key)
+            else:
+                keys = self.waiting[priority]
+                keys.discard(key)
+                if not keys:
+                    del self.waiting[priority]
 
     def _file_times(self, key: GangKey, gang: Gang) -> None:
         """File the gang's starvation start and timeout when they changed since last filed."""
@@ -129,6 +140,10 @@ class Tallies:
         self._pushed[key] = (since, at)
 
     # ---- read by the round ------------------------------------------------------------------
+
+    def waiting_above(self, priority: int) -> list[GangKey]:
+        """The gangs in state "waiting" of a priority above `priority`."""
+        return [key for p, keys in self.waiting.items() if p > priority for key in keys]
 
     def lowest_preemptible_priority(self) -> int | None:
         """The lowest priority of a running or released gang, or None when there is none."""
