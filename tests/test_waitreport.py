@@ -46,3 +46,12 @@ def test_a_new_message_and_a_new_pod_are_told_and_a_gang_that_stopped_waiting_is
     assert _told(report, [], T0 + 3, state) == []  # released, say: forgotten
     assert _told(report, [again], T0 + 4, state) == [
         ("w-0", "GangUnschedulable"), ("w-1", "GangUnschedulable"), ("w-2", "GangUnschedulable")]
+
+
+def test_the_same_list_handed_back_tells_nothing_new_and_still_repeats() -> None:
+    """An incremental round in which nothing changed hands back last round's list itself."""
+    state, report = _state(), WaitReport()
+    waitings = [Waiting(("ml", "big"), "GangUnschedulable", "needs 8 nvidia.com/gpu on one node")]
+    assert len(_told(report, waitings, T0, state)) == 2
+    assert _told(report, waitings, T0 + 1, state) == []
+    assert _told(report, waitings, T0 + 300, state) == [("w-0", "GangUnschedulable")]

@@ -33,12 +33,18 @@ class WaitReport:
         self._told: dict[GangKey, Any] = {}  # gang -> the Waiting last handed to the notifier
         self._told_ids: dict[int, Any] = {}  # id() -> the same Waitings (held, so ids stay theirs)
         self._repeats: list[tuple[float, GangKey]] = []  # (when a repeat falls due, gang)
+        self._last: Sequence[Any] | None = None  # the list told last (held: its id stays its own)
+        self._last_len = 0
 
     def report(self, waitings: Sequence[Any], now: float, gangs: Mapping[GangKey, Any],
                emit: Callable[[Any, str, str], None]) -> None:
         """Tell what is new in this round's `waitings` (emit(pod, reason, message) per pod);
         forget the gangs that no longer wait."""
         told, told_ids = self._told, self._told_ids
+        if waitings is self._last and len(waitings) == self._last_len:
+            self._repeat(now, gangs, emit)  # the very list told last round (core.incremental: no change)
+            return
+        self._last, self._last_len = waitings, len(waitings)
         ids = list(map(id, waitings))
         # What was not told as is (in the round's order) and what was told and is not given
         # again: set and iterator operations, no Python step per waiting gang.
@@ -50,7 +56,11 @@ class WaitReport:
             if told.get(waiting.gang_key) is waiting:
                 del told[waiting.gang_key]
                 self.notifier.forget(waiting.gang_key)
-        repeats = self._repeats
+        self._repeat(now, gangs, emit)
+
+    def _repeat(self, now: float, gangs: Mapping[GangKey, Any], emit: Callable[[Any, str, str], None]) -> None:
+        """Repeat the unchanged messages that fall due (WaitNotifier.repeat_seconds)."""
+        told, repeats = self._told, self._repeats
         while repeats and repeats[0][0] <= now:
             _, key = heapq.heappop(repeats)
             waiting = told.get(key)

@@ -93,6 +93,7 @@ class IncrementalRounds:
         # Answers kept for the next round, and the ready gangs without one (planned every round).
         self._kept: dict[GangKey, _Kept] = {}
         self._kept_waitings: dict[GangKey, Waiting] = {}  # the kept Waitings alone (a round hands them back)
+        self._last_waitings: list[Waiting] | None = None  # what the last incremental round returned
         self._unkept: set[GangKey] = set()
         self._by_index: dict[int, set[GangKey]] = {}  # id(NodeIndex) -> gangs kept on it
         self._indexes: dict[int, NodeIndex] = {}
@@ -145,8 +146,15 @@ class IncrementalRounds:
             self.incremental_rounds += 1
         self._refreshed = set()
         self._context = context
-        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds)
-        return decisions, list(self._status.values()) + waiting
+        # No gang changed since the last round: if none is planned either, the Waitings are the
+        # last round's, handed back as the same list (the shell's report then has nothing to read).
+        quiet = stale is not None and not dirty_gangs and self._last_waitings is not None
+        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds, quiet)
+        if quiet and not self.turns:
+            assert self._last_waitings is not None and not decisions
+            return decisions, self._last_waitings
+        self._last_waitings = list(self._status.values()) + waiting
+        return decisions, self._last_waitings
 
     def _fallback(self, state: ClusterState, now: float, starvation_seconds: float,
                   card_policy: CardPolicy | None, whole_gpu_policy: WholeGpuPolicy | None,
@@ -195,7 +203,7 @@ class IncrementalRounds:
         self.capacity, self._context, self._changed_last = None, None, set()
         self._refreshed = set()
         self._kept, self._by_index, self._indexes, self._starving_at, self._in_heap = {}, {}, {}, [], {}
-        self._kept_waitings = {}
+        self._kept_waitings, self._last_waitings = {}, None
         self._unkept = set(self._ready)
 
     def _refresh(self, state: ClusterState, dirty_nodes: set[str]) -> set[str]:
@@ -229,8 +237,9 @@ class IncrementalRounds:
         return out
 
     def _round(self, state: ClusterState, now: float, stale: set[str] | None, rivals: list,
-               starvation_seconds: float) -> tuple[list[Decision], list[Waiting]]:
-        """Plan the gangs that need it, in round order, and reuse the rest's last Waiting."""
+               starvation_seconds: float, quiet: bool = False) -> tuple[list[Decision], list[Waiting]]:
+        """Plan the gangs that need it, in round order, and reuse the rest's last Waiting (not
+        gathered when `quiet` and no gang was planned: the caller has them)."""
         capacity = self.capacity
         assert capacity is not None
         capacity.start_round()
@@ -275,10 +284,11 @@ class IncrementalRounds:
                         if id(index) not in triggered:  # once: it sends every later gang on it
                             triggered.add(id(index))
                             self._replan_after(turn, index, turns, order)
-        reused = dict(self._kept_waitings)  # (copies and set operations: no Python step per kept gang)
-        for key in turns.intersection(reused):
-            del reused[key]
-        waiting.extend(reused.values())
+        if turns or not quiet:
+            reused = dict(self._kept_waitings)  # (copies and set operations: no Python step per kept gang)
+            for key in turns.intersection(reused):
+                del reused[key]
+            waiting.extend(reused.values())
         capacity.rewind()  # the kept capacity is the cluster's again
         self._changed_last = ever
         self.turns = len(turns)
