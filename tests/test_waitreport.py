@@ -55,3 +55,15 @@ def test_the_same_list_handed_back_tells_nothing_new_and_still_repeats() -> None
     assert len(_told(report, waitings, T0, state)) == 2
     assert _told(report, waitings, T0 + 1, state) == []
     assert _told(report, waitings, T0 + 300, state) == [("w-0", "GangUnschedulable")]
+
+
+def test_the_report_in_slices_tells_what_the_report_tells() -> None:
+    import asyncio
+
+    state = _state(3)
+    waitings = [Waiting(("ml", "big"), "GangUnschedulable", "the largest free is 1")]
+    sent: list[tuple[str, str]] = []
+    asyncio.run(WaitReport().report_in_slices(waitings, T0, state.gangs,
+                                              lambda pod, reason, message: sent.append((pod.name, reason)),
+                                              slice_seconds=0.0))
+    assert sent == _told(WaitReport(), waitings, T0, state)

@@ -390,7 +390,9 @@ class Controller:
                 log.info("round planned but not acted on: %s", "stopping" if self._stopping else "not leading")
             else:
                 self.lifecycle.report_timeouts(timed_out)
-                self._after_round(decisions, waitings, due, now, gauges=False)  # the thread did them
+                waitings = self._after_round(decisions, waitings, due, now, gauges=False, report=False)  # (the thread
+                # did the gauges); the waiting report lets the loop run between slices of it
+                await self.waits.report_in_slices(waitings, now, self.state.gangs, self._emit_waiting)
         except BaseException:
             self._changes.flush()  # at once: nothing held may be lost, even when cancelled
             raise
@@ -411,19 +413,23 @@ class Controller:
         self.lifecycle.handle(now, timeouts)  # first: a gang being restarted is not rolled forward
 
     def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
-                     gauges: bool = True) -> None:
+                     gauges: bool = True, report: bool = True) -> list[Any]:
+        """Act on a round: releases, a preemption, the reports, the timers; returns the waitings
+        (with the preemption search's notes), to report when `report` is False."""
         for decision in decisions:
             if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
                 continue
             self._start_release(decision, now)
         if self.preemptor is not None:  # after the releases' promises: controller.preemptor
             waitings = self.preemptor.round(waitings, now)
-        self._report_waiting(waitings, now)
+        if report:
+            self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
         if gauges:
             self._update_gauges()
         self._wake_at(due)
+        return waitings
 
     def _wake_at(self, due: float | None) -> None:
         """Have a round when `due` comes on the clock (controller.timers), unless one is set
@@ -561,5 +567,7 @@ class Controller:
 
     def _report_waiting(self, waitings: list[Any], now: float) -> None:
         """GangWaiting / GangUnschedulable Events for what is new (controller.waitreport)."""
-        self.waits.report(waitings, now, self.state.gangs,
-                          lambda pod, reason, message: self.events.emit(pod, reason, message, log_it=False))
+        self.waits.report(waitings, now, self.state.gangs, self._emit_waiting)
+
+    def _emit_waiting(self, pod: Any, reason: str, message: str) -> None:
+        self.events.emit(pod, reason, message, log_it=False)
