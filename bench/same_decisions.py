@@ -60,7 +60,10 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     sys.path[:0] = [str(root / "bench"), str(root)]
     from bench_decide import TOPOLOGY_LEVELS, build, with_topology  # noqa: PLC0415
 
-    from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
+    try:
+        from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
+    except ImportError:  # a checkout from before the core's layers (#18)
+        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # noqa: PLC0415
     from ganggate.core.planner import decide  # noqa: PLC0415
 
     def rows(out) -> dict:
