@@ -46,7 +46,10 @@ def mixed_shapes(pods: list[dict]) -> list[dict]:
 def rivals(seed: int, node_count: int) -> list[dict]:
     """Pending pods without a gate, each pinned to one node, that the scheduler may bind first
     (contention: a gang's plan must leave them their room, or go elsewhere)."""
-    from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
+    try:
+        from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
+    except ImportError:  # a checkout from before the core's layers (#18)
+        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # noqa: PLC0415
 
     rng = random.Random(seed)
     return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
