@@ -177,12 +177,13 @@ class Tallies:
     def expired_promises(self, state: ClusterState, now: float) -> list[str]:
         """Keys of the promises whose deadline is at or before `now` (each once)."""
         self._rewound(state, now)
-        heap, promises, out = self._promise_expiry, state.promises, []
+        heap, promises, out, seen = self._promise_expiry, state.promises, [], set()
         while heap and heap[0][0] <= now:
             deadline, key = heapq.heappop(heap)
             promise = promises.get(key)
-            if promise is not None and promise.deadline == deadline:
-                out.append(key)
+            if promise is not None and promise.deadline == deadline and key not in seen:
+                out.append(key)  # (a promise made again with the same deadline is filed twice)
+                seen.add(key)
         return out
 
     def timed_out(self, state: ClusterState, now: float, skip: Iterable[GangKey]) -> list[tuple[GangKey, int]]:
