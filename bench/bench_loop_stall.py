@@ -9,10 +9,14 @@ sleeps 1 ms at a time and records how late it wakes (the stall: how long anythin
 loop, a watch read, a lease renewal, a metrics scrape, would have waited). No API server is
 involved: releases are not sent (the decisions are the same every round), so the figure is the
 planning and the round's own work on the loop. A first run without rounds (`idle`) gives the
-stall the machine and the feeder cause alone. Prints the longest and the 99th-percentile
-stall, the round time, and the load average beside them (the machine may be shared).
+stall the machine and the feeder cause alone; two last runs have every round follow a relist of
+all the pods, as after a 410 Gone (pages read into PodInfo with an await between them, then the
+controller's picture rebuilt; the pages' JSON parsing is not included): `relist` rebuilds it in
+a worker thread (the default, with --planning=thread), `relist-loop` on the loop (the old path). Prints
+the longest and the 99th-percentile stall, the round time, and the load average beside them
+(the machine may be shared).
 
-    .venv/bin/python bench/bench_loop_stall.py [--nodes 20000] [--waiting-pods 20000] [--seconds 10]
+    .venv/bin/python bench/bench_loop_stall.py [--nodes 20000] [--waiting-pods 100000] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -41,12 +45,26 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+async def relist(controller: Controller, pods: list[dict], page: int = 500) -> None:
+    """What the informer does after a 410 (controller/informer.py list): each page of pods read
+    into PodInfo as it arrives (an await between pages, where the API's answer would come), then
+    the whole list handed to the controller, which rebuilds its picture with it. The JSON parsing
+    of the pages is not included (no API server here)."""
+    items: list[PodInfo] = []
+    for start in range(0, len(pods), page):
+        await asyncio.sleep(0)
+        items.extend(PodInfo.from_pod(p) for p in pods[start:start + page])
+    await controller._relist_pods(items)  # as the informer awaits it (off the loop with --planning=thread)
+    await asyncio.sleep(0)
+
+
 async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: float) -> dict[str, float]:
     """Rounds back to back for `seconds` with the feeder and the ticker; the stall figures."""
     from kubernetes_asyncio import client
 
     api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))  # never called
-    controller = Controller(api, ControllerConfig(leader_election=False, planning="loop" if planning == "idle" else planning, preemption="off",
+    mode = {"idle": "loop", "relist": "thread", "relist-loop": "loop"}.get(planning, planning)
+    controller = Controller(api, ControllerConfig(leader_election=False, planning=mode, preemption="off",
                                                   protect_running_gangs=False))
     controller._start_release = lambda decision, now: None  # no API: decide the same each round
     controller._replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p) for p in pods])  # as relists do
@@ -76,6 +94,14 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     now = time.time()
     while time.perf_counter() < deadline:
         started = time.perf_counter()
+        if planning.startswith("relist"):  # a 410: the pods listed again, page by page, while rounds go on
+            await relist(controller, pods)
+            rounds.append(time.perf_counter() - started)
+            if planning == "relist":
+                await controller.round_off_loop(now)
+            else:
+                controller.round(now)
+            continue
         if planning == "idle":  # no rounds: the stall the machine and the feeder cause alone
             await asyncio.sleep(0.05)
             continue
@@ -109,10 +135,13 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=20000, help="nodes of 8 GPUs (default 20000)")
-    parser.add_argument("--waiting-pods", type=int, default=20000, help="waiting gated pods (default 20000)")
+    parser.add_argument("--waiting-pods", type=int, default=100000, help="waiting gated pods (default 100000)")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long each mode runs (default 10)")
-    parser.add_argument("--planning", nargs="+", default=["idle", "loop", "thread"], choices=["idle", "loop", "thread"],
+    parser.add_argument("--planning", nargs="+", default=["idle", "loop", "thread", "relist-loop", "relist"],
+                        choices=["idle", "loop", "thread", "relist-loop", "relist"],
                         help="idle: no rounds (the machine's own noise); loop: decide() on the event loop (the "
-                        "old path); thread: in a worker thread (default: all three)")
+                        "old path); thread: in a worker thread; relist: rounds in a worker thread, each after a "
+                        "relist of every pod (a 410), the relist's time in the 'round' column, its picture rebuilt in a worker "
+                        "thread; relist-loop: the same on the event loop, rounds too (the old path) (default: all five)")
     logging.basicConfig(level=logging.ERROR)
     asyncio.run(main(parser.parse_args()))

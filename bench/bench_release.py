@@ -24,7 +24,14 @@ used (this one with the controller and the bench's watch, kubesim's, its compone
 of the three windows, summed from /proc: the release's CPU over the floors' says what it costs
 in work, whatever the load.
 
-    .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process | --components-process]
+With `--sim-up` the whole stack a user starts is measured instead: `ganggate sim up` in its own
+process (kubesim with its scheduler and kubelet, the webhook over TLS registered with the
+MutatingWebhookConfiguration it ships, the controller with leader election, all in that
+process), the pods created without the gate (the webhook adds it), and both floors sent to the
+same API server, through the same admission chain (whatever the registered configuration
+matches, a no-op PATCH pays too).
+
+    .venv/bin/python bench/bench_release.py [--sizes 8 100 1000] [--repeat 3] [--in-process | --components-process | --sim-up]
 """
 
 from __future__ import annotations
@@ -96,6 +103,34 @@ async def simulator(nodes: int, in_process: bool, components_process: bool = Fal
             proc.terminate()
             try:
                 await asyncio.wait_for(proc.wait(), 10)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def sim_up(nodes: int):
+    """`ganggate sim up` in its own process: kubesim (scheduler and kubelet on), the webhook over
+    TLS registered with its MutatingWebhookConfiguration, the controller with leader election;
+    yields an async factory of ApiClients once it says it is ready."""
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ganggate", "--log-level", "ERROR", "sim", "up", "--port", "0", "--webhook-port", "0",
+            "--nodes", str(nodes), "--kubeconfig-out", str(kubeconfig), "--certs-dir", f"{tmp}/certs",
+            stdout=asyncio.subprocess.PIPE)
+        try:
+            assert proc.stdout is not None
+            while b"ganggate sim up: ready" not in (line := await asyncio.wait_for(proc.stdout.readline(), 120)):
+                if not line:
+                    raise SystemExit("ganggate sim up stopped before it was ready")
+            drain = asyncio.create_task(proc.stdout.read())  # (nothing more is printed; never block it)
+            yield lambda: make_api_client(str(kubeconfig), concurrency=2 * ControllerConfig().max_in_flight)
+            drain.cancel()
+        finally:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 20)
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()
@@ -185,7 +220,7 @@ async def ungate_floor(core: object, size: int, slots: list[str], concurrency: i
     return max(max(ungated[n], bound[n]) for n in names) - start, cpu_seconds() - cpu
 
 
-async def one_run(size: int, run: int, in_process: bool, components_process: bool = False
+async def one_run(size: int, run: int, in_process: bool, components_process: bool = False, stack: bool = False
                   ) -> tuple[float, float, float, int, float, tuple[float, float, float]]:
     """Seconds from the last pod created to (all gates removed, all pods bound); the bare-PATCH
     floor for as many pods; the dry runs the release sent; the ungate floor (`ungate_floor`,
@@ -194,7 +229,7 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
     from kubernetes_asyncio import client
 
     nodes = 2 * ((size + 7) // 8)  # half for the gang, half for the ungate floor's pods
-    async with simulator(nodes, in_process, components_process) as api_client:
+    async with (sim_up(nodes) if stack else simulator(nodes, in_process, components_process)) as api_client:
         api = await api_client()
         ctl_api = await api_client()
         core = client.CoreV1Api(api)
@@ -214,10 +249,10 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
         watcher = Informer(core.list_pod_for_all_namespaces, "pods(bench)",
                            on_list=lambda items: [see(p) for p in items], on_event=lambda _k, p: see(p))
         watch_task = asyncio.create_task(watcher.run())
-        controller = Controller(ctl_api, ControllerConfig(leader_election=False))
-        ctl_task = asyncio.create_task(controller.run())
+        controller = None if stack else Controller(ctl_api, ControllerConfig(leader_election=False))
+        ctl_task = asyncio.create_task(controller.run() if controller is not None else asyncio.sleep(0))
         for _ in range(3000):
-            if controller.synced and watcher.synced:
+            if (controller is None or controller.synced) and watcher.synced:
                 break
             await asyncio.sleep(0.02)
         else:
@@ -226,12 +261,15 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
         sem = asyncio.Semaphore(64)
 
         async def create(i: int) -> None:
+            pod = gated_pod(f"{group}-{i}", group, size)
+            if stack:
+                del pod["spec"]["schedulingGates"]  # the webhook gates it
             async with sem:
-                await call_json(core.create_namespaced_pod, "default", gated_pod(f"{group}-{i}", group, size))
+                await call_json(core.create_namespaced_pod, "default", pod)
 
         await asyncio.gather(*(create(i) for i in range(size - 1)))
         await asyncio.sleep(0.3)  # the controller has seen the first size-1 pods and decided to wait
-        assert not ungated, "released before the gang was complete"
+        assert not ungated, "released before the gang was complete (or, through sim up, not gated by the webhook)"
         cpu = cpu_seconds()
         start = time.perf_counter()
         await create(size - 1)
@@ -239,7 +277,7 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
         while (len(ungated) < size or len(bound) < size) and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         release_cpu = cpu_seconds() - cpu
-        if len(ungated) < size:
+        if len(ungated) < size and controller is not None:
             gang = controller.state.gangs.get(("default", group))
             print(f"gang of {size}, run {run}: only {len(ungated)} released after 120 s; controller sees "
                   f"state={gang.state if gang else None} pods={len(gang.pods) if gang else 0} "
@@ -249,30 +287,39 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
                   file=sys.stderr, flush=True)
         released = max(ungated.values(), default=start + float("nan")) - start
         all_bound = max(bound.values()) - start if len(bound) == size else float("nan")
-        floor, floor_cpu = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)],
-                                  controller.config.max_in_flight)
+        in_flight = ControllerConfig().max_in_flight
+        floor, floor_cpu = await patch_floor(client.CoreV1Api(ctl_api), [f"{group}-{i}" for i in range(size)], in_flight)
         slots = await free_slots(core, nodes)
-        direct, direct_cpu = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, controller.config.max_in_flight,
+        direct, direct_cpu = await ungate_floor(client.CoreV1Api(ctl_api), size, slots, in_flight,
                                     watched, ungated, bound)
         for task in (ctl_task, watch_task):
             task.cancel()
         await asyncio.gather(ctl_task, watch_task, return_exceptions=True)
         await api.close()
         await ctl_api.close()
-        return released, all_bound, floor, controller.releaser.dry_runs, direct, (release_cpu, floor_cpu, direct_cpu)
+        dry_runs = controller.releaser.dry_runs if controller is not None else -1  # (sim up's: not seen from here)
+        return released, all_bound, floor, dry_runs, direct, (release_cpu, floor_cpu, direct_cpu)
 
 
-async def main(sizes: list[int], repeat: int, in_process: bool, components_process: bool = False) -> None:
+async def main(sizes: list[int], repeat: int, in_process: bool, components_process: bool = False,
+               stack: bool = False) -> None:
     where = "in this process" if in_process else "in its own process (ganggate sim serve)"
     if components_process:
         where += ", its scheduler and controllers in a third (--components-process)"
-    print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated); "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if stack:
+        print("through `ganggate sim up` (its own process): kubesim with its scheduler and kubelet, the webhook "
+              "registered with its MutatingWebhookConfiguration (every admission step in the path, the PATCH "
+              "floor's too), the controller with leader election; pods created without the gate (the webhook "
+              f"adds it); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    else:
+        print(f"kubesim {where}; controller in this process; webhook not in the loop (pods created gated); "
+              f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'gang':>6} {'runs':>4} {'gates removed: median':>22} {'worst':>8} {'all bound: median':>18} "
           f"{'worst':>8} {'PATCH floor':>12} {'gates/PATCH':>12} {'dry runs':>8} {'ungate floor':>13} {'bound/ungate':>13}")
     for size in sizes:
         # Every run ends by itself: a stuck run is reported, not waited for.
-        results = [await asyncio.wait_for(one_run(size, r, in_process, components_process), 400) for r in range(repeat)]
+        results = [await asyncio.wait_for(one_run(size, r, in_process, components_process, stack), 400)
+                   for r in range(repeat)]
         rel = [r[0] for r in results]
         bnd = [r[1] for r in results]
         floor = statistics.median(r[2] for r in results)
@@ -299,8 +346,13 @@ if __name__ == "__main__":
                         help="run kubesim in this process (one event loop for everything)")
     parser.add_argument("--components-process", action="store_true",
                         help="run kubesim's scheduler and controllers in a process of their own (sim serve --components-process)")
+    parser.add_argument("--sim-up", action="store_true",
+                        help="through `ganggate sim up`: the webhook and its registration in the path, the controller "
+                        "in that process")
     args = parser.parse_args()
+    if args.sim_up and (args.in_process or args.components_process):
+        parser.error("--sim-up runs its own stack: no --in-process or --components-process")
     if args.in_process and args.components_process:
         parser.error("--components-process needs kubesim in its own process (no --in-process)")
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(main(args.sizes, args.repeat, args.in_process, args.components_process))
+    asyncio.run(main(args.sizes, args.repeat, args.in_process, args.components_process, args.sim_up))

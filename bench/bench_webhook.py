@@ -4,7 +4,11 @@ Starts `ganggate webhook` in a subprocess (its own core), then sends AdmissionRe
 process over a few keep-alive TLS connections: at fixed rates (open loop: a request's latency
 counts from its scheduled send time, so a server that falls behind shows it) and with no rate
 limit (closed loop, to find the maximum). The mix is 80% valid gang pods (patched), 10% invalid
-(denied) and 10% ordinary pods.
+(denied) and 10% ordinary pods. Then the same steps against the floor: bench/bare_webhook.py, a
+bare aiohttp handler in its own process, same TLS, answering each body with the bytes the webhook
+answered it with (no parsing, no decision, no metrics); the ratio of server CPU per review is
+printed last. The load comes from this process (one core of two: the figures include the
+contention between client and server).
 
     .venv/bin/python bench/bench_webhook.py [--rates 200,500,1000] [--seconds 10] [--connections 4]
 """
@@ -60,13 +64,15 @@ def server_cpu_seconds() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def report(label: str, latencies: list[float], errors: int, elapsed: float, cpu: float) -> None:
+def report(label: str, latencies: list[float], errors: int, elapsed: float, cpu: float) -> tuple[float, float]:
+    """Print one step's figures; returns (server CPU per request in us, p99 in ms)."""
     latencies.sort()
     ms = [1000 * percentile(latencies, q) for q in (0.5, 0.95, 0.99)]
     per_request = 1e6 * cpu / max(1, len(latencies) + errors)
     print(f"{label:>14}  {len(latencies) / elapsed:8.0f} req/s  p50 {ms[0]:6.2f} ms  p95 {ms[1]:6.2f} ms  "
           f"p99 {ms[2]:6.2f} ms  server CPU {per_request:5.0f} us/req  errors {errors}  "
           f"({len(latencies)} requests in {elapsed:.1f} s)", flush=True)
+    return per_request, ms[2]
 
 
 async def send(session: aiohttp.ClientSession, url: str, body: bytes) -> bool:
@@ -75,7 +81,7 @@ async def send(session: aiohttp.ClientSession, url: str, body: bytes) -> bool:
         return resp.status == 200 and b'"uid"' in answer
 
 
-async def open_loop(session, url, payloads, rate: float, seconds: float) -> None:
+async def open_loop(session, url, payloads, rate: float, seconds: float) -> tuple[float, float]:
     """Requests scheduled at a fixed rate; latency measured from the scheduled time."""
     latencies: list[float] = []
     errors = 0
@@ -99,10 +105,11 @@ async def open_loop(session, url, payloads, rate: float, seconds: float) -> None
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(i, scheduled)))
     await asyncio.gather(*tasks)
-    report(f"{rate:.0f} req/s", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
+    return report(f"{rate:.0f} req/s", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
 
 
-async def closed_loop(session, url, payloads, workers: int, seconds: float, quiet: bool = False) -> None:
+async def closed_loop(session, url, payloads, workers: int, seconds: float,
+                      quiet: bool = False) -> tuple[float, float]:
     """As fast as the server answers: `workers` requests in flight at all times."""
     latencies: list[float] = []
     errors = 0
@@ -122,8 +129,41 @@ async def closed_loop(session, url, payloads, workers: int, seconds: float, quie
     cpu = server_cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(workers)))
-    if not quiet:
-        report(f"max ({workers} busy)", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
+    if quiet:
+        return 0.0, 0.0
+    return report(f"max ({workers} busy)", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
+
+
+async def steps(webhook, payloads: list[bytes], args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    """Every step (the rates, then the closed loop) against one server: label -> (server CPU
+    per request in us, p99 in ms)."""
+    global SERVER_PID
+    SERVER_PID = webhook.proc.pid
+    context = webhook.ssl_context()
+    url = f"{webhook.base}/mutate"
+    out: dict[str, tuple[float, float]] = {}
+    connector = aiohttp.TCPConnector(ssl=context, limit=args.connections, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await closed_loop(session, url, payloads, args.connections, 1.0, quiet=True)  # warm-up, TLS handshakes
+        for rate in (float(r) for r in args.rates.split(",")):
+            out[f"{rate:.0f} req/s"] = await open_loop(session, url, payloads, rate, args.seconds)
+    connector = aiohttp.TCPConnector(ssl=context, limit=args.max_workers)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        out[f"max ({args.max_workers} busy)"] = await closed_loop(session, url, payloads, args.max_workers,
+                                                                 args.seconds)
+    return out
+
+
+async def answers_of(webhook, payloads: list[bytes]) -> list[tuple[str, str]]:
+    """The webhook's answer to each body, for the bare server to give back byte for byte."""
+    connector = aiohttp.TCPConnector(ssl=webhook.ssl_context())
+    async with aiohttp.ClientSession(connector=connector) as session:
+        out = []
+        for body in payloads:
+            async with session.post(f"{webhook.base}/mutate", data=body,
+                                    headers={"Content-Type": "application/json"}) as resp:
+                out.append((body.decode(), (await resp.read()).decode()))
+        return out
 
 
 async def main() -> None:
@@ -134,25 +174,20 @@ async def main() -> None:
     parser.add_argument("--max-workers", type=int, default=16, help="requests in flight for the max step")
     args = parser.parse_args()
 
+    payloads = bodies()
+    print(f"{len(payloads[0])}-byte AdmissionReviews, {args.connections} keep-alive TLS connections, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine skews "
+          "the figures)", flush=True)
+    print("ganggate webhook:", flush=True)
     async with webhook_process() as webhook:
-        global SERVER_PID
-        SERVER_PID = webhook.proc.pid
-        context = webhook.ssl_context()
-        connector = aiohttp.TCPConnector(ssl=context, limit=args.connections, force_close=False)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            base = webhook.base
-            payloads = bodies()
-            url = f"{base}/mutate"
-            print(f"webhook on {base}: {len(payloads[0])}-byte AdmissionReviews, "
-                  f"{args.connections} keep-alive TLS connections, {os.cpu_count()} CPUs, "
-                  f"load average {os.getloadavg()[0]:.1f} (other work on the machine skews the figures)",
-                  flush=True)
-            await closed_loop(session, url, payloads, args.connections, 1.0, quiet=True)  # warm-up, TLS handshakes
-            for rate in (float(r) for r in args.rates.split(",")):
-                await open_loop(session, url, payloads, rate, args.seconds)
-        connector = aiohttp.TCPConnector(ssl=context, limit=args.max_workers)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            await closed_loop(session, url, payloads, args.max_workers, args.seconds)
+        answers = await answers_of(webhook, payloads)
+        ours = await steps(webhook, payloads, args)
+    print("bare aiohttp handler answering the same bytes (the floor):", flush=True)
+    async with webhook_process(answers) as bare:
+        floor = await steps(bare, payloads, args)
+    print("server CPU per review, webhook / bare handler: " + ", ".join(
+        f"{label} {ours[label][0] / max(floor[label][0], 1e-9):.2f}x" for label in ours))
+
 
 if __name__ == "__main__":
     asyncio.run(main())

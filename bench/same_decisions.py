@@ -6,16 +6,22 @@ ordinary round, all starving, after promises, one constraint per gang, with topo
 few seeds, with this checkout's code and with another's (e.g. a `git worktree` of the commit
 before the change), and compares them: each decision's placement, message and annotations,
 and each waiting gang's reason and message.
-Run: .venv/bin/python bench/same_decisions.py /tmp/base-checkout [--seeds 1 2 3] [--nodes N]
+With --replays it also replays, in each checkout (`ganggate replay --modes ganggate`: kubesim,
+the webhook and the controller in simulated time), a synthetic trace and the first pods of each
+Alibaba pod list given, and compares what the replays write (summary.csv and timeseries.csv:
+when each job started and finished follows from every release).
+Run: .venv/bin/python bench/same_decisions.py /tmp/base-checkout [--seeds 1 2 3] [--nodes N] [--replays]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -40,7 +46,10 @@ def mixed_shapes(pods: list[dict]) -> list[dict]:
 def rivals(seed: int, node_count: int) -> list[dict]:
     """Pending pods without a gate, each pinned to one node, that the scheduler may bind first
     (contention: a gang's plan must leave them their room, or go elsewhere)."""
-    from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
+    try:
+        from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
+    except ImportError:  # a checkout from before the core's layers (#18)
+        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # noqa: PLC0415
 
     rng = random.Random(seed)
     return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
@@ -54,7 +63,10 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     sys.path[:0] = [str(root / "bench"), str(root)]
     from bench_decide import TOPOLOGY_LEVELS, build, with_topology  # noqa: PLC0415
 
-    from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
+    try:
+        from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
+    except ImportError:  # a checkout from before the core's layers (#18)
+        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # noqa: PLC0415
     from ganggate.core.planner import decide  # noqa: PLC0415
 
     def rows(out) -> dict:
@@ -105,6 +117,32 @@ def counts(round_: dict) -> str:
     return f"{len(round_['decisions'])} gangs / {released} pods released, {len(round_['waiting'])} wait"
 
 
+TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "alibaba-gpu-v2023"
+
+
+def replay(root: Path, args: list[str], out: Path) -> dict[str, str]:
+    """The files a replay with the checkout at `root` writes (summary and time series)."""
+    subprocess.run([sys.executable, "-m", "ganggate", "--log-level", "ERROR", "replay", *args, "--modes", "ganggate",
+                    "--out", str(out)], check=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                   stdout=subprocess.DEVNULL)
+    return {name: (out / name).read_text() for name in ("summary.csv", "timeseries.csv")}
+
+
+def same_replays(other: Path, traces: list[str], limit: int, jobs: int) -> int:
+    """Replay each trace with both checkouts; print and count the replays that differ."""
+    runs = [("synthetic", ["--synth", "--jobs", str(jobs)])]
+    runs += [(Path(t).name, ["--alibaba", str(t), "--limit", str(limit), "--nodes", "4", "--node-cpu", "128",
+                              "--node-memory", "1Ti"]) for t in traces]  # (docs/replay.md's nodes; 4: pods queue)
+    differ = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, replay_args in runs:
+            mine, theirs = (replay(root, replay_args, Path(tmp) / f"{name}-{i}") for i, root in enumerate((HERE, other)))
+            same = mine == theirs
+            differ += not same
+            print(f"replay {name:34s} {'same' if same else 'DIFFERENT'}: {mine['summary.csv'].splitlines()[-1]}")
+    return differ
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("other", help="the other checkout's root (its ganggate is imported from there)")
@@ -112,12 +150,19 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--waiting-pods", type=int, default=10000)
     parser.add_argument("--dump", type=int, help=argparse.SUPPRESS)  # (the child's side)
+    parser.add_argument("--replays", action="store_true", help="also compare replays of traces (see above)")
+    parser.add_argument("--alibaba", nargs="*", default=[str(TRACES / "openb_pod_list_default.csv"),
+                                                        str(TRACES / "openb_pod_list_gpushare40.csv")],
+                        help="Alibaba pod lists to replay with --replays")
+    parser.add_argument("--limit", type=int, default=300, help="pods of each Alibaba list replayed (default 300)")
+    parser.add_argument("--jobs", type=int, default=60, help="jobs of the synthetic trace replayed (default 60)")
+    parser.add_argument("--skip-rounds", action="store_true", help="compare the replays only")
     args = parser.parse_args()
     if args.dump is not None:
         json.dump(dump(Path(args.other).resolve(), args.dump, args.nodes, args.waiting_pods), sys.stdout)
         return 0
     differ = 0
-    for seed in args.seeds:
+    for seed in [] if args.skip_rounds else args.seeds:
         answers = []
         for root in (HERE, Path(args.other).resolve()):
             command = [sys.executable, __file__, str(root), "--dump", str(seed),
@@ -130,6 +175,15 @@ def main() -> int:
             print(f"seed {seed:3d} {name:26s} {'same' if same else 'DIFFERENT'}: {counts(mine[name])}"
                   + ("" if same else f" (the other checkout: {counts(theirs[name])})"))
     print("all the same" if not differ else f"{differ} rounds differ")
+
+
+            released = sum(len(d[1]) for d in mine[name]["decisions"])
+            print(f"seed {seed:3d} {name:26s} {'same' if same else 'DIFFERENT'}: "
+                  f"{len(mine[name]['decisions'])} gangs / {released} pods released, "
+                  f"{len(mine[name]['waiting'])} wait")
+    if args.replays:
+        differ += same_replays(Path(args.other).resolve(), args.alibaba, args.limit, args.jobs)
+    print("all the same" if not differ else f"{differ} rounds or replays differ")
     return 1 if differ else 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -62,15 +63,22 @@ async def _wait_ready(webhook: WebhookProcess) -> None:
 
 
 @contextlib.asynccontextmanager
-async def webhook_process() -> AsyncIterator[WebhookProcess]:
-    """Fresh certificates, the webhook started on a free loopback port, stopped with SIGTERM."""
+async def webhook_process(answers: list[tuple[str, str]] | None = None) -> AsyncIterator[WebhookProcess]:
+    """Fresh certificates, the webhook started on a free loopback port, stopped with SIGTERM.
+    With `answers` ([request body, response body] pairs), bench/bare_webhook.py instead: a bare
+    aiohttp server answering those bytes, the floor the webhook is measured against."""
     with tempfile.TemporaryDirectory() as tmp:
         generate(Path(tmp), "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))
         port = _free_port()
+        tls = ["--cert-file", f"{tmp}/tls.crt", "--key-file", f"{tmp}/tls.key", "--host", "127.0.0.1",
+               "--port", str(port)]
+        if answers is not None:
+            Path(f"{tmp}/answers.json").write_text(json.dumps(answers), encoding="utf-8")
+            command = [sys.executable, str(REPO / "bench" / "bare_webhook.py"), *tls, "--answers", f"{tmp}/answers.json"]
+        else:
+            command = [sys.executable, "-m", "ganggate", "--log-level", "WARNING", "webhook", *tls, "--metrics-port", "0"]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ganggate", "--log-level", "WARNING", "webhook",
-             "--cert-file", f"{tmp}/tls.crt", "--key-file", f"{tmp}/tls.key",
-             "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0"],
+            command,
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping
 
 GROUP_NAME = "scheduling.k8s.io/group-name"
 GROUP_POD_NUM = "scheduling.k8s.io/group-pod-num"

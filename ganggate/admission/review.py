@@ -8,11 +8,12 @@ aiohttp shell in `webhook/server.py` only moves bytes and counts outcomes.
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jsonpatch
+import orjson  # parses a review 3-5x faster than json (bench/bench_webhook.py: server CPU per review)
 
 from ganggate.admission.sharing import shares_gpu, sharing_problem, solo_annotations
 from ganggate.contract import (
@@ -76,8 +77,8 @@ class Decision:
 def parse_body(body: bytes | str) -> dict[str, Any]:
     """Decode and check an AdmissionReview body; raise MalformedReview saying what is wrong."""
     try:
-        review = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        review = orjson.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:  # (orjson.JSONDecodeError is a ValueError)
         raise MalformedReview(f"body is not JSON: {exc}") from None
     return check_review(review)
 
@@ -141,6 +142,15 @@ _PATCH_NEW_SPEC = jsonpatch.JsonPatch([{"op": "add", "path": "/spec", "value": {
 _PATCH_APPEND = jsonpatch.JsonPatch([{"op": "add", "path": "/spec/schedulingGates/-", "value": _GATE}])
 # For an absent or null list: "add" creates or replaces the member (RFC 6902 section 4.1).
 _PATCH_NEW_LIST = jsonpatch.JsonPatch([{"op": "add", "path": "/spec/schedulingGates", "value": [_GATE]}])
+
+
+def encode_patch(patch: jsonpatch.JsonPatch) -> str:
+    """A JSONPatch as an AdmissionReview response carries it: its JSON, base64-encoded."""
+    return base64.b64encode(patch.to_string().encode()).decode()
+
+
+# The three gate patches are constants: encoded once, not per review.
+_ENCODED = {id(p): encode_patch(p) for p in (_PATCH_NEW_SPEC, _PATCH_APPEND, _PATCH_NEW_LIST)}
 
 
 def gate_patch(spec: Mapping[str, Any] | None) -> jsonpatch.JsonPatch:
@@ -264,9 +274,8 @@ def response_for(review: Mapping[str, Any], decision: Decision) -> dict[str, Any
     """Wrap a decision into the AdmissionReview answer, echoing apiVersion, kind and uid."""
     response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": decision.allowed}
     if decision.patch is not None:
-        text = decision.patch.to_string()
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(text.encode()).decode()
+        response["patch"] = _ENCODED.get(id(decision.patch)) or encode_patch(decision.patch)
     if not decision.allowed:
         response["status"] = {
             "status": "Failure",

@@ -8,7 +8,8 @@ its card, so the webhook gates it even without gang annotations. Pure: no I/O.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.contract import GROUP_NAME, GROUP_POD_NUM, SOLO_ANNOTATION
 

@@ -201,6 +201,7 @@ class _GangNotice:
     message: str
     at: float
     told: set[str] = field(default_factory=set)  # pod uids that heard this reason
+    changes: int = -1  # the gang's Gang.changes when last told (-1: unknown)
 
 
 @dataclass
@@ -231,9 +232,33 @@ class WaitNotifier:
         self.aggregate_seconds = aggregate_seconds
         self._notices: dict[tuple[str, str], _GangNotice] = {}
 
+    def quiet(self, gang_key: tuple[str, str], reason: str, message: str, changes: int, now: float,
+              kind: str = "") -> bool:
+        """True when `tell` would choose no pod: the same reason and kind as last told, not due
+        for a repeat or an aggregated update, and the gang's pods (`Gang.changes`) as they were
+        then. A round asks it of every waiting gang before building the gang's pod list."""
+        notice = self._notices.get(gang_key)
+        if notice is None or notice.changes != changes or notice.reason != reason or notice.kind != (kind or message):
+            return False
+        wait = self.aggregate_seconds if notice.message != message else self.repeat_seconds
+        return now - notice.at < wait
+
+    def due(self, gang_key: tuple[str, str], now: float) -> bool:
+        """True when the gang's unchanged message is due to be repeated on its first pod."""
+        notice = self._notices.get(gang_key)
+        return notice is not None and now - notice.at >= self.repeat_seconds
+
     def tell(self, gang_key: tuple[str, str], reason: str, message: str, pods: "list[PodInfo]", now: float,
-             kind: str = "") -> Notice:
-        """The Notice for this wait now; records the sending."""
+             kind: str = "", changes: int = -1) -> Notice:
+        """The Notice for this wait now; records the sending (and `changes`, the gang's
+        Gang.changes, for `quiet`)."""
+        notice = self._tell(gang_key, reason, message, pods, now, kind)
+        if (kept := self._notices.get(gang_key)) is not None:
+            kept.changes = changes
+        return notice
+
+    def _tell(self, gang_key: tuple[str, str], reason: str, message: str, pods: "list[PodInfo]", now: float,
+              kind: str) -> Notice:
         if not pods:
             return Notice([], False)
         kind = kind or message
@@ -260,6 +285,10 @@ class WaitNotifier:
                 pods: "list[PodInfo]", now: float, kind: str = "") -> "list[PodInfo]":
         """The pods to send this (reason, message) to now (possibly none), oldest first."""
         return self.tell(gang_key, reason, message, pods, now, kind).pods
+
+    def forget(self, gang_key: tuple[str, str]) -> None:
+        """Drop the notice of a gang no longer waiting (told anew if it waits again)."""
+        self._notices.pop(gang_key, None)
 
     def forget_except(self, live: Iterable[tuple[str, str]]) -> None:
         """Drop notices of gangs no longer waiting."""

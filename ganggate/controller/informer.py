@@ -5,7 +5,8 @@ BOOKMARK events only move the resourceVersion; a 410 Gone (HTTP status or an ERR
 k8s.io/client-go/tools/cache/reflector.go) relists; any other failure reconnects with
 exponential backoff and jitter. Responses are parsed from JSON directly (no model objects) so
 10,000s of pods stay cheap. The informer hands each change to callbacks: `on_list(objects)`
-after every (re)list and `on_event(type, object)` per event; it keeps a store (key -> object)
+after every (re)list (awaited when it returns an awaitable: the watch starts once it is done) and
+`on_event(type, object)` per event; it keeps a store (key -> object)
 unless told not to (`keep_store=False`: the controller's ClusterState is its own store, and a
 second copy of 100,000 pod objects would be most of its memory, issue #11). With `convert`, a
 list reads each page into the caller's form as the page arrives (client-go's Reflector pages
@@ -16,6 +17,7 @@ than one page of objects is alive at once and on_list gets the converted ones.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import random
@@ -86,7 +88,9 @@ class Informer:
                 break
         self.store = store
         self.relists += 1
-        self.on_list(items)
+        applied = self.on_list(items)
+        if inspect.isawaitable(applied):  # the caller applies it off the loop: the watch starts after
+            await applied
         self.synced = True
 
     async def watch(self) -> None:

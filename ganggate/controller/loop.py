@@ -36,8 +36,9 @@ from ganggate.controller.bindtimeout import BindTimeouts
 from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.placement.explain import plural
-from ganggate.controller.events import EventRecorder, WaitNotifier
+from ganggate.controller.events import EventRecorder
 from ganggate.controller.excess import ExcessReporter
+from ganggate.controller.waitreport import WaitReport
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
@@ -82,7 +83,8 @@ class Controller:
                                   topology_levels=config.topology_levels)
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
                                     metrics=self.metrics, host=self.identity, clock=clock)
-        self.notifier = WaitNotifier()
+        self.waits = WaitReport()  # the waiting gangs' Events: controller.waitreport
+        self.notifier = self.waits.notifier
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
         # Rounds that re-plan only what changed since the last (core.incremental), or full ones.
         self.incremental = IncrementalRounds() if config.rounds == "incremental" else None
@@ -98,7 +100,8 @@ class Controller:
         self.preemptor = None if config.preemption == "off" or config.policy != "plan" else Preemptor(
             self.core, client.PolicyV1Api(api_client), self.state, self.events, self.metrics,
             options=PreemptionOptions(bare_pods=config.preempt_bare_pods, ordinary_pods=config.preempt_ordinary_pods),
-            timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
+            timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act,
+            capacity=self._kept_capacity)
         self.provisioner = None if config.autoscaling != "provisioning-request" else Provisioner(
             self.core, client.CustomObjectsApi(api_client), self.state, self.events,
             provisioning_class=config.provisioning_class, spawn=self._spawn, may_act=self._may_act)
@@ -111,10 +114,10 @@ class Controller:
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
         max_pod_num = config.max_pod_num
-        self.nodes = Informer(self.core.list_node, "nodes", on_list=self._on_node_list,
+        self.nodes = Informer(self.core.list_node, "nodes", on_list=self._relist_nodes,
                               on_event=self._on_node_event, metrics=self.metrics,
                               convert=NodeInfo.from_node, keep_store=False)
-        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._on_pod_list,
+        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._relist_pods,
                              on_event=self._on_pod_event, metrics=self.metrics,
                              convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False)
         self.leader: LeaderElector | None = None
@@ -135,6 +138,9 @@ class Controller:
         self._last_loop = time.monotonic()
         self._held = False
         self._changes = ChangeBuffer()  # holds state changes while a round plans off the loop
+        # Held by whatever reads the whole state in a worker thread (a round, a relist's rebuild):
+        # one at a time, each holding the changes that arrive meanwhile (self._changes).
+        self._exclusive = asyncio.Lock()
         self._last_pass = float("-inf")  # time.monotonic() of the last pass (a round or the gauges)
         self._timer: asyncio.Task | None = None  # wakes the loop when a deadline falls (timers)
         self._timer_due: float | None = None
@@ -155,6 +161,11 @@ class Controller:
 
     def _may_act(self) -> bool:
         return self.is_leader
+
+    def _kept_capacity(self) -> Any:
+        """The incremental rounds' Capacity brought up to date (the preemption search reads it
+        instead of building one from the whole state), or None."""
+        return self.incremental.capacity_now(self.state) if self.incremental is not None else None
 
     def ready(self) -> bool | str:
         """True when synced and leading; else why not (the /readyz body)."""
@@ -211,6 +222,38 @@ class Controller:
 
     def _on_pod_list(self, pods: list[PodInfo]) -> None:
         self._changes.apply(self._replace, None, pods)
+        self._poke()
+
+    async def _relist_nodes(self, nodes: list[NodeInfo]) -> None:
+        await self._relist(nodes, None)
+
+    async def _relist_pods(self, pods: list[PodInfo]) -> None:
+        await self._relist(None, pods)
+
+    async def _relist(self, nodes: list[NodeInfo] | None, pods: list[PodInfo] | None) -> None:
+        """A relist's picture rebuilt in a worker thread (with --planning=thread), the changes that
+        arrive meanwhile held and applied after it, in order: at 100,000 pods the rebuild takes
+        seconds, which on the loop would stall every watch, lease renewal and release."""
+        if self.config.planning != "thread":
+            self._changes.apply(self._replace, nodes, pods)
+            self._poke()
+            return
+        async with self._exclusive:
+            self._changes.planning = True
+            try:
+                state, bypass = self.state, self.bypass
+
+                def rebuild() -> Any:
+                    new = state.rebuilt(nodes, pods)
+                    bypass.reset(new.pods.values())
+                    return new
+
+                self.state.adopt(await asyncio.to_thread(rebuild))
+                gc.freeze()  # (see _replace)
+            except BaseException:
+                self._changes.flush()
+                raise
+            await self._changes.drain()
         self._poke()
 
     def _replace(self, nodes: list[NodeInfo] | None, pods: list[PodInfo] | None) -> None:
@@ -338,6 +381,10 @@ class Controller:
         """`round`, with `decide()` in a worker thread: the loop stays free while it plans, and
         the state changes that arrive meanwhile are applied after the round. A leader whose
         lease lapsed while it planned (or a controller told to stop) acts on nothing."""
+        async with self._exclusive:  # (not while a relist is rebuilt)
+            await self._round_off_loop(now)
+
+    async def _round_off_loop(self, now: float) -> None:
         self._before_round(now, timeouts=False)
         started = time.perf_counter()
         self._changes.planning = True
@@ -354,24 +401,17 @@ class Controller:
                 log.info("round planned but not acted on: %s", "stopping" if self._stopping else "not leading")
             else:
                 self.lifecycle.report_timeouts(timed_out)
-                self._after_round(decisions, waitings, due, now, gauges=False)  # the thread did them
+                waitings = self._after_round(decisions, waitings, due, now, gauges=False, report=False)  # (the thread
+                # did the gauges); the waiting report lets the loop run between slices of it
+                await self.waits.report_in_slices(waitings, now, self.state.gangs, self._emit_waiting)
         except BaseException:
             self._changes.flush()  # at once: nothing held may be lost, even when cancelled
             raise
         await self._changes.drain()
 
     async def _gauges(self) -> None:
-        """Update the gauges (a read of the whole state: off the loop when rounds plan off it)."""
-        if self.config.planning != "thread":
-            self._update_gauges()
-            return
-        self._changes.planning = True
-        try:
-            await asyncio.to_thread(self._update_gauges)
-        except BaseException:
-            self._changes.flush()
-            raise
-        await self._changes.drain()
+        """Update the gauges (the state's tallies: cheap, on the loop)."""
+        self._update_gauges()
 
     def _plan_settings(self) -> dict[str, Any]:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
@@ -384,7 +424,9 @@ class Controller:
         self.lifecycle.handle(now, timeouts)  # first: a gang being restarted is not rolled forward
 
     def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
-                     gauges: bool = True) -> None:
+                     gauges: bool = True, report: bool = True) -> list[Any]:
+        """Act on a round: releases, a preemption, the reports, the timers; returns the waitings
+        (with the preemption search's notes), to report when `report` is False."""
         for decision in decisions:
             if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
                 continue
@@ -395,13 +437,15 @@ class Controller:
             self.provisioner.round(waitings, now)
         if self.placeholders is not None:  # or make it add nodes for placeholders: controller.placeholders
             self.placeholders.round(waitings, now, {d.gang_key for d in decisions})
-        self._report_waiting(waitings, now)
+        if report:
+            self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
         self.excess.report(self.state)
         if gauges:
             self._update_gauges()
         self._wake_at(due)
+        return waitings
 
     def _wake_at(self, due: float | None) -> None:
         """Have a round when `due` comes on the clock (controller.timers), unless one is set
@@ -540,20 +584,8 @@ class Controller:
     # ---- waiting ------------------------------------------------------------------------
 
     def _report_waiting(self, waitings: list[Any], now: float) -> None:
-        live = []
-        for waiting in waitings:
-            gang = self.state.gangs.get(waiting.gang_key)
-            if gang is None:
-                continue
-            live.append(waiting.gang_key)
-            pods = [p for p in gang.pods.values() if not p.terminated]
-            notice = self.notifier.tell(waiting.gang_key, waiting.event_reason, waiting.message, pods, now,
-                                        waiting.kind)
-            if notice.changed:  # once per change in kind; a count that moved is a DEBUG line
-                level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
-                log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)
-            elif notice.pods:
-                log.debug("%s %s/%s (again): %s", waiting.event_reason, *waiting.gang_key, waiting.message)
-            for pod in notice.pods:
-                self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
-        self.notifier.forget_except(live)
+        """GangWaiting / GangUnschedulable Events for what is new (controller.waitreport)."""
+        self.waits.report(waitings, now, self.state.gangs, self._emit_waiting)
+
+    def _emit_waiting(self, pod: Any, reason: str, message: str) -> None:
+        self.events.emit(pod, reason, message, log_it=False)

@@ -34,7 +34,7 @@ from ganggate.controller.protection import Protection
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
 from ganggate.controller.restart import JobAdvice, delete_member
-from ganggate.core.policy.lifecycle import MemberLoss, gangs_timed_out, judge_loss, nodes_lost
+from ganggate.core.policy.lifecycle import MemberLoss, judge_loss, nodes_lost
 from ganggate.core.policy.planloss import plans_lost
 from ganggate.kube.calls import ApiCallError
 from ganggate.kube.clock import WALL, Clock
@@ -204,11 +204,11 @@ class GangLifecycle:
             log.warning("deleting %s: %s", pod_key, exc)
 
     def due_timeouts(self, now: float) -> list[tuple[GangKey, int]]:
-        """Gangs past their timeout and not reported yet (a read of every gang: it may run in
-        a round's worker thread)."""
+        """Gangs past their timeout and not reported yet (from the state's heap of timeouts,
+        core.tallies; it may run in a round's worker thread)."""
         skip = [k for k, created in list(self._timed_out.items())
                 if k in self.state.gangs and self.state.gangs[k].created == created]
-        return gangs_timed_out(self.state.gangs, now, skip)
+        return self.state.tallies.timed_out(self.state, now, skip)  # O(gangs past their timeout)
 
     def report_timeouts(self, found: list[tuple[GangKey, int]]) -> None:
         """One GangTimedOut Event and a WARNING per gang found by `due_timeouts`."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Collection, Mapping, Union
 
-from ganggate.core.fit.resources import GPU
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 log = logging.getLogger(__name__)
@@ -100,30 +99,20 @@ class Metrics:
             self.gangs.labels(state=state).set(counts.get(state, 0))
 
     def observe_cluster(self, state: Any, not_gated: Collection[tuple[str, str]] = ()) -> None:
-        """Gangs by state (gangs in not_gated count as not-gated) and the GPU gauges, from a ClusterState."""
-        counts: dict[str, int] = {}
-        idle = 0
-        for key, gang in state.gangs.items():
-            label = "not-gated" if key in not_gated else gang.state
-            counts[label] = counts.get(label, 0) + 1
-            if gang.state in ("waiting", "running"):
-                continue
-            live = gang.live_pods()
-            bound = [p for p in live if p.node_name]
-            needed = gang.spec.min_available if gang.spec is not None else len(live)
-            if 0 < len(bound) < needed or (gang.state == "released" and len(bound) < len(live)):
-                idle += sum(p.request.get(GPU, 0) for p in bound)
-        invalid_only = [k for k in not_gated if k not in state.gangs]  # no valid pod: no core gang
-        counts["not-gated"] = counts.get("not-gated", 0) + len(invalid_only)
+        """Gangs by state (gangs in not_gated count as not-gated) and the GPU gauges, from a
+        ClusterState's tallies (core.tallies: kept by the watch events, so this costs O(not_gated),
+        not a walk over every gang and node)."""
+        tallies = state.tallies
+        counts = dict(tallies.states)
+        for key in not_gated:
+            gang = state.gangs.get(key)
+            if gang is not None:  # a gang with no valid pod has no core gang: counted once below
+                counts[gang.state] -= 1
+            counts["not-gated"] = counts.get("not-gated", 0) + 1
         self.set_gang_states(counts)
-        free = promised = 0
-        for name, node in state.nodes.items():
-            promised += node.promised.get(GPU, 0)
-            if node.ready and not node.cordoned:
-                free += max(0, state.free(name).get(GPU, 0))
-        self.gpus_free.set(free // 1000)
-        self.gpus_promised.set(promised // 1000)
-        self.gpus_held_idle.set(idle // 1000)
+        self.gpus_free.set(tallies.free_gpus // 1000)
+        self.gpus_promised.set(tallies.promised_gpus // 1000)
+        self.gpus_held_idle.set(tallies.held_idle // 1000)
 
     def api_error(self, verb: str, code: int) -> None:
         self.api_errors.labels(verb=verb, code=str(code)).inc()

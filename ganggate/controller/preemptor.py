@@ -35,8 +35,8 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.explain import plural
 from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.policy.preemption import PreemptionOptions, PreemptionPlan, Victim, plan_preemption
-from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, annotation_value
+from ganggate.core.policy.preemption import NoPreemption, PreemptionOptions, PreemptionPlan, Victim, plan_preemption
+from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, active_reservations, annotation_value
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class Preemptor:
     def __init__(self, core_api: Any, policy_api: Any, state: ClusterState, events: Any, metrics: Any, *,
                  options: PreemptionOptions, timeout_seconds: float, spawn: Callable[[Any], Any],
                  may_act: Callable[[], bool] = lambda: True,
+                 capacity: Callable[[], Any] = lambda: None,
                  backoff: Backoff = Backoff(base=0.1, cap=5.0, attempts=10)) -> None:
         self.core = core_api
         self.policy = policy_api
@@ -61,20 +62,35 @@ class Preemptor:
         self.timeout_seconds = timeout_seconds
         self.spawn = spawn
         self.may_act = may_act
+        self.capacity = capacity  # the kept Capacity, up to date (core.incremental), or None
         self.backoff = backoff
         self.in_flight: PreemptionPlan | None = None
         self._protected: dict[str, float] = {}  # victim name -> until (a foreign budget refused)
+        self._last_search: tuple[tuple, list[NoPreemption]] | None = None  # its inputs and reasons
 
     def round(self, waitings: list[Waiting], now: float) -> list[Waiting]:
         """Start a preemption if one helps; returns the waitings, with why gangs preempt nothing."""
         if self.in_flight is not None:
             return waitings
         self._protected = {k: t for k, t in self._protected.items() if t > now}
-        plan, reasons = plan_preemption(self.state, waitings, now, self.options, busy=set(self._protected))
+        # The search reads the state, the round's waitings (themselves a reading of the state),
+        # the victims kept out and the reservations still running: when none of these changed
+        # since a search that found nothing, it would find nothing again, for the same reasons.
+        inputs = (self.state.version, len(waitings), frozenset(self._protected),
+                  frozenset(active_reservations(self.state, now)))
+        if self._last_search is not None and self._last_search[0] == inputs:
+            reasons = self._last_search[1]
+            plan = None
+        else:
+            plan, reasons = plan_preemption(self.state, waitings, now, self.options, busy=set(self._protected),
+                                            base=self.capacity())
+            self._last_search = None if plan is not None else (inputs, reasons)
         if plan is not None:
             self.in_flight = plan
             self.spawn(self._run(plan, now))
         notes = {r.gang_key: r.reason for r in reasons if not r.reason.startswith(_QUIET_PREFIX)}
+        if not notes:
+            return waitings
         return [Waiting(w.gang_key, w.event_reason, f"{w.message}; no preemption: {notes[w.gang_key]}", w.kind)
                 if w.gang_key in notes and w.event_reason == "GangUnschedulable" else w for w in waitings]
 

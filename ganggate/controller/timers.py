@@ -13,7 +13,7 @@ from typing import Iterable
 
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
-from ganggate.core.policy.lifecycle import node_lost_due, waiting_timeout
+from ganggate.core.policy.lifecycle import node_lost_due
 
 # The core's tests are strict ("waited more than"): a round at the due instant itself would not
 # act yet, so the wake-up comes this much after it.
@@ -24,17 +24,12 @@ def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
              timed_out: Iterable[GangKey] = (), node_lost_after: float | None = None) -> float | None:
     """The earliest instant after `now` at which a round would act on time alone, or None.
 
-    timed_out: gangs already reported as timed out (they are not reported again).
+    timed_out: gangs already reported as timed out (they are not reported again). Read from the
+    heaps the state keeps as events come (core.tallies), not from a walk over every gang.
     node_lost_after: --node-lost-after, when set (a node not Ready becomes lost then).
     """
-    reported = set(timed_out)
-    due = [p.deadline for p in state.promises.values()]
-    if node_lost_after is not None and (lost := node_lost_due(state, now, node_lost_after)) is not None:
-        due.append(lost + PAST)
-    for key, gang in state.gangs.items():
-        if gang.state == "waiting" and gang.complete_since is not None:
-            due.append(gang.complete_since + starvation_seconds + PAST)
-        if key not in reported and (timeout := waiting_timeout(gang)) is not None:
-            due.append(gang.created + timeout + PAST)
-    ahead = [t for t in due if t > now]
-    return min(ahead) if ahead else None
+    due = state.tallies.next_due(state, now, starvation_seconds, PAST, timed_out)
+    if node_lost_after is not None and (lost := node_lost_due(state, now, node_lost_after)) is not None \
+            and lost + PAST > now:
+        due = lost + PAST if due is None else min(due, lost + PAST)
+    return due

@@ -92,12 +92,15 @@ class IncrementalRounds:
         self._preempting: set[GangKey] = set()
         # Answers kept for the next round, and the ready gangs without one (planned every round).
         self._kept: dict[GangKey, _Kept] = {}
+        self._kept_waitings: dict[GangKey, Waiting] = {}  # the kept Waitings alone (a round hands them back)
+        self._last_waitings: list[Waiting] | None = None  # what the last incremental round returned
         self._unkept: set[GangKey] = set()
         self._by_index: dict[int, set[GangKey]] = {}  # id(NodeIndex) -> gangs kept on it
         self._indexes: dict[int, NodeIndex] = {}
         self._starving_at: list[tuple[float, GangKey]] = []  # (complete_since, gang) of kept Waitings
         self._in_heap: dict[GangKey, float] = {}  # what _starving_at holds for a gang, once
         self._changed_last: set[str] = set()  # nodes any take of the last round changed
+        self._refreshed: set[str] = set()  # nodes capacity_now brought up to date since the last round
         self.full_rounds = 0
         self.incremental_rounds = 0
         self.turns = 0
@@ -139,11 +142,19 @@ class IncrementalRounds:
             stale: set[str] | None = None  # everything
             self.full_rounds += 1
         else:
-            stale = self._refresh(state, dirty_nodes) | self._changed_last
+            stale = self._refresh(state, dirty_nodes) | self._changed_last | self._refreshed
             self.incremental_rounds += 1
+        self._refreshed = set()
         self._context = context
-        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds)
-        return decisions, list(self._status.values()) + waiting
+        # No gang changed since the last round: if none is planned either, the Waitings are the
+        # last round's, handed back as the same list (the shell's report then has nothing to read).
+        quiet = stale is not None and not dirty_gangs and self._last_waitings is not None
+        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds, quiet)
+        if quiet and not self.turns:
+            assert self._last_waitings is not None and not decisions
+            return decisions, self._last_waitings
+        self._last_waitings = list(self._status.values()) + waiting
+        return decisions, self._last_waitings
 
     def _fallback(self, state: ClusterState, now: float, starvation_seconds: float,
                   card_policy: CardPolicy | None, whole_gpu_policy: WholeGpuPolicy | None,
@@ -177,9 +188,22 @@ class IncrementalRounds:
         if _preempting(gang):
             self._preempting.add(key)
 
+    def capacity_now(self, state: ClusterState) -> Capacity | None:
+        """The kept Capacity brought up to date with the state, for a read between rounds (the
+        preemption search: it must give back whatever it takes, Capacity.start_round/rewind);
+        None when none is kept (the last round was a fallback) or the node layout changed. The
+        nodes it updates count as changed for the next round, as the watch's would."""
+        if self.capacity is None or self._layout != state.layout_version or not state.track_changes:
+            return None
+        dirty, state.dirty_nodes = state.dirty_nodes, set()
+        self._refreshed |= self._refresh(state, dirty)
+        return self.capacity
+
     def _forget(self) -> None:
         self.capacity, self._context, self._changed_last = None, None, set()
+        self._refreshed = set()
         self._kept, self._by_index, self._indexes, self._starving_at, self._in_heap = {}, {}, {}, [], {}
+        self._kept_waitings, self._last_waitings = {}, None
         self._unkept = set(self._ready)
 
     def _refresh(self, state: ClusterState, dirty_nodes: set[str]) -> set[str]:
@@ -213,8 +237,9 @@ class IncrementalRounds:
         return out
 
     def _round(self, state: ClusterState, now: float, stale: set[str] | None, rivals: list,
-               starvation_seconds: float) -> tuple[list[Decision], list[Waiting]]:
-        """Plan the gangs that need it, in round order, and reuse the rest's last Waiting."""
+               starvation_seconds: float, quiet: bool = False) -> tuple[list[Decision], list[Waiting]]:
+        """Plan the gangs that need it, in round order, and reuse the rest's last Waiting (not
+        gathered when `quiet` and no gang was planned: the caller has them)."""
         capacity = self.capacity
         assert capacity is not None
         capacity.start_round()
@@ -259,7 +284,11 @@ class IncrementalRounds:
                         if id(index) not in triggered:  # once: it sends every later gang on it
                             triggered.add(id(index))
                             self._replan_after(turn, index, turns, order)
-        waiting.extend(k.waiting for key, k in self._kept.items() if k.waiting is not None and key not in turns)
+        if turns or not quiet:
+            reused = dict(self._kept_waitings)  # (copies and set operations: no Python step per kept gang)
+            for key in turns.intersection(reused):
+                del reused[key]
+            waiting.extend(reused.values())
         capacity.rewind()  # the kept capacity is the cluster's again
         self._changed_last = ever
         self.turns = len(turns)
@@ -285,6 +314,7 @@ class IncrementalRounds:
         pods = release_candidates(gang)
         indexes = {id(i): i for i in (capacity.index(p) for p in {p.constraint_key: p for p in pods}.values())}
         self._kept[gang.key] = _Kept(waiting, tuple(indexes.values()))
+        self._kept_waitings[gang.key] = waiting
         self._unkept.discard(gang.key)
         for i, index in indexes.items():
             self._by_index.setdefault(i, set()).add(gang.key)
@@ -294,6 +324,7 @@ class IncrementalRounds:
             heapq.heappush(self._starving_at, (gang.complete_since, gang.key))
 
     def _drop(self, key: GangKey) -> None:
+        self._kept_waitings.pop(key, None)
         kept = self._kept.pop(key, None)
         if kept is not None:
             if key in self._ready:

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.explain import plural
-from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.gangs import Gang, GangKey, timed_out, timeout_of, waiting_timeout  # noqa: F401  (re-exported)
 from ganggate.core.state.losses import (  # noqa: F401  (re-exported)
     CAUSES,
     MemberLoss,
@@ -190,29 +190,6 @@ def waits_for_terminating(pods: list[PodInfo], capacity: Capacity, need: int, st
 
 
 # ---- gangs that wait too long -----------------------------------------------------------
-
-
-def timeout_of(gang: Gang) -> int | None:
-    """The gang's group-timeout-seconds: the smallest its members carry, or None."""
-    values = [p.timeout_seconds for p in gang.pods.values() if p.member and p.timeout_seconds is not None]
-    return min(values) if values else None
-
-
-def waiting_timeout(gang: Gang) -> int | None:
-    """The timeout that applies to a gang now: its group-timeout-seconds while it still waits
-    (incomplete, waiting for room, in conflict) and has a creation time to count from, else None."""
-    if gang.state not in ("incomplete", "waiting", "conflict") or not gang.created:
-        return None
-    return timeout_of(gang)
-
-
-def timed_out(gang: Gang, now: float) -> int | None:
-    """The timeout a gang still waiting has exceeded, or None. It waits from its first pod's
-    creation (timers.next_due wakes the controller just after that deadline)."""
-    timeout = waiting_timeout(gang)
-    if timeout is None or now - gang.created <= timeout:
-        return None
-    return timeout
 
 
 def gangs_timed_out(gangs: Mapping[GangKey, Gang], now: float, skip: Iterable[GangKey] = ()) -> list[tuple[GangKey, int]]:

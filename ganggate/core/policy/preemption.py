@@ -12,6 +12,8 @@ gang; never for a gang that would fit by waiting for pods already terminating. P
 
 from __future__ import annotations
 
+import heapq
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping, Sequence
 
@@ -20,7 +22,7 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.placement.explain import plural
 from ganggate.core.state.gangs import Gang, GangKey
-from ganggate.core.policy.ordering import release_candidates, round_order
+from ganggate.core.policy.ordering import release_candidates, round_key
 from ganggate.core.state.outcome import Unfit, Waiting
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.policy.reservation import Reservation, active_reservations, hold
@@ -83,43 +85,67 @@ def never_preempts(gang: Gang) -> bool:
 
 def plan_preemption(
     state: ClusterState,
-    waitings: Iterable[Waiting],
+    waitings: Sequence[Waiting],
     now: float,
     options: PreemptionOptions = PreemptionOptions(),
     busy: Collection[str] = (),
+    base: Capacity | None = None,
 ) -> tuple[PreemptionPlan | None, list[NoPreemption]]:
     """At most one preemption for this round, for the first waiting gang (in round order) for
     which one helps; and why the gangs tried before it preempt nothing.
 
     `waitings` are the round's (from `decide`, after its decisions were promised); `busy`
     names gangs ("ns/name") and pods ("pod ns/name") being preempted or preempting right now.
+    `base`: the cluster's free capacity kept between rounds and up to date (core.incremental's),
+    used and given back instead of building one from the whole state; None builds one.
     """
+    lowest = state.tallies.lowest_preemptible_priority()  # kept by the events: no walk over the gangs
+    if not options.ordinary_pods and lowest is None:
+        return None, []  # no gang runs: nothing to preempt, nothing to say
     reservations = active_reservations(state, now)
     busy_names = set(busy) | {v for r in reservations.values() for v in r.victims}
-    unfit = {w.gang_key for w in waitings if w.event_reason == "GangUnschedulable"}
-    gangs = [g for k in unfit if (g := state.gangs.get(k)) is not None and g.state == "waiting"]
+    # A gang of priority no higher than every running gang's preempts nothing and says nothing;
+    # round order puts every gang above it first, so leaving it out changes no gang's turn. The
+    # state keeps its waiting gangs by priority: those above the lowest are read, not every one.
+    if options.ordinary_pods or lowest is None:
+        unfit = {w.gang_key for w in waitings if w.event_reason == "GangUnschedulable"}
+        gangs = [g for k in unfit if (g := state.gangs.get(k)) is not None and g.state == "waiting"]
+    else:
+        above = state.tallies.waiting_above(lowest)
+        reasons = dict(zip(map(attrgetter("gang_key"), waitings), map(attrgetter("event_reason"), waitings))
+                       ) if above else {}
+        gangs = [state.gangs[k] for k in above if reasons.get(k) == "GangUnschedulable"]
     reasons: list[NoPreemption] = []
-    rivals = find_rivals(state)
-    for gang in round_order(gangs)[: options.max_preemptors]:
+    rivals = find_rivals(state) if gangs else []
+    for gang in heapq.nsmallest(options.max_preemptors, gangs, key=round_key):  # round_order's first few
         name = f"{gang.key[0]}/{gang.key[1]}"
         if gang.key in reservations or name in busy_names:
             continue  # one preemption in flight per preemptor
-        if not options.ordinary_pods and not any(
-                g.priority < gang.priority and g.state in ("running", "released") for g in state.gangs.values()):
-            continue  # nothing it could preempt: say nothing
         if never_preempts(gang):
             reasons.append(NoPreemption(gang.key, "its preemptionPolicy is Never"))
             continue
-        capacity = _base_capacity(state, reservations)
-        result = _plan_for(gang, state, capacity, rivals, options, busy_names)
+        capacity = _base_capacity(state, reservations, base)
+        try:
+            result = _plan_for(gang, state, capacity, rivals, options, busy_names)
+        finally:
+            if base is not None:
+                base.rewind()  # the kept capacity is the cluster's again
         if isinstance(result, PreemptionPlan):
             return result, reasons
         reasons.append(NoPreemption(gang.key, result))
     return None, reasons
 
 
-def _base_capacity(state: ClusterState, reservations: Mapping[GangKey, Reservation]) -> Capacity:
-    capacity = Capacity.from_state(state)
+def _base_capacity(state: ClusterState, reservations: Mapping[GangKey, Reservation],
+                   base: Capacity | None = None) -> Capacity:
+    """The cluster's free capacity less the reservations: `base` (a Capacity kept up to date
+    with the state, core.incremental), every take from now on undone by its rewind(); else one
+    built from the whole state."""
+    if base is not None:
+        base.start_round()
+        capacity = base
+    else:
+        capacity = Capacity.from_state(state)
     for reservation in reservations.values():
         hold(capacity, state, reservation)
     return capacity
@@ -218,6 +244,8 @@ def _free(capacity: Capacity, freed: Sequence[tuple[str, Resources]], sign: int)
 
 def _fits(pods: Sequence[PodInfo], capacity: Capacity, need: int, rivals: Rivals) -> bool:
     """Whether the gang's plan fits now (nothing stays taken from capacity)."""
+    if not _may_fit(pods, capacity, need):
+        return False
     result, _ = place_uncontested(pods, capacity, need, rivals)
     if isinstance(result, Unfit):
         return False
@@ -225,6 +253,18 @@ def _fits(pods: Sequence[PodInfo], capacity: Capacity, need: int, rivals: Rivals
     for key, node in result.items():
         capacity.take(node, by_key[key].request, -1)
     return True
+
+
+def _may_fit(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> bool:
+    """False when the gang cannot fit, by a count alone: its pods all of one constraint and one
+    GPU amount, and fewer than `need` such pods fit by free GPUs on the nodes they may use
+    (NodeIndex.room_for, an upper bound). The search adds victims one at a time and asks after
+    each whether the gang fits: most answers are this cheap no, not a packing."""
+    first = pods[0] if pods else None
+    if first is None or first.gpu <= 0 or any(p.gpu != first.gpu or p.constraint_key != first.constraint_key
+                                              for p in pods):
+        return True
+    return capacity.index(first).room_for(first.gpu) >= need
 
 
 def plan_message(gang: Gang, victims: Sequence[Victim], placement: Mapping[str, str]) -> str:

@@ -72,8 +72,9 @@ def read_reservation(gang: Gang) -> Reservation | None:
 def active_reservations(state: ClusterState, now: float) -> dict[GangKey, Reservation]:
     """Reservations of gangs still waiting whose time has not run out."""
     out: dict[GangKey, Reservation] = {}
-    for gang in state.gangs.values():
-        if gang.state != "waiting":
+    for key in state.reserving:  # gangs with a pod carrying one (kept by the events)
+        gang = state.gangs.get(key)
+        if gang is None or gang.state != "waiting":
             continue
         reservation = read_reservation(gang)
         if reservation is not None and reservation.until > now and reservation.placement:

@@ -32,6 +32,7 @@ from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_c
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.state.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
 from ganggate.core.fit.resources import GPU, Resources, add_into, node_allocatable
+from ganggate.core.state.tallies import Tallies
 
 
 @dataclass(slots=True)
@@ -168,6 +169,13 @@ class ClusterState:
         #: Gangs with more live pods than their group-pod-num (Gang.excess_pods may be non-empty),
         #: kept as gangs refresh, so that reporting them reads these gangs only.
         self.over_declared: set[GangKey] = set()
+        #: Sums over every node and gang and the deadlines ahead, kept by the same events
+        #: (core.tallies): what a round's gauges, timers and timeouts read.
+        self.tallies = Tallies()
+        #: Bumped by every change to nodes, pods or promises: equal values, the same picture.
+        self.version = 0
+        #: Gangs with a pod carrying a preemption reservation, with how many such pods.
+        self.reserving: dict[GangKey, int] = {}
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -211,6 +219,7 @@ class ClusterState:
         """`reset` from nodes and pods already read (an informer reads each page of a list as
         it comes, not the whole list at once); None keeps the current ones, so a relist of one
         kind rebuilds the picture with the other as it is."""
+        self.version += 1
         nodes = list(self.nodes.values()) if nodes is None else nodes
         pods = list(self.pods.values()) if pods is None else pods
         old_promises = self.promises
@@ -220,6 +229,7 @@ class ClusterState:
         self._bound_cards, self._promised_cards = {}, {}
         self.dirty_nodes, self.dirty_gangs = set(), set()
         self.over_declared = set()
+        self.tallies, self.reserving = Tallies(), {}
         for node in nodes:
             self._put_node(node)
         touched: set[GangKey] = set()
@@ -236,6 +246,22 @@ class ClusterState:
         self.losses = losses_after_relist(self.gangs)
         self.layout_version += 1
 
+    def rebuilt(self, nodes: Iterable[NodeInfo] | None = None, pods: Iterable[PodInfo] | None = None) -> "ClusterState":
+        """The picture `replace(nodes, pods)` would make of this one, as a new ClusterState, this
+        one left as it is: it can be built in a worker thread while this one is still read (the
+        shell holds every change meanwhile), then taken over with `adopt`."""
+        other = ClusterState(scheduler_names=self.scheduler_names, max_pod_num=self.max_pod_num,
+                             bind_timeout_seconds=self.bind_timeout_seconds, topology_levels=self.topology_levels)
+        other.promises, other._expired = self.promises, set(self._expired)  # (replace reads, never changes, them)
+        other.layout_version, other.version, other.track_changes = self.layout_version, self.version, self.track_changes
+        other.replace(list(self.nodes.values()) if nodes is None else nodes,
+                      list(self.pods.values()) if pods is None else pods)
+        return other
+
+    def adopt(self, other: "ClusterState") -> None:
+        """Become `other` (a `rebuilt` picture): every holder of this object sees the new one."""
+        self.__dict__.update(other.__dict__)
+
     def take_losses(self) -> list[MemberLoss]:
         """The members lost since the last call (each loss is reported once)."""
         losses, self.losses = self.losses, []
@@ -243,15 +269,18 @@ class ClusterState:
 
     def apply_node(self, event_type: str, node: dict) -> None:
         """A node ADDED, MODIFIED or DELETED."""
+        self.version += 1
         name = (node.get("metadata") or {}).get("name") or ""
         if event_type == "DELETED":
             if self.nodes.pop(name, None) is not None:
                 self.layout_version += 1
+                self._mark_node(name)
         else:
             self._upsert_node(node)
 
     def apply_pod(self, event_type: str, pod: dict) -> None:
         """A pod ADDED, MODIFIED or DELETED; events for one pod may come in any order."""
+        self.version += 1
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
         touched: set[GangKey] = set()
@@ -306,13 +335,13 @@ class ClusterState:
         fail to bind, and its gang can be rolled forward.
         """
         by_gang: dict[GangKey, list[str]] = {}
-        for key, promise in list(self.promises.items()):
-            if promise.deadline <= now:
-                pod = self.pods.get(key)
-                if pod is not None and not pod.gated:
-                    by_gang.setdefault(promise.gang_key, []).append(key)
-                    self._expired.add((key, promise.uid))
-                self._end_promise(key)
+        for key in self.tallies.expired_promises(self, now):  # a heap of deadlines: O(expired)
+            promise = self.promises[key]
+            pod = self.pods.get(key)
+            if pod is not None and not pod.gated:
+                by_gang.setdefault(promise.gang_key, []).append(key)
+                self._expired.add((key, promise.uid))
+            self._end_promise(key)
         return [(gang, sorted(keys)) for gang, keys in sorted(by_gang.items())]
 
     def cancel_promises(self, pod_keys: Iterable[str]) -> None:
@@ -338,8 +367,7 @@ class ClusterState:
         info.used = self._used.setdefault(name, {})
         info.promised = self._promised.setdefault(name, {})
         self.nodes[name] = info
-        if self.track_changes:
-            self.dirty_nodes.add(name)
+        self._mark_node(name)
         if old is None or (old.filter_key, old.allocatable, old.card_totals, old.labels) != (
             info.filter_key, info.allocatable, info.card_totals, info.labels
         ):
@@ -353,8 +381,7 @@ class ClusterState:
             self.terminating[info.key] = info
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, 1)
-            if self.track_changes:
-                self.dirty_nodes.add(info.node_name)
+            self._mark_node(info.node_name)
             if info.gpu_card is not None:
                 self._bound_cards.setdefault(info.node_name, {})[info.key] = info.gpu_card
         gang_key = self.gang_of(info)
@@ -364,6 +391,8 @@ class ClusterState:
                 gang = self.gangs[gang_key] = Gang(namespace=gang_key[0], name=gang_key[1], key=gang_key)
             gang.add(info)
             touched.add(gang_key)
+            if info.reservation is not None:
+                self.reserving[gang_key] = self.reserving.get(gang_key, 0) + 1
 
     def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods.pop(info.key, None)
@@ -371,15 +400,21 @@ class ClusterState:
         self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
             _add(self._used, info.node_name, info.request, -1)
-            if self.track_changes:
-                self.dirty_nodes.add(info.node_name)
+            self._mark_node(info.node_name)
             self._bound_cards.get(info.node_name, {}).pop(info.key, None)
         gang_key = self.gang_of(info)
         if gang_key is not None and gang_key in self.gangs:
             self.gangs[gang_key].discard(info.key)
             touched.add(gang_key)
+            if info.reservation is not None:
+                left = self.reserving.get(gang_key, 0) - 1
+                if left > 0:
+                    self.reserving[gang_key] = left
+                else:
+                    self.reserving.pop(gang_key, None)
 
     def _refresh_gang(self, key: GangKey) -> None:
+        self.version += 1
         if self.track_changes:
             self.dirty_gangs.add(key)
         gang = self.gangs.get(key)
@@ -392,6 +427,19 @@ class ClusterState:
         gang.refresh()
         if gang.spec is not None and gang.live_count > gang.spec.pod_num:
             self.over_declared.add(key)
+        if gang is not None and not gang.pods:
+            del self.gangs[key]
+            gang = None
+        if gang is not None:
+            gang.refresh()
+        self.tallies.gang(key, gang)
+
+    def _mark_node(self, name: str) -> None:
+        """The node, or its used or promised capacity, changed: tell whoever keeps track."""
+        self.version += 1
+        if self.track_changes:
+            self.dirty_nodes.add(name)
+        self.tallies.node(self, name)
 
     @staticmethod
     def _awaits_binding(pod: PodInfo) -> bool:
@@ -399,24 +447,25 @@ class ClusterState:
 
     def _hold(self, promise: Promise) -> None:
         self.promises[promise.pod_key] = promise
+        self.version += 1
+        self.tallies.promise(promise.pod_key, promise.deadline)
         if self.track_changes:
             self.dirty_gangs.add(promise.gang_key)
         if promise.node is not None:
             _add(self._promised, promise.node, promise.request, 1)
-            if self.track_changes:
-                self.dirty_nodes.add(promise.node)
+            self._mark_node(promise.node)
             if promise.card is not None:
                 self._promised_cards.setdefault(promise.node, {})[promise.pod_key] = promise.card
 
     def _end_promise(self, pod_key: str) -> None:
         promise = self.promises.pop(pod_key, None)
         if promise is not None:
+            self.version += 1
             if self.track_changes:
                 self.dirty_gangs.add(promise.gang_key)
         if promise is not None and promise.node is not None:
             _add(self._promised, promise.node, promise.request, -1)
-            if self.track_changes:
-                self.dirty_nodes.add(promise.node)
+            self._mark_node(promise.node)
             self._promised_cards.get(promise.node, {}).pop(pod_key, None)
 
     def _rebuild_promise(self, pod: PodInfo) -> None:

@@ -21,6 +21,7 @@ from ganggate.contract import (
     GangSpec,
 )
 from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import GPU
 
 GangKey = tuple[str, str]
 
@@ -60,6 +61,9 @@ class Gang:
     priority: int = 0
     created: float = 0.0
     _state: str = "incomplete"
+    #: Bumped by every add and discard: equal values, the same pods (the shell's reports skip
+    #: a gang whose pods and message are as when last reported).
+    changes: int = field(default=0, compare=False)
     # Running tallies (see the module docstring).
     _live: int = field(default=0, repr=False)
     _gated_live: int = field(default=0, repr=False)
@@ -69,6 +73,9 @@ class Gang:
     _live_created: list[float] = field(default_factory=list, repr=False)  # sorted
     _live_priorities: Counter = field(default_factory=Counter, repr=False)
     _live_specs: Counter = field(default_factory=Counter, repr=False)
+    _live_timeouts: Counter = field(default_factory=Counter, repr=False)  # group-timeout-seconds carried
+    _bound_live: int = field(default=0, repr=False)  # live pods with a node
+    _bound_live_gpus: int = field(default=0, repr=False)  # their milli-GPUs
     _gated_sorted: list[PodInfo] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -89,6 +96,7 @@ class Gang:
 
     def _tally(self, pod: PodInfo, sign: int) -> None:
         self._gated_sorted = None
+        self.changes += 1
         if not pod.gated:
             self._released_any += sign
         if not pod.member:
@@ -103,6 +111,11 @@ class Gang:
         _count(self._live_priorities, pod.priority, sign)
         if isinstance(pod.gang, GangSpec):
             _count(self._live_specs, pod.gang, sign)
+        if pod.timeout_seconds is not None:
+            _count(self._live_timeouts, pod.timeout_seconds, sign)
+        if pod.node_name:
+            self._bound_live += sign
+            self._bound_live_gpus += sign * pod.request.get(GPU, 0)
         if pod.gated:
             self._gated_live += sign
         elif not pod.node_name:
@@ -151,6 +164,21 @@ class Gang:
         if self.spec is None or self._state in ("incomplete", "conflict") or self._live <= self.spec.pod_num:
             return []
         return self.gated_pods()[self.release_room:]
+
+    @property
+    def bound_count(self) -> int:
+        """How many live pods are bound to a node."""
+        return self._bound_live
+
+    @property
+    def bound_gpus(self) -> int:
+        """Milli-GPUs (nvidia.com/gpu) the live bound pods request."""
+        return self._bound_live_gpus
+
+    @property
+    def timeout_seconds(self) -> int | None:
+        """The smallest group-timeout-seconds a live pod carries, or None."""
+        return min(self._live_timeouts) if self._live_timeouts else None
 
     @property
     def still_needed(self) -> int:
@@ -208,6 +236,31 @@ class Gang:
         if self._gated_live:
             return "partial" if self._released < self.spec.min_available else "started"
         return "released" if self._released_unbound_live else "running"
+
+
+# ---- gangs that wait too long (core.lifecycle re-exports these) ------------------------------
+
+
+def timeout_of(gang: Gang) -> int | None:
+    """The gang's group-timeout-seconds: the smallest its members carry, or None."""
+    return gang.timeout_seconds  # tallied by the gang as its pods come and go
+
+
+def waiting_timeout(gang: Gang) -> int | None:
+    """The timeout that applies to a gang now: its group-timeout-seconds while it still waits
+    (incomplete, waiting for room, in conflict) and has a creation time to count from, else None."""
+    if gang.state not in ("incomplete", "waiting", "conflict") or not gang.created:
+        return None
+    return timeout_of(gang)
+
+
+def timed_out(gang: Gang, now: float) -> int | None:
+    """The timeout a gang still waiting has exceeded, or None. It waits from its first pod's
+    creation (timers.next_due wakes the controller just after that deadline)."""
+    timeout = waiting_timeout(gang)
+    if timeout is None or now - gang.created <= timeout:
+        return None
+    return timeout
 
 
 def _count(counter: Counter, key: object, sign: int) -> None:
