@@ -97,9 +97,11 @@ class Provisioner:
                 self._run(asked, self._poll(key, asked, now))
 
     def annotate(self, decision: Any) -> None:
-        """Add the consume annotations to a release of a gang whose request was provisioned."""
+        """Add the consume annotations to a release of a gang that asked for room: also when the
+        nodes joined before this controller read the request's Provisioned (it polls), so that the
+        autoscaler counts the pods against the room it booked for them, not as new demand."""
         asked = self.asked.get(decision.gang_key)
-        if asked is None or asked.state != "provisioned":
+        if asked is None or asked.state == "failed":
             return
         extra = consume_annotations(asked.name, self.provisioning_class)
         for pod_key in decision.placement:
