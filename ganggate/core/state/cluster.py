@@ -419,19 +419,13 @@ class ClusterState:
             self.dirty_gangs.add(key)
         gang = self.gangs.get(key)
         self.over_declared.discard(key)
-        if gang is None:
-            return
-        if not gang.pods:
-            del self.gangs[key]
-            return
-        gang.refresh()
-        if gang.spec is not None and gang.live_count > gang.spec.pod_num:
-            self.over_declared.add(key)
         if gang is not None and not gang.pods:
             del self.gangs[key]
             gang = None
         if gang is not None:
             gang.refresh()
+            if gang.spec is not None and gang.live_count > gang.spec.pod_num:
+                self.over_declared.add(key)
         self.tallies.gang(key, gang)
 
     def _mark_node(self, name: str) -> None:
