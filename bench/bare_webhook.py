@@ -17,7 +17,7 @@ from aiohttp import web
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--cert-file", required=True)
     parser.add_argument("--key-file", required=True)
     parser.add_argument("--host", default="127.0.0.1")

@@ -53,7 +53,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--gangs", type=int, default=200)
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.3])
