@@ -12,7 +12,7 @@ PrepareForCreate/PrepareForUpdate -> validation -> store. Errors are Status obje
 (ganggate.sim.errors). Watches stream newline-delimited JSON events from ganggate.sim.watch.
 
 Simplifications (see docs/kubesim.md): no authentication or authorization; JSON only (no
-protobuf, no server-side Table rendering); pods are deleted gracefully (deletion.py), other
+protobuf); pods are deleted gracefully (deletion.py), other
 kinds at once (no finalizers); a namespace's deletion removes its objects at once; `continue` pages show the
 current state after the page boundary rather than an etcd snapshot; get/list ignore the
 resourceVersion they are given and serve the latest state (always "not older than").
@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim import deletion, discovery, errors, fieldvalidation, gc, openapi, patch as patching, selectors, services
-from ganggate.sim import eviction, priority, strategies, validation
+from ganggate.sim import eviction, pod_logs, priority, strategies, validation
 from ganggate.sim.discovery import ResourceInfo
 from ganggate.sim import faults as faults_module
 from ganggate.sim.faults import FaultInjector
@@ -388,6 +388,8 @@ class ApiServer:
                 raise injected
             if verb == "watch":
                 return await self._watch(request, target, query)
+            if target.subresource == "log":
+                return await pod_logs.serve(request, self.store, target.namespace or "", target.name or "")
             if verb == "get":
                 if wants_table(request.headers.get("Accept", "")) and target.subresource is None:
                     return self._table(target, [self._current(target)], str(self.store.resource_version))

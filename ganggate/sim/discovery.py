@@ -53,6 +53,7 @@ RESOURCES: tuple[ResourceInfo, ...] = (
         {
             "binding": ("Binding", ("create",)),
             "eviction": ("Eviction", ("create",)),
+            "log": ("Pod", ("get",)),
             "status": ("Pod", ("get", "patch", "update")),
         },
         categories=("all",),
@@ -190,7 +191,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
 
 # ---- server-side printing for `kubectl get` ------------------------------------------------------
 # meta.k8s.io/v1 Table columns and cells as pkg/printers/internalversion/printers.go prints them
-# (printPod, printNode, printNamespace, printJob, printService), the default table convertor (Name, Age) for other kinds,
+# (printPod, printNode, printNamespace, printJob, printService; printEvent, printLease, printMutatingWebhook in
+# printers.py), the default table convertor (Name, Age) for other kinds,
 # ages as k8s.io/apimachinery/pkg/util/duration.HumanDuration renders them.
 
 Cells = Callable[[dict[str, Any]], list[Any]]
@@ -391,7 +393,9 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
 
 def columns_for(kind: str) -> tuple[list[dict[str, Any]], Cells]:
     """The columns and the cell function of a kind (Name and Age for kinds without a printer)."""
-    return TABLES.get(kind, ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)]))
+    from ganggate.sim.printers import MORE_TABLES  # events, leases, webhook configurations (printers.py)
+
+    return TABLES.get(kind) or MORE_TABLES.get(kind) or ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)])
 
 
 def table_of(kind: str, items: list[dict[str, Any]], rv: str, token: str | None = None,

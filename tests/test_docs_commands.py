@@ -1,0 +1,69 @@
+"""Every command block of README.md and docs/*.md runs, and prints what the document shows.
+
+How a block is marked (the fence's info string), how output is compared and when a command may
+fail: tests/doc_commands.py's docstring. In short: ```` ```sh run ````, ```` ```console run ```` run
+here; ```` ```console sim-up ```` runs against the cluster an earlier block of the same document
+started with `ganggate sim up` / `ganggate sim serve`; ```` ```sh no-run: <why> ```` is counted
+and listed with its reason; ```` ```text output ```` is the output of the command before it.
+
+A document whose commands drift from what the code does fails here. Blocks that use kubectl are
+skipped (and counted as skipped) where kubectl is not installed, as the other kubectl tests are.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.doc_commands import Block, Command, Session, commands, documents, parse, problems
+
+DOCS = documents()
+KUBECTL = shutil.which("kubectl")
+
+
+def _label(path) -> str:
+    return path.name if path.parent.name != "docs" else f"docs/{path.name}"
+
+
+def test_every_block_says_what_it_is_and_nothing_is_skipped_silently(capsys) -> None:
+    """Each fence is a command block (run, sim-up, or no-run with its reason) or marked as not one."""
+    found = [problem for doc in DOCS for block in parse(doc) for problem in problems(block)]
+    assert not found, "\n".join(found)
+    counts: dict[str, int] = {}
+    not_run: list[str] = []
+    for doc in DOCS:
+        for block in parse(doc):
+            counts[block.kind] = counts.get(block.kind, 0) + 1
+            if block.kind == "no-run":
+                not_run.append(f"  {block.where}: {block.reason}")
+    with capsys.disabled():
+        print(f"\ndoc blocks: {counts}\nnot run here:\n" + "\n".join(not_run))
+    assert counts.get("run", 0) + counts.get("sim-up", 0) > 0
+
+
+def _runnable(doc) -> list[Block]:
+    return [b for b in parse(doc) if b.kind in ("run", "sim-up", "output")]
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if _runnable(d)], ids=_label)
+def test_the_documents_commands_run_as_written(doc, tmp_path) -> None:
+    blocks = _runnable(doc)
+    if KUBECTL is None and any("kubectl" in line for b in blocks for line in b.body):
+        pytest.skip(f"kubectl is not installed: {doc.name}'s kubectl blocks cannot run")
+    session = Session(tmp_path)
+    try:
+        for index, block in enumerate(blocks):
+            if block.kind == "output":
+                continue  # checked with the command before it
+            if block.kind == "sim-up" and not session.cluster:
+                raise AssertionError(f"{block.where}: a sim-up block, but no earlier block of {doc.name} starts a cluster")
+            steps = commands(block)
+            following = blocks[index + 1] if index + 1 < len(blocks) else None
+            if following is not None and following.kind == "output" and steps:
+                last = steps[-1]
+                steps[-1] = Command(last.text, following.body, following)
+            for step in steps:
+                session.run(step)
+    finally:
+        session.close()
