@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -290,7 +289,7 @@ class Session:
             raise AssertionError(f"{where}: `{text}` should fail, as its comment says, but exited 0:\n" + "\n".join(output))
 
     def _start(self, command: Command) -> None:
-        text = _with_free_port(command.text.rstrip().rstrip("&").strip())
+        text = _with_free_port(_uncommented(command.text).rstrip("&").strip())
         process = subprocess.Popen(["bash", "-c", f"exec {text}"], cwd=self.workdir, env=self.env,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         job = Background(text, process)
@@ -320,8 +319,13 @@ class Session:
         self.run(Command(previous.text, block.body, block))
 
 
+def _uncommented(text: str) -> str:
+    """The command without its trailing `# comment`."""
+    return re.split(r"\s#", text, maxsplit=1)[0].strip()
+
+
 def _long_running(text: str) -> bool:
-    stripped = text.split("#", 1)[0].strip()
+    stripped = _uncommented(text)
     return stripped.endswith("&") or bool(re.search(r"\bganggate sim (up|serve)\b", stripped))
 
 
@@ -340,7 +344,3 @@ def _with_free_port(text: str) -> str:
 
 def documents() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-
-def quote(text: str) -> str:
-    return shlex.quote(text)

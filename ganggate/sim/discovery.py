@@ -14,6 +14,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from ganggate.sim.printers import MORE_TABLES, age, human_duration  # noqa: F401  (human_duration: re-exported)
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -202,36 +204,6 @@ def _column(name: str, type_: str = "string", description: str = "", fmt: str = 
     return {"name": name, "type": type_, "format": fmt, "description": description, "priority": priority}
 
 
-def human_duration(seconds: float) -> str:
-    """duration.HumanDuration."""
-    s = int(max(seconds, 0))
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    return f"{hours // (24 * 365)}y"
-
-
-def age(obj: dict[str, Any]) -> str:
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
-        return "<unknown>"
-    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    return human_duration((datetime.now(timezone.utc) - created).total_seconds())
-
-
 def _name(obj: dict[str, Any]) -> str:
     return (obj.get("metadata") or {}).get("name", "")
 
@@ -393,8 +365,6 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
 
 def columns_for(kind: str) -> tuple[list[dict[str, Any]], Cells]:
     """The columns and the cell function of a kind (Name and Age for kinds without a printer)."""
-    from ganggate.sim.printers import MORE_TABLES  # events, leases, webhook configurations (printers.py)
-
     return TABLES.get(kind) or MORE_TABLES.get(kind) or ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)])
 
 

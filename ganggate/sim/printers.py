@@ -7,6 +7,8 @@ with `-o wide`, the others. Both event APIs (v1 events and events.k8s.io/v1 even
 to the internal api.Event and printed by the same printEvent, so an events.k8s.io event is read
 here through the fields it maps to (pkg/apis/events/v1/conversion.go: regarding -> involvedObject,
 note -> message, deprecatedFirstTimestamp/deprecatedLastTimestamp/deprecatedCount/deprecatedSource).
+Ages are rendered here for every printer (discovery.py's too), as
+k8s.io/apimachinery/pkg/util/duration.HumanDuration renders them.
 """
 
 from __future__ import annotations
@@ -14,11 +16,40 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from ganggate.sim.discovery import age, human_duration
 
 Cells = Callable[[dict[str, Any]], list[Any]]
 _NAME_DOC = "Name must be unique within a namespace."
 _AGE_DOC = "CreationTimestamp is a timestamp representing the server time when this object was created."
+
+
+def human_duration(seconds: float) -> str:
+    """duration.HumanDuration."""
+    s = int(max(seconds, 0))
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    return f"{hours // (24 * 365)}y"
+
+
+def age(obj: dict[str, Any]) -> str:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return "<unknown>"
+    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return human_duration((datetime.now(timezone.utc) - created).total_seconds())
 
 
 def _column(name: str, description: str, *, type_: str = "string", fmt: str = "", priority: int = 0) -> dict[str, Any]:
