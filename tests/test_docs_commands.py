@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from tests.doc_commands import Block, Command, Session, commands, documents, parse, problems
+from tests.doc_commands import Block, Command, Session, commands, documents, matches, parse, problems
 
 DOCS = documents()
 KUBECTL = shutil.which("kubectl")
@@ -67,3 +67,33 @@ def test_the_documents_commands_run_as_written(doc, tmp_path) -> None:
                 session.run(step)
     finally:
         session.close()
+
+
+def test_output_is_compared_line_by_line_with_only_the_volatile_parts_loosened() -> None:
+    shown = ["NAME      READY   STATUS    AGE", "w-0-2gjwx 1/1     Running   3s", "...", "last line"]
+    assert matches(shown, ["NAME READY STATUS AGE", "w-0-xk7pq 1/1 Running 2m10s", "x", "y", "last line"])
+    assert not matches(shown, ["NAME READY STATUS AGE", "w-0-xk7pq 1/1 Pending 1s", "last line"])
+    assert not matches(shown, ["NAME READY STATUS AGE", "w-0-xk7pq 1/1 Running 1s", "last line", "one more"])
+    assert not matches(["a", "b"], ["a"]) and matches(["a", "...", "c"], ["a", "c"])
+    assert matches(["  API server:  http://127.0.0.1:8001 (4 nodes)"], ["  API server:  http://127.0.0.1:39121 (4 nodes)"])
+
+
+def test_a_drifted_example_fails_and_names_the_documents_line(tmp_path) -> None:
+    block = Block("docs/x.md", 7, "console", ["run"], None, ["$ echo three", "two"])
+    session = Session(tmp_path)
+    try:
+        with pytest.raises(AssertionError, match=r"docs/x.md:7: `echo three` printed\nthree\n--- but the document shows ---\ntwo"):
+            session.run(commands(block)[0])
+        with pytest.raises(AssertionError, match="exited 3"):
+            session.run(Command("exit 3", None, block))
+        session.run(Command("exit 3   # fails", None, block))
+    finally:
+        session.close()
+
+
+def test_fences_without_a_kind_or_reason_are_refused() -> None:
+    assert problems(Block("d.md", 1, "", [], None, []))
+    assert problems(Block("d.md", 1, "sh", [], None, ["ls"]))
+    assert problems(Block("d.md", 1, "sh", [], "", ["ls"]))
+    assert not problems(Block("d.md", 1, "sh", [], "needs a real cluster", ["kubectl apply -k deploy/"]))
+    assert not problems(Block("d.md", 1, "yaml", [], None, ["a: 1"]))
