@@ -177,6 +177,8 @@ _NORMALISE = (
     # ages and durations as HumanDuration prints them (3s, 2m30s, 5h), and "1.2 s" wall times
     (re.compile(r"\b\d+(?:\.\d+)?(?:ms|s|m|h|d)(?:\d+(?:s|m|h))?\b"), "DUR"),
     (re.compile(r"\bleader \S+"), "leader HOLDER"),
+    (re.compile(r"\bdecision [0-9a-f]{16}\b"), "decision ID"),  # a release's random decision id
+    (re.compile(r"(?<=, )\d+(?:\.\d+)? s$"), "WALL"),  # a replay mode's wall time: ", 3.9 s" ending its line
 )
 
 
