@@ -125,3 +125,10 @@ def test_get_leases_names_the_holder(kubectl) -> None:
     lines = kubectl("get", "leases").stdout.splitlines()
     assert lines[0].split() == ["NAME", "HOLDER", "AGE"]
     assert lines[1].split()[:2] == ["holder-test", "ctl-7"]
+
+
+def test_get_nodes_wide_has_the_real_servers_extra_columns(kubectl) -> None:
+    header, row = kubectl("get", "nodes", "-o", "wide").stdout.splitlines()[:2]
+    assert header.split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE",
+                              "KERNEL-VERSION", "CONTAINER-RUNTIME"]
+    assert row.split()[0] == "node-0" and len(row.split()) == 10

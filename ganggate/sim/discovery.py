@@ -244,8 +244,11 @@ def _node_cells(node: dict[str, Any]) -> list[Any]:
         state += ",SchedulingDisabled"
     labels = (node.get("metadata") or {}).get("labels") or {}
     roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")) or ["<none>"]
-    version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
-    return [_name(node), state, ",".join(roles), age(node), version]
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    addresses = {a.get("type"): a.get("address") for a in (node.get("status") or {}).get("addresses") or []}
+    wide = [addresses.get("InternalIP") or "<none>", addresses.get("ExternalIP") or "<none>",
+            *(info.get(key) or "<unknown>" for key in ("osImage", "kernelVersion", "containerRuntimeVersion"))]
+    return [_name(node), state, ",".join(roles), age(node), info.get("kubeletVersion", ""), *wide]
 
 
 def _namespace_cells(namespace: dict[str, Any]) -> list[Any]:
@@ -325,6 +328,11 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
         _column("Roles", description="The roles of the node"),
         _AGE,
         _column("Version", description="Kubelet Version reported by the node."),
+        _column("Internal-IP", description="List of addresses reachable to the node.", priority=1),
+        _column("External-IP", description="List of addresses reachable to the node.", priority=1),
+        _column("OS-Image", description="OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).", priority=1),
+        _column("Kernel-Version", description="Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", priority=1),
+        _column("Container-Runtime", description="ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).", priority=1),
     ], _node_cells),
     "Namespace": ([_NAME, _column("Status", description="The status of the namespace"), _AGE], _namespace_cells),
     "Job": ([
