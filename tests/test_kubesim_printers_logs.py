@@ -1,7 +1,7 @@
 """kubesim's event/lease Tables and a container's simulated stdout, as pure functions.
 
 The columns are kube-apiserver's (pkg/printers/internalversion/printers.go); the log lines are
-what the kubelet stand-in's containers print (ganggate/sim/kubelet_logs.py). Over HTTP with
+what the kubelet stand-in's containers print (ganggate/sim/api/containerlog.py). Over HTTP with
 kubectl: tests/test_kubesim_kubectl_logs.py.
 """
 
@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ganggate.sim import errors
-from ganggate.sim.discovery import columns_for, table_of
-from ganggate.sim.kubelet_logs import container_log, finished
-from ganggate.sim.pod_logs import check_started, pick_container, render, validate_options
+from ganggate.sim.api.containerlog import container_log, finished
+from ganggate.sim.apimachinery import errors
+from ganggate.sim.apiserver.discovery import columns_for, table_of
+from ganggate.sim.apiserver.registry.pod_log import check_started, pick_container, render, validate_options
 
 
 def _ago(seconds: int) -> str:
