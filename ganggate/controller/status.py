@@ -254,11 +254,6 @@ async def read_lease(api_client: Any, name: str, namespace: str) -> tuple[dict |
     return lease, lease_line(lease, namespace, name, time.time())
 
 
-async def read_lease_line(api_client: Any, name: str, namespace: str) -> str:
-    """lease_line for the Lease as the API has it now."""
-    return (await read_lease(api_client, name, namespace))[1]
-
-
 async def status_text(api_client: Any, namespace: str | None = None, policy: str = "plan",
                       scheduler_names: tuple[str, ...] = ("default-scheduler",),
                       lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] | None = (),
@@ -268,15 +263,13 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     leading controller records on its lease (topology_view), else none."""
     from ganggate.core.planner import decide
 
-    head = ""
+    head, source = "", "--topology-levels"
     if lease is not None:
         record, head = await read_lease(api_client, *lease)
         if topology_levels is None:
-            recorded = levels_from_lease(record)
-            if recorded is not None:
-                topology_levels = recorded
-                if recorded:
-                    head += f"\ntopology levels: {describe_levels(recorded)} (from the controller's lease)"
+            topology_levels, source = levels_from_lease(record), "from the controller's lease"
+    if topology_levels:
+        head += ("\n" if head else "") + f"topology levels: {describe_levels(topology_levels)} ({source})"
     state = await collect(api_client, scheduler_names, topology_levels=topology_levels or ())
     if gpus:
         from ganggate.controller.gpushare_status import format_gpus
