@@ -40,6 +40,8 @@ class UpOptions:
     topology: Any = None  # a ganggate.sim.topology.TopologyShape: nodes in blocks and racks, and the controller's levels
     gpu_mem_per_card: int = 0  # GPU sharing: cards shared by memory (aliyun.com/gpu-mem), this much each
     node_specs: Any = None  # GPU sharing: nodes from the Alibaba node list (ganggate.sim.alibaba_nodes)
+    node_groups: Any = None  # autoscaling: ganggate.sim.autoscaler NodeGroups kubesim's cluster-autoscaler grows
+    autoscaler_options: Any = None  # its scan_seconds, unneeded_seconds
 
 
 async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
@@ -85,7 +87,8 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
     sim = Simulator(nodes=options.nodes, gpus_per_node=options.gpus_per_node, cpu=options.cpu,
                     memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out,
                     topology=options.topology, gpu_mem_per_card=options.gpu_mem_per_card,
-                    node_specs=options.node_specs)
+                    node_specs=options.node_specs, node_groups=options.node_groups,
+                    autoscaler_options=options.autoscaler_options)
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:
