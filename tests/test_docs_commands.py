@@ -46,8 +46,8 @@ def _runnable(doc) -> list[Block]:
     return [b for b in parse(doc) if b.kind in ("run", "sim-up", "output")]
 
 
-# A document runs several commands in a row (replay.md: a demo and two replays, about 40 s on an idle
-# 2-CPU machine): the suite's 300 s safety net per test is too tight for it on a loaded one.
+# A document runs several commands in a row (replay.md: a demo and two replays, 138 s measured on 2
+# CPUs at load average 17): the suite's 300 s safety net per test is too tight for it on a loaded machine.
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("doc", [d for d in DOCS if _runnable(d)], ids=_label)
 def test_the_documents_commands_run_as_written(doc, tmp_path) -> None:
