@@ -1,4 +1,4 @@
-"""Runs the command blocks of README.md and docs/*.md, as a user following them would.
+"""Runs the command blocks of README.md, docs/*.md and deploy/**/README.md, as a user following them would.
 
 The convention (docs/README of it: the module docstring of tests/test_docs_commands.py) lives in
 each fence's info string: the first word is the language, the words after it say what the runner
@@ -92,21 +92,23 @@ def parse(doc: Path) -> list[Block]:
     """The fenced blocks of a Markdown file, with their info strings split into language and tags."""
     blocks: list[Block] = []
     current: Block | None = None
+    indent = 0
     for number, line in enumerate(doc.read_text().splitlines(), start=1):
-        if line.startswith("```"):
+        if line.lstrip().startswith("```"):  # indented fences (in a list) count too: none is skipped unseen
             if current is None:
-                info = line[3:].strip()
+                info = line.lstrip()[3:].strip()
                 lang, _, rest = info.partition(" ")
                 reason = None
                 if rest.strip().startswith("no-run"):
                     reason = rest.strip()[len("no-run"):].lstrip(":").strip()
                     rest = ""
                 current = Block(str(doc.relative_to(ROOT)), number, lang, rest.split(), reason, [])
+                indent = len(line) - len(line.lstrip())
             else:
                 blocks.append(current)
                 current = None
         elif current is not None:
-            current.body.append(line)
+            current.body.append(line[indent:] if line[:indent].isspace() else line)
     return blocks
 
 
@@ -345,4 +347,5 @@ def _with_free_port(text: str) -> str:
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """README.md, docs/*.md and the READMEs under deploy/ (what a user is told to run)."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "deploy").rglob("README.md"))]

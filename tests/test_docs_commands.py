@@ -1,4 +1,4 @@
-"""Every command block of README.md and docs/*.md runs, and prints what the document shows.
+"""Every command block of README.md, docs/*.md and deploy/**/README.md runs, and prints what the document shows.
 
 How a block is marked (the fence's info string), how output is compared and when a command may
 fail: tests/doc_commands.py's docstring. In short: ```` ```sh run ````, ```` ```console run ```` run
@@ -16,14 +16,14 @@ import shutil
 
 import pytest
 
-from tests.doc_commands import Block, Command, Session, commands, documents, matches, parse, problems
+from tests.doc_commands import ROOT, Block, Command, Session, commands, documents, matches, parse, problems
 
 DOCS = documents()
 KUBECTL = shutil.which("kubectl")
 
 
 def _label(path) -> str:
-    return path.name if path.parent.name != "docs" else f"docs/{path.name}"
+    return str(path.relative_to(ROOT))
 
 
 def test_every_block_says_what_it_is_and_nothing_is_skipped_silently(capsys) -> None:
