@@ -114,3 +114,14 @@ def test_the_container_is_named_or_the_only_one_and_must_have_started() -> None:
         check_started(pod, "trainer", previous=False)
     with pytest.raises(errors.ApiError, match='previous terminated container "trainer" in pod "w-0" not found'):
         check_started(pod, "trainer", previous=True)
+
+
+def test_the_command_is_printed_with_its_variables_expanded_as_the_kubelet_expands_them() -> None:
+    pod = _pod(containerStatuses=[{"name": "trainer", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}])
+    pod["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": "3"}
+    container = pod["spec"]["containers"][0]
+    container["args"] = ["--rank=$(RANK)", "--master=$(MASTER)", "$(UNSET)", "$$(RANK)"]
+    container["env"] = [{"name": "RANK", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+        {"name": "MASTER", "value": "w-$(RANK).svc"}]
+    assert container_log(pod, "trainer")[0].text.endswith("torchrun --rank=3 --master=w-3.svc $(UNSET) $(RANK)")

@@ -16,6 +16,7 @@ Pure functions.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, NamedTuple
 
@@ -46,9 +47,57 @@ def container_status(pod: Mapping[str, Any], name: str) -> Mapping[str, Any] | N
     return None
 
 
+_FIELD = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]$")
+
+
+def _field(pod: Mapping[str, Any], path: str) -> str | None:
+    """A downward-API fieldRef's value (pkg/fieldpath ExtractFieldPathAsString), None for one not modelled."""
+    meta = pod.get("metadata") or {}
+    if (match := _FIELD.match(path)) is not None:
+        value = (meta.get(match.group(1)) or {}).get(match.group(2))
+        return None if value is None else str(value)
+    simple = {"metadata.name": meta.get("name"), "metadata.namespace": meta.get("namespace"),
+              "metadata.uid": meta.get("uid"), "spec.nodeName": (pod.get("spec") or {}).get("nodeName"),
+              "status.podIP": (pod.get("status") or {}).get("podIP")}
+    value = simple.get(path)
+    return None if value is None else str(value)
+
+
+def _environment(pod: Mapping[str, Any], container: Mapping[str, Any]) -> dict[str, str]:
+    """The variables the kubelet gives the container (kubelet_pods.go makeEnvironmentVariables), of
+    those kubesim can resolve: literal values (expanding earlier ones) and downward-API fieldRefs."""
+    env: dict[str, str] = {}
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = expand(str(item.get("value") or ""), env)
+        elif (path := ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")) is not None:
+            if (value := _field(pod, path)) is not None:
+                env[item["name"]] = value
+    return env
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """`$(VAR)` references as the kubelet expands command and args (third_party/forked/golang/expansion
+    expand.go): a defined variable's value, an undefined reference left as written, `$$` an escaped `$`."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i) and (end := text.find(")", i + 2)) != -1 and text[i + 2:end] in env:
+            out.append(env[text[i + 2:end]])
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
 def _started_line(pod: Mapping[str, Any], name: str, when: str) -> LogLine:
     container = _container_spec(pod, name)
-    command = " ".join(str(part) for part in (container.get("command") or []) + (container.get("args") or []))
+    env = _environment(pod, container)
+    parts = (container.get("command") or []) + (container.get("args") or [])
+    command = " ".join(expand(str(part), env) for part in parts)
     what = command or f"the entrypoint of {container.get('image') or 'its image'}"
     limits = (container.get("resources") or {}).get("limits") or {}
     gpus = ", ".join(f"{key}: {value}" for key, value in sorted(limits.items()) if "gpu" in key)
