@@ -56,7 +56,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         from ganggate.controller.config import ControllerConfig
 
         config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None,
-                                  **_topology_settings(options))
+                                  **_topology_settings(options), **_autoscaling_settings(options))
         controller, task = start_controller(api, config)
         parts.push_async_callback(stop_task, task)
         if not await _until_leading(controller, task, stop):
@@ -72,6 +72,11 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
             stopping.cancel()
         _raise_if_stopped(task)
         log.info("stopping: controller, webhook, kubesim")
+
+
+def _autoscaling_settings(options: UpOptions) -> dict[str, Any]:
+    """With node groups, kubesim runs a cluster-autoscaler: the controller asks it for room."""
+    return {"autoscaling": "provisioning-request"} if options.node_groups else {}
 
 
 def _topology_settings(options: UpOptions) -> dict[str, Any]:
