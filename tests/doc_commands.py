@@ -251,16 +251,27 @@ class Session:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         for entry in ROOT.iterdir():
-            if entry.name not in (".git",) and not (workdir / entry.name).exists():
+            if entry.name not in (".git", ".venv") and not (workdir / entry.name).exists():
                 (workdir / entry.name).symlink_to(entry)
-        venv = VENV_BIN.parent
-        if not (workdir / ".venv").exists():
-            (workdir / ".venv").symlink_to(venv)
+        self._link_venv(VENV_BIN.parent, workdir / ".venv")
         self.env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", HOME=str(workdir),
                         NO_COLOR="1", PYTHONUNBUFFERED="1")
         self.env.pop("KUBECONFIG", None)
         self.background: list[Background] = []
         self.cluster = False
+
+    @staticmethod
+    def _link_venv(venv: Path, target: Path) -> None:
+        """The test's virtualenv, as `.venv/` of the scratch directory, with a fresh set-up stamp:
+        `make demo` there runs the demo and never the set-up, which would re-point the editable
+        install at the scratch directory (the suite tests the documents, not `make setup`)."""
+        if target.is_symlink():
+            target.unlink()
+        target.mkdir(exist_ok=True)
+        for entry in venv.iterdir():
+            if entry.name != ".installed" and not (target / entry.name).exists():
+                (target / entry.name).symlink_to(entry)
+        (target / ".installed").touch()
 
     def close(self) -> None:
         for job in reversed(self.background):
