@@ -588,3 +588,13 @@ def test_the_autoscaling_component_grants_provisioning_requests_and_turns_them_o
     assert grants[("", "podtemplates")] == {"create", "delete"}
     assert "--autoscaling=provisioning-request" in controller_args(objects)
     assert ("autoscaling.x-k8s.io", "provisioningrequests") not in granted(base_objects(), "ganggate-controller")
+
+
+@needs_kustomize
+def test_the_placeholders_component_grants_pod_create_and_the_priority_class(tmp_path):
+    objects = with_components(tmp_path, "self-signed", "autoscaling-placeholders")
+    grants = granted(objects, "ganggate-controller")
+    assert {"create", "delete"} <= grants[("", "pods")]
+    assert grants[("scheduling.k8s.io", "priorityclasses")] == {"create"}
+    assert "--autoscaling=placeholders" in controller_args(objects)
+    assert "create" not in granted(base_objects(), "ganggate-controller")[("", "pods")]

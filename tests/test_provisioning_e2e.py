@@ -13,10 +13,16 @@ from tests.controller_support import (
 PROVREQS = ("autoscaling.x-k8s.io", "v1", "default", "provisioningrequests")
 
 
-def _cluster(tmp_path, **options):
-    groups = [parse_node_group("gpu:0:4,gpus=8,delay=0.5")]
+def _cluster(tmp_path, group="gpu:0:4,gpus=8,delay=0.5", **options):
+    groups = [parse_node_group(group)]
     settings = {"scan_seconds": 0.2, "unneeded_seconds": 3600, **options}
     return e2e_cluster(tmp_path, nodes=1, gpus_per_node=8, node_groups=groups, autoscaler_options=settings)
+
+
+async def _bound(env) -> list[dict] | None:
+    """The gang's three pods once every one is bound, else None."""
+    pods = [p for p in await env.pods("default") if p["metadata"]["name"].startswith("w-")]
+    return pods if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) else None
 
 
 async def _requests(env) -> list[dict]:
@@ -28,15 +34,11 @@ async def test_a_gang_larger_than_the_cluster_gets_nodes_and_starts_whole(tmp_pa
         await env.start_controller(autoscaling="provisioning-request")
         await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
 
-        async def bound():
-            pods = [p for p in await env.pods("default") if p["metadata"]["name"].startswith("w-")]
-            return pods if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) else None
-
         requests = await wait_for(lambda: _requests(env), what="a ProvisioningRequest")
         assert [r["metadata"]["name"] for r in requests] == ["ganggate-train"]
         spec = requests[0]["spec"]
         assert spec["provisioningClassName"] == ATOMIC and spec["podSets"][0]["count"] == 3
-        pods = await wait_for(bound, what="the gang bound on the new nodes")
+        pods = await wait_for(lambda: _bound(env), what="the gang bound on the new nodes")
         assert_gangs_whole(pods, env.log)
         assert len({p["spec"]["nodeName"] for p in pods}) == 3  # node-0 and two nodes of the group
         assert all(p["metadata"]["annotations"][CONSUME_ANNOTATION] == "ganggate-train" for p in pods)
@@ -69,14 +71,98 @@ async def test_a_restarted_controller_keeps_the_one_request(tmp_path):
                            autoscaler_options={"scan_seconds": 0.2}) as env:
         first, _ = await env.start_controller(autoscaling="provisioning-request")
         await create_pods(env.core, [gang_pod(f"w-{i}", "big", 3, gpus=8) for i in range(3)])
-        await wait_for(lambda: _requests(env), what="a ProvisioningRequest")
+
+        async def told(what: str):
+            return [e for e in await list_events(env.core)
+                    if e.get("reason") == "ProvisioningRequested" and what in e["message"]]
+
+        await wait_for(lambda: told("asked the cluster autoscaler"), what="the first controller's request")
         await env.stop_controller(first)
         await env.start_controller(autoscaling="provisioning-request")
-
-        async def told_twice():
-            events = [e for e in await list_events(env.core) if e.get("reason") == "ProvisioningRequested"]
-            return events if sum(e.get("count", 1) for e in events) >= 2 or len(events) >= 2 else None
-
-        events = await wait_for(told_twice, what="the second controller finds the request")
-        assert any("made before" in e["message"] for e in events)
+        await wait_for(lambda: told("made before"), what="the second controller finds the request")
         assert [r["metadata"]["name"] for r in await _requests(env)] == ["ganggate-big"]
+
+
+async def test_check_capacity_on_a_full_group_waits_with_the_autoscalers_answer(tmp_path):
+    async with _cluster(tmp_path) as env:
+        await env.start_controller(autoscaling="provisioning-request",
+                                   provisioning_class="check-capacity.autoscaling.x-k8s.io")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+
+        async def pending():
+            return [e for e in await list_events(env.core) if e.get("reason") == "ProvisioningPending"]
+
+        (event,) = await wait_for(pending, what="the autoscaler's answer")
+        assert "CapacityIsNotFound" in event["message"] and "holding nothing" in event["message"]
+        assert len(list(env.sim.store.list("nodes"))) == 1  # check-capacity never adds nodes
+        assert not any(p["spec"].get("nodeName") for p in await env.pods("default"))
+
+
+async def test_the_next_leader_finishes_a_release_the_first_asked_for(tmp_path):
+    async with _cluster(tmp_path) as env:
+        first, _ = await env.start_controller(autoscaling="provisioning-request")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+        await wait_for(lambda: _requests(env), what="a ProvisioningRequest")
+        await env.stop_controller(first)  # killed between asking and releasing
+        assert [r["metadata"]["name"] for r in await _requests(env)] == ["ganggate-train"]
+        await env.start_controller(autoscaling="provisioning-request")
+
+        pods = await wait_for(lambda: _bound(env), what="the gang released by the next controller")
+        assert_gangs_whole(pods, env.log)
+        assert all(p["metadata"]["annotations"][CONSUME_ANNOTATION] == "ganggate-train" for p in pods)
+        await wait_for(lambda: _none_left(env), what="the one request deleted")
+
+
+async def test_status_shows_what_was_asked_of_the_autoscaler(tmp_path):
+    from ganggate.controller.status import status_text
+
+    async with _cluster(tmp_path) as env:
+        await env.start_controller(autoscaling="provisioning-request",
+                                   provisioning_class="check-capacity.autoscaling.x-k8s.io")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+
+        async def answered():
+            text = await status_text(env.api)
+            return text if "CapacityIsNotFound" in text else None
+
+        text = await wait_for(answered, what="status with the autoscaler's answer")
+        row = next(line for line in text.splitlines() if "ganggate-train" in line)
+        assert row.split()[:5] == ["default/train", "ganggate-train", "check-capacity.autoscaling.x-k8s.io", "3", "pending"]
+
+
+async def test_placeholders_make_the_autoscaler_add_nodes_then_the_gang_starts_on_them(tmp_path):
+    async with _cluster(tmp_path) as env:
+        await env.start_controller(autoscaling="placeholders")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+
+        pods = await wait_for(lambda: _bound(env), what="the gang bound where its placeholders were")
+        assert_gangs_whole(pods, env.log)
+        assert len({p["spec"]["nodeName"] for p in pods}) == 3
+        assert len({decision(p)["id"] for p in pods}) == 1
+
+        async def no_placeholders():
+            return not [p for p in await env.pods("default") if "ganggate.io/placeholder-for" in (p["metadata"].get("labels") or {})]
+
+        await wait_for(no_placeholders, what="the placeholders deleted")
+        reasons = {e["reason"] for e in await list_events(env.core)}
+        assert {"PlaceholdersCreated", "PlaceholdersBound"} <= reasons
+        assert await _requests(env) == []  # no ProvisioningRequest in this mode
+
+
+async def test_placeholders_that_never_all_bind_are_deleted_after_the_timeout(tmp_path):
+    async with _cluster(tmp_path, group="gpu:0:1,gpus=8,delay=0.2") as env:
+        controller, _ = await env.start_controller(autoscaling="placeholders")
+        controller.placeholders.timeout_seconds = 2.0
+        await create_pods(env.core, [gang_pod(f"w-{i}", "big", 3, gpus=8) for i in range(3)])
+
+        async def timed_out():
+            return [e for e in await list_events(env.core) if e.get("reason") == "PlaceholdersTimedOut"]
+
+        (event,) = await wait_for(timed_out, what="the placeholders given up")
+        assert "only 2 of 3 placeholders were bound" in event["message"]
+
+        async def gone():
+            return not [p for p in await env.pods("default") if "ganggate.io/placeholder-for" in (p["metadata"].get("labels") or {})]
+
+        await wait_for(gone, what="the placeholders deleted")
+        assert not any(p["spec"].get("nodeName") for p in await env.pods("default") if p["metadata"]["name"].startswith("w-"))

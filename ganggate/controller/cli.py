@@ -51,10 +51,12 @@ def register(subparsers: Any) -> None:
                      help="also preempt bound pods of lower priority that belong to no gang")
     ctl.add_argument("--preemption-timeout", type=float, default=300.0, metavar="SECONDS",
                      help="how long the room freed by a preemption stays reserved for its gang (default 300)")
-    ctl.add_argument("--autoscaling", choices=["off", "provisioning-request"], default="off",
+    ctl.add_argument("--autoscaling", choices=["off", "provisioning-request", "placeholders"], default="off",
                      help="provisioning-request: for a complete gang with no room, ask cluster-autoscaler for nodes "
-                     "with one ProvisioningRequest (autoscaling.x-k8s.io/v1; needs the autoscaling RBAC component) "
-                     "and release the gang whole once they join (default off)")
+                     "with one ProvisioningRequest (autoscaling.x-k8s.io/v1) and release the gang whole once they "
+                     "join; placeholders: create lowest-priority placeholder pods of the gang's shapes that any "
+                     "autoscaler (Karpenter) adds nodes for, and release the gang on their nodes once all are "
+                     "bound. Each needs its RBAC component (deploy/components/autoscaling-*). Default off")
     ctl.add_argument("--provisioning-class", choices=["best-effort-atomic-scale-up.autoscaling.x-k8s.io",
                                                       "check-capacity.autoscaling.x-k8s.io"],
                      default="best-effort-atomic-scale-up.autoscaling.x-k8s.io",

@@ -90,7 +90,7 @@ class ControllerConfig:
     preempt_ordinary_pods: bool = False  # bound pods of no gang may be preempted
     preemption_timeout_seconds: float = 300.0  # how long freed room stays reserved for a preemptor
     card_policy: str = DEFAULT_POLICY  # GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (CARD_POLICIES)
-    autoscaling: str = "off"  # "off" | "provisioning-request" (controller.provisioner)
+    autoscaling: str = "off"  # "off" | "provisioning-request" (controller.provisioner) | "placeholders" (controller.placeholders)
     provisioning_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"  # core.policy.provisioning.CLASSES
 
     def validate(self) -> None:
@@ -99,7 +99,7 @@ class ControllerConfig:
                    "on_bind_timeout": ("member-loss", "wait", "recreate"),
                    "on_member_loss": ("restart", "none"), "preemption": ("gang", "off"),
                    "planning": ("thread", "loop"), "rounds": ("incremental", "full"),
-                   "card_policy": CARD_POLICIES, "autoscaling": ("off", "provisioning-request"),
+                   "card_policy": CARD_POLICIES, "autoscaling": ("off", "provisioning-request", "placeholders"),
                    "provisioning_class": PROVISIONING_CLASSES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

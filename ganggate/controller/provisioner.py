@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ganggate.core.policy.provisioning import (
-    consume_annotations, pod_sets, request_name, request_outcome, wants_room,
+    condition, consume_annotations, pod_sets, request_name, request_outcome, wants_room,
 )
 from ganggate.core.state.gangs import GangKey
 from ganggate.kube.calls import ApiCallError, call_json
@@ -32,6 +32,14 @@ RETRY_SECONDS = 60.0  # after Failed / BookingExpired, or an error: ask again no
 POLL_SECONDS = 2.0  # how often a pending request's status is read
 
 
+def tell_gang(state: Any, events: Any, key: GangKey, reason: str, message: str, warning: bool = False) -> None:
+    """Log a line and put the Event on the gang's first live pod (what `kubectl describe` shows)."""
+    gang = state.gangs.get(key)
+    log.log(logging.WARNING if warning else logging.INFO, "%s %s/%s: %s", reason, *key, message)
+    for pod in (gang.live_pods() if gang is not None else [])[:1]:
+        events.emit(pod, reason, message, log_it=False)
+
+
 @dataclass
 class Asked:
     """One gang's request as the controller knows it."""
@@ -41,6 +49,7 @@ class Asked:
     state: str = "pending"  # pending | provisioned | failed
     next_poll: float = 0.0
     busy: bool = False
+    answer: str = ""  # the autoscaler's last word: "Provisioned=False (CapacityIsNotFound: ...)"
 
 
 class Provisioner:
@@ -60,6 +69,13 @@ class Provisioner:
         self._clock_now = 0.0
 
     # ---- called by the controller's round ------------------------------------------------
+    def describe(self, key: GangKey) -> str | None:
+        """One line for `ganggate status`: what was asked of the autoscaler and what it answered."""
+        asked = self.asked.get(key)
+        if asked is None:
+            return None
+        return f"ProvisioningRequest {asked.name}: {asked.state}" + (f", {asked.answer}" if asked.answer else "")
+
     def round(self, waitings: list[Any], now: float) -> None:
         """Ask for the gangs that need room, read what was asked, let go of what is no longer needed."""
         self._clock_now = now
@@ -153,6 +169,8 @@ class Provisioner:
                 self.asked.pop(key, None)
             return
         result = request_outcome(request)
+        if result == "pending":
+            self._note_pending(key, asked, request)
         if result == asked.state:
             return
         if result == "provisioned":
@@ -168,6 +186,18 @@ class Provisioner:
             self.retry_at[key] = now + RETRY_SECONDS
             await self._delete(key[0], asked)
             self.asked.pop(key, None)
+
+    def _note_pending(self, key: GangKey, asked: Asked, request: Mapping[str, Any]) -> None:
+        """Tell once per answer why a request is not provisioned yet (check-capacity on a full
+        cluster, an atomic scale-up the node groups cannot hold)."""
+        found = condition(request, "Provisioned")
+        if not found or found.get("status") != "False":
+            return
+        answer = f"Provisioned=False ({found.get('reason')}: {found.get('message')})"
+        if answer != asked.answer:
+            asked.answer = answer
+            self._tell(key, "ProvisioningPending", f"ProvisioningRequest {asked.name}: the autoscaler answers "
+                       f"{answer}; the gang keeps waiting, holding nothing")
 
     def _let_go(self, key: GangKey, asked: Asked, why: str) -> None:
         log.info("gang %s/%s: %s; deleting ProvisioningRequest %s", *key, why, asked.name)
@@ -187,7 +217,4 @@ class Provisioner:
                     log.warning("deleting %s: %s", asked.name, exc)
 
     def _tell(self, key: GangKey, reason: str, message: str, warning: bool = False) -> None:
-        gang = self.state.gangs.get(key)
-        log.log(logging.WARNING if warning else logging.INFO, "%s %s/%s: %s", reason, *key, message)
-        for pod in (gang.live_pods() if gang is not None else [])[:1]:
-            self.events.emit(pod, reason, message, log_it=False)
+        tell_gang(self.state, self.events, key, reason, message, warning)

@@ -279,6 +279,11 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     now = time.time()
     decisions, waitings = decide(state, now, policy=policy)
     text = format_status(state, decisions, waitings, now, namespace, budgets)
+    from ganggate.controller.provisioning_status import format_requests, list_requests
+
+    asked = format_requests(await list_requests(api_client), namespace)
+    if asked:
+        text += "\n" + asked
     return head + "\n\n" + text if head else text
 
 

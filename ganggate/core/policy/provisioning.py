@@ -113,3 +113,50 @@ def request_outcome(request: Mapping[str, Any]) -> str:
             return "failed"
     provisioned = condition(request, "Provisioned")
     return "provisioned" if provisioned and provisioned.get("status") == "True" else "pending"
+
+
+# ---- placeholders, for autoscalers without ProvisioningRequests (Karpenter) -------------------
+
+PLACEHOLDER_LABEL = "ganggate.io/placeholder-for"
+PLACEHOLDER_PRIORITY_CLASS = "ganggate-placeholder"
+#: Below every workload's priority (the default is 0), and never preempting anything itself.
+PLACEHOLDER_PRIORITY = -1000000
+
+
+def placeholder_priority_class() -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": PLACEHOLDER_PRIORITY_CLASS, "labels": {"app.kubernetes.io/managed-by": "ganggate"}},
+            "value": PLACEHOLDER_PRIORITY, "preemptionPolicy": "Never", "globalDefault": False,
+            "description": "ganggate's placeholder pods: they make the autoscaler add nodes for a waiting gang "
+                           "and give way to everything else."}
+
+
+def placeholder_pods(gang: Gang) -> list[tuple[str, dict[str, Any]]]:
+    """(gang pod key, placeholder pod) for each live pod of the gang: its shape on a pause
+    container, lowest priority, never preempting, labelled with the gang; owned (not as
+    controller) by the gang's owner where it has one, so garbage collection removes them with it."""
+    name = request_name(gang).replace("ganggate-", "ganggate-ph-", 1)
+    out = []
+    for index, pod in enumerate(sorted(gang.live_pods(), key=lambda p: p.key)):
+        spec = template_spec(pod)
+        spec.update(priorityClassName=PLACEHOLDER_PRIORITY_CLASS, terminationGracePeriodSeconds=0)
+        spec.setdefault("schedulerName", pod.scheduler_name or "default-scheduler")
+        meta: dict[str, Any] = {"name": f"{name[:_NAME_LIMIT - 8]}-{index}", "namespace": gang.namespace,
+                                "labels": {PLACEHOLDER_LABEL: gang.name[:63], "app.kubernetes.io/managed-by": "ganggate"}}
+        owner = pod.traits.controller_ref
+        if owner and owner.get("uid"):
+            meta["ownerReferences"] = [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
+                                        "name": owner.get("name"), "uid": owner.get("uid"), "controller": False}]
+        out.append((pod.key, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}))
+    return out
+
+
+def placement_on_placeholders(pairs: list[tuple[str, str]], nodes: Mapping[str, str | None]) -> dict[str, str] | None:
+    """Each gang pod on the node its placeholder was bound to, once every placeholder is bound."""
+    placement = {}
+    for pod_key, placeholder_key in pairs:
+        node = nodes.get(placeholder_key)
+        if not node:
+            return None
+        placement[pod_key] = node
+    return placement

@@ -80,6 +80,7 @@ class Autoscaler:
         self._unneeded_since: dict[str, float] = {}
         self._next_index: dict[str, int] = {name: 0 for name in self.groups}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._working = 0  # scans and node registrations in flight (a replay waits for none)
         self.scale_ups = 0
         self.scale_downs = 0
         self.stockouts = 0
@@ -98,15 +99,23 @@ class Autoscaler:
                     await reflector.synced.wait()
                 self.ready.set()
                 while True:
+                    self._working += 1
                     try:
                         await self.scan()
                     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                         log.debug("autoscaler: %s; next loop", exc)
+                    finally:
+                        self._working -= 1
                     await self.clock.sleep_until(self.clock.now() + self.scan_seconds)
             finally:
                 for task in [*watches, *self._tasks]:
                     task.cancel()
                 await asyncio.gather(*watches, *self._tasks, return_exceptions=True)
+
+    @property
+    def idle(self) -> bool:
+        """Listed, and neither scanning nor registering a node: waiting on the clock only."""
+        return self.ready.is_set() and self._working == 0
 
     def _store(self, name: str) -> dict[str, dict]:
         return self._reflectors[name].store if name in self._reflectors else {}
@@ -249,6 +258,13 @@ class Autoscaler:
 
     async def _provision(self, group: NodeGroup, name: str, stockout: bool) -> None:
         await self.clock.sleep_until(self.clock.now() + group.delay_seconds)
+        self._working += 1
+        try:
+            await self._register(group, name, stockout)
+        finally:
+            self._working -= 1
+
+    async def _register(self, group: NodeGroup, name: str, stockout: bool) -> None:
         if stockout:
             self._upcoming.pop(name, None)
             self.stockouts += 1
