@@ -284,7 +284,7 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace directory (default {TRACE})")
     parser.add_argument("--lists", default=",".join(LISTS), help="pod lists (default: all five)")
     parser.add_argument("--policies", default=",".join(POLICIES), help="card policies (default: all)")

@@ -154,7 +154,7 @@ def _report(listed: list[dict], arrivals: list[TracePod], specs: list[dict], cap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=40)
     parser.add_argument("--fill", type=float, default=1.0, help="GPU demand as a share of the GPUs (default 1)")
     parser.add_argument("--policy", default="fgd", help="the controller's --card-policy (default fgd)")

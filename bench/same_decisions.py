@@ -100,7 +100,7 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("other", help="the other checkout's root (its ganggate is imported from there)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 7])
     parser.add_argument("--nodes", type=int, default=5000)

@@ -50,10 +50,20 @@ def test_a_terminating_pod_holds_its_room_and_the_gang_that_needs_it_waits_sayin
 
 def test_a_gang_that_would_not_fit_even_without_the_terminating_pods_is_unschedulable() -> None:
     state = ClusterState()
+    running = make_pod("busy-0", gpus=4, node_name="n1", phase="Running")  # not going: room may free up later
+    state.reset([make_node("n1", gpus=8)], [running, terminating(make_pod("old-0", gpus=2, node_name="n1",
+                                                                          phase="Running"))])
+    state.apply_pod("ADDED", make_pod("next-0", gang="next", pod_num=1, gpus=8))
+    _, waitings = decide(state, T0)
+    assert [w.event_reason for w in waitings if w.gang_key == GANG] == ["GangUnschedulable"]
+
+
+def test_a_gang_larger_than_any_node_is_told_it_can_never_fit_not_to_wait_for_terminating_pods() -> None:
+    state = ClusterState()
     state.reset([make_node("n1", gpus=8)], [terminating(make_pod("old-0", gpus=2, node_name="n1", phase="Running"))])
     state.apply_pod("ADDED", make_pod("next-0", gang="next", pod_num=1, gpus=16))
     _, waitings = decide(state, T0)
-    assert [w.event_reason for w in waitings if w.gang_key == GANG] == ["GangUnschedulable"]
+    assert [w.event_reason for w in waitings if w.gang_key == GANG] == ["GangCannotFit"]
 
 
 def test_pods_being_deleted_are_not_members_so_replacements_make_the_gang_whole() -> None:

@@ -200,3 +200,13 @@ def test_kubectl_applies_a_provisioning_request_to_sim_serve_and_sees_the_new_no
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+async def test_a_stockout_adds_no_node_and_backs_the_group_off() -> None:
+    async for sim, raw in _cluster(group="gpu:0:4,gpus=8,delay=0.2,fail=1"):
+        assert (await raw.request("POST", "/api/v1/namespaces/default/pods", pod_manifest("a", gpus=8)))[0] == 201
+        assert (await raw.request("POST", "/api/v1/namespaces/default/pods", pod_manifest("b", gpus=8)))[0] == 201
+        autoscaler = sim.components["Autoscaler"]
+        await eventually(lambda: autoscaler.stockouts >= 1)
+        assert group_nodes(sim) == [] and autoscaler.scale_ups == 1  # backed off: not asked again at once
+        assert sorted(p["metadata"]["name"] for p in sim.store.list("pods", "default") if not p["spec"].get("nodeName")) == ["b"]

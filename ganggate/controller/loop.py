@@ -102,7 +102,7 @@ class Controller:
             self.core, client.CustomObjectsApi(api_client), self.state, self.events,
             provisioning_class=config.provisioning_class, spawn=self._spawn, may_act=self._may_act)
         self.placeholders = None if config.autoscaling != "placeholders" else Placeholders(
-            self.core, client.SchedulingV1Api(api_client), self.state, self.events,
+            self.core, client.SchedulingV1Api(api_client), self.state, self.events, release=self._start_release,
             spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
@@ -546,10 +546,13 @@ class Controller:
                 continue
             live.append(waiting.gang_key)
             pods = [p for p in gang.pods.values() if not p.terminated]
-            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now)
-            if targets:
+            notice = self.notifier.tell(waiting.gang_key, waiting.event_reason, waiting.message, pods, now,
+                                        waiting.kind)
+            if notice.changed:  # once per change in kind; a count that moved is a DEBUG line
                 level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
                 log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)
-            for pod in targets:
+            elif notice.pods:
+                log.debug("%s %s/%s (again): %s", waiting.event_reason, *waiting.gang_key, waiting.message)
+            for pod in notice.pods:
                 self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
         self.notifier.forget_except(live)

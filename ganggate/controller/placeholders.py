@@ -5,10 +5,8 @@ For a complete gang the round found no room for, the controller creates one unga
 pod per gang pod: the pod's requests and node selection on a pause container, the lowest priority
 (PriorityClass `ganggate-placeholder`, preemptionPolicy Never), labelled with the gang. The
 scheduler marks them Unschedulable, which is what an autoscaler acts on. Once every placeholder is
-bound, the controller deletes them, and the next round plans the gang on the room they leave, as
-on any room (the placeholders are deleted before the release, not after: a gang pod pinned beside
-a placeholder still in its way waits for the scheduler to notice the room free, a partial gang).
-Placeholders that do not all bind within the timeout are
+bound, the controller deletes them and releases the gang pinned to their nodes, each pod where its
+placeholder was, in one decision. Placeholders that do not all bind within the timeout are
 deleted (a half-provisioned set never holds nodes for ever) and the gang asks again after a
 back-off. While they wait or run they are ordinary pods to the planner: their room is never
 counted as free for another gang.
@@ -24,6 +22,7 @@ from ganggate.core.policy.provisioning import (
     placeholder_pods, placeholder_priority_class, placement_on_placeholders, wants_room,
 )
 from ganggate.core.state.gangs import GangKey
+from ganggate.core.state.outcome import Decision
 from ganggate.controller.provisioner import tell_gang
 from ganggate.kube.calls import ApiCallError, call_json
 
@@ -47,12 +46,13 @@ class PlaceholderSet:
 class Placeholders:
     """Keeps one set of placeholders per gang that needs room; see the module docstring."""
 
-    def __init__(self, core: Any, scheduling: Any, state: Any, events: Any, *,
+    def __init__(self, core: Any, scheduling: Any, state: Any, events: Any, *, release: Callable[[Decision, float], None],
                  spawn: Callable[[Any], Any], may_act: Callable[[], bool], timeout_seconds: float = TIMEOUT_SECONDS) -> None:
         self.core = core
         self.scheduling = scheduling
         self.state = state
         self.events = events
+        self.release = release
         self.spawn = spawn
         self.may_act = may_act
         self.timeout_seconds = timeout_seconds
@@ -85,9 +85,10 @@ class Placeholders:
             nodes = {p: (self.state.pods[p].node_name if p in self.state.pods else None) for _, p in held.pairs}
             placement = placement_on_placeholders(held.pairs, nodes)
             if placement is not None:
-                self._tell(key, "PlaceholdersBound", f"every placeholder is bound; deleting them so the gang "
-                           f"takes their room ({', '.join(sorted(set(placement.values())))})")
-                self._remove(key, held, "its placeholders are bound: the room is the gang's")
+                self._tell(key, "PlaceholdersBound", f"every placeholder is bound; releasing the gang on their "
+                           f"nodes ({', '.join(sorted(set(placement.values())))})")
+                self._remove(key, held, "released on the placeholders' nodes")
+                self.release(Decision(key, dict(placement), reason="on the nodes its placeholders were bound to"), now)
             elif now - held.created >= self.timeout_seconds:
                 bound = sum(1 for node in nodes.values() if node)
                 self._tell(key, "PlaceholdersTimedOut", f"only {bound} of {len(held.pairs)} placeholders were bound "

@@ -73,7 +73,7 @@ class Preemptor:
             self.in_flight = plan
             self.spawn(self._run(plan, now))
         notes = {r.gang_key: r.reason for r in reasons if not r.reason.startswith(_QUIET_PREFIX)}
-        return [Waiting(w.gang_key, w.event_reason, f"{w.message}; no preemption: {notes[w.gang_key]}")
+        return [Waiting(w.gang_key, w.event_reason, f"{w.message}; no preemption: {notes[w.gang_key]}", w.kind)
                 if w.gang_key in notes and w.event_reason == "GangUnschedulable" else w for w in waitings]
 
     async def _run(self, plan: PreemptionPlan, now: float) -> None:

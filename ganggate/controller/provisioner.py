@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ganggate.core.policy.provisioning import (
-    condition, consume_annotations, pod_sets, request_name, request_outcome, wants_room,
+    condition, consume_annotations, owner_references, pod_sets, request_name, request_outcome, wants_room,
 )
 from ganggate.core.state.gangs import GangKey
 from ganggate.kube.calls import ApiCallError, call_json
@@ -126,15 +126,16 @@ class Provisioner:
     async def _create(self, gang: Any, asked: Asked, sets: list[Any]) -> None:
         namespace = gang.namespace
         labels = {"app.kubernetes.io/managed-by": "ganggate", "ganggate.io/gang": gang.name[:63]}
+        owners = owner_references(gang)  # garbage collection removes them with the gang's Job
         try:
             for pod_set in sets:
                 body = {"apiVersion": "v1", "kind": "PodTemplate",
-                        "metadata": {"name": pod_set.template_name, "labels": labels},
+                        "metadata": {"name": pod_set.template_name, "labels": labels, "ownerReferences": owners},
                         "template": {"metadata": {"labels": labels}, "spec": dict(pod_set.spec)}}
                 await self._create_or_keep(call_json(self.core.create_namespaced_pod_template, namespace, body,
                                                      verb="create"))
             body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ProvisioningRequest",
-                    "metadata": {"name": asked.name, "labels": labels},
+                    "metadata": {"name": asked.name, "labels": labels, "ownerReferences": owners},
                     "spec": {"provisioningClassName": self.provisioning_class,
                              "podSets": [{"podTemplateRef": {"name": s.template_name}, "count": s.count} for s in sets]}}
             created = await self._create_or_keep(call_json(self.custom.create_namespaced_custom_object, GROUP,

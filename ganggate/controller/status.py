@@ -100,10 +100,12 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
         if budgets and gang.released_count and (names := foreign_budgets_over(gang, budgets)):
             note = f"protected by PodDisruptionBudget {', '.join(names)} (not ganggate's)"
             reason = f"{reason}; {note}" if reason else note
+        state_text = lifecycle_state(gang, now)
+        if reason.startswith("GangCannotFit:") and state_text == "waiting":
+            state_text = "cannot-fit"  # waits that cannot end stand out from waits for room
         placed = [state.nodes[p.node_name].labels for p in live if p.node_name in state.nodes]
         domain = gang_domain(placed, state.topology_levels, spec.topology_required if spec else None)
-        rows.append(GangRow(f"{key[0]}/{key[1]}", lifecycle_state(gang, now), len(live), needed, _gpus(gpus),
-                            since, reason, domain))
+        rows.append(GangRow(f"{key[0]}/{key[1]}", state_text, len(live), needed, _gpus(gpus), since, reason, domain))
     return rows
 
 

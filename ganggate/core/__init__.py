@@ -5,7 +5,7 @@ in this list (tests/test_layout.py checks it):
   fit         what fits where: quantities (resources), node matching (nodematch), GPU cards (gpushare)
   state       what the controller keeps: pods, gangs, losses, cluster, outcome, snapshot
   placement   where one gang goes: capacity, explain, domains, topology, packing, gpushare_fgd,
-              gpushare_round
+              gpushare_round; whether it ever can (feasibility: GangCannotFit)
   policy      which gang goes first and what it may take: contention, lifecycle, ordering,
               reservation, preemption, budgets, baseline
 and on top of them:

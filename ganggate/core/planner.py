@@ -21,6 +21,7 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.placement.domains import placement_domain
 from ganggate.core.placement.explain import contested_message, decision_reason, plural
+from ganggate.core.placement.feasibility import CANNOT_FIT, never_fits
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
@@ -71,9 +72,9 @@ def decide(
     ready: list[Gang] = []
     for gang in state.gangs.values():
         if gang.state == "conflict":
-            waiting.append(Waiting(gang.key, "GangConflict", gang.conflict or "pods disagree"))
+            waiting.append(Waiting(gang.key, "GangConflict", gang.conflict or "pods disagree", "conflict"))
         elif gang.state == "incomplete":
-            waiting.append(Waiting(gang.key, "GangWaiting", gang.waiting_message()))
+            waiting.append(Waiting(gang.key, "GangWaiting", gang.waiting_message(), "incomplete"))
         elif gang.state in ("waiting", "partial", "started"):
             ready.append(gang)
     rolls = round_order(g for g in ready if g.state == "partial")
@@ -160,7 +161,7 @@ def plan_one(
             result = with_cards(pods, result, capacity)
         if isinstance(result, Unfit):
             hold(capacity, state, reserved[gang.key])
-            return Waiting(gang.key, "GangWaiting", result.message)
+            return Waiting(gang.key, "GangWaiting", result.message, "preempting")
         return _decision(gang, result, capacity, False, now)
     result, contested = place_uncontested(pods, capacity, need, rivals)
     if not isinstance(result, Unfit):
@@ -170,13 +171,16 @@ def plan_one(
     capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
     if contested:
         if gang.state != "started":  # a started gang's extras wait quietly
-            return Waiting(gang.key, "GangWaiting", contested_message(contested))
+            return Waiting(gang.key, "GangWaiting", contested_message(contested), "contended")
         return None
     if gang.state == "started":
         return None  # extras wait quietly until one fits
+    if gang.state == "waiting" and (never := never_fits(pods, need, state)) is not None:
+        return Waiting(gang.key, CANNOT_FIT, never.message, f"never:{never.cause}")  # no hold-back for it
     message, reason = result.message, "GangUnschedulable"
+    kind = "nodes" if message.startswith("0/") else "room"
     if (held_by_going := waits_for_terminating(pods, capacity, need, state)) is not None:
-        message, reason = f"{held_by_going} ({message})", "GangWaiting"
+        message, reason, kind = f"{held_by_going} ({message})", "GangWaiting", "terminating"
     if gang.state == "partial":
         message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
     waited = now - (gang.complete_since if gang.complete_since is not None else now)
@@ -185,6 +189,7 @@ def plan_one(
         held = hold_back(pods, capacity, need, state)
         if held > 0:
             message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
+            kind += "+held"
             if gang.state != "partial":
                 holding.gang = gang.key
         elif held < 0:
@@ -192,7 +197,7 @@ def plan_one(
     elif waited > starvation_seconds and holding_for is not None:
         message += (f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, "
                     "for which capacity is held back")
-    return Waiting(gang.key, reason, message)
+    return Waiting(gang.key, reason, message, kind)
 
 
 def _decision(gang: Gang, placement: dict[str, str], capacity: Capacity, roll_forward: bool, now: float) -> Decision:

@@ -17,9 +17,18 @@ from ganggate.core.placement.capacity import Capacity
 
 
 def level_name(level: str) -> str:
-    """How a message names a level: its label key's name part ('example.com/rack' -> 'rack')."""
+    """How a message names a level: its label key's name part, singular, so that a sentence
+    reads 'in one rack' ('example.com/rack' and 'example.com/racks' -> 'rack')."""
     name = level.rsplit("/", 1)[-1].rsplit(".", 1)[-1]  # nvidia.com/gpu.clique -> clique
-    return "node" if name == "hostname" else name
+    if name == "hostname":
+        return "node"
+    if name.endswith("ies") and len(name) > 4:
+        return name[:-3] + "y"
+    if name.endswith(("ches", "shes", "xes", "sses")):
+        return name[:-2]
+    if name.endswith("s") and not name.endswith(("ss", "us", "is")) and len(name) > 3:
+        return name[:-1]
+    return name
 
 
 def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:

@@ -13,12 +13,23 @@ from typing import Mapping, Sequence
 from ganggate.core.placement.capacity import Capacity, NodeIndex
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.fit.resources import GPU, Resources, format_amount, gpus
+from ganggate.core.fit.resources import GPU, PODS, Resources, format_amount, gpus
 
 
 def plural(count: int, noun: str) -> str:
     """'1 pod', '2 pods': every count a user reads goes through here."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def amount_text(resource: str, milli: int) -> str:
+    """An amount of a resource as a sentence says it: '1 GPU', '6 GPUs', '0.5 GPU', '2 pods',
+    '64 cpu', '512Gi memory', '2 example.com/fpga'."""
+    if resource == PODS:
+        return plural(milli // 1000, "pod")
+    shown = format_amount(resource, milli)
+    if resource == GPU:
+        return f"{shown} GPU" if milli <= 1000 else f"{shown} GPUs"
+    return f"{shown} {resource}"
 
 
 def scope_note(index: NodeIndex, rejected: Counter[str]) -> str:

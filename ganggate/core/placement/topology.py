@@ -27,7 +27,7 @@ from ganggate.core.placement.domains import (
     one_node_each,
     room,
 )
-from ganggate.core.placement.explain import plural
+from ganggate.core.placement.explain import amount_text, plural
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.outcome import Unfit
 from ganggate.core.state.pods import PodInfo
@@ -233,7 +233,7 @@ def near_message(pods: Sequence[PodInfo], capacity: Capacity, need: int, level: 
     demand = _demand(pods, need)
     if demand > 0:
         free = free_gpus(capacity, names, _eligible(pods, capacity))
-        return (f"needs {format_amount(GPU, demand)} GPUs in its {noun} ({where}), where its released pods are; "
+        return (f"needs {amount_text(GPU, demand)} in its {noun} ({where}), where its released pods are; "
                 f"it has {format_amount(GPU, free)} free")
     return f"needs {plural(need, 'pod')} in its {noun} ({where}), where its released pods are; it has no room for them"
 
@@ -268,7 +268,7 @@ def required_message(
             largest = max(sorted((free_gpus(capacity, names, eligible), d) for d, names in groups.items()),
                           key=lambda found: found[0])  # the first by name among equals
         return (
-            f"needs {format_amount(GPU, demand)} GPUs in one {noun}; the largest free {noun} "
+            f"needs {amount_text(GPU, demand)} in one {noun}; the largest free {noun} "
             f"({largest[1]}) has {format_amount(GPU, largest[0])}"
         )
     return f"needs {plural(need, 'pod')} in one {noun}; no {noun} has room for them all"

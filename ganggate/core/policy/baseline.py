@@ -61,6 +61,7 @@ def decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision]
                         "GangUnschedulable",
                         f"count check: {len(pods)} pods of {format_amount(GPU, per_pod)} GPU, "
                         f"free GPUs have room for {room}",
+                        "room",
                     )
                 )
             continue

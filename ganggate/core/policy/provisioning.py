@@ -93,6 +93,17 @@ def pod_sets(gang: Gang, name: str, pods: Iterable[PodInfo] | None = None) -> li
             for index, (spec, count) in enumerate(shapes.values())]
 
 
+def owner_references(gang: Gang) -> list[dict[str, Any]]:
+    """The gang's owner (its pods' controller, a Job say), as a non-controller owner of what ganggate
+    makes for it, so that garbage collection removes those with the gang; none for bare pods."""
+    for pod in gang.live_pods():
+        owner = pod.traits.controller_ref
+        if owner and owner.get("uid"):
+            return [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": owner.get("name"),
+                     "uid": owner.get("uid"), "controller": False}]
+    return []
+
+
 def consume_annotations(name: str, cls: str) -> dict[str, str]:
     """What a released pod carries so that the autoscaler counts it against the booked room."""
     return {CONSUME_ANNOTATION: name, CLASS_ANNOTATION: cls}
@@ -136,6 +147,7 @@ def placeholder_pods(gang: Gang) -> list[tuple[str, dict[str, Any]]]:
     container, lowest priority, never preempting, labelled with the gang; owned (not as
     controller) by the gang's owner where it has one, so garbage collection removes them with it."""
     name = request_name(gang).replace("ganggate-", "ganggate-ph-", 1)
+    owners = owner_references(gang)
     out = []
     for index, pod in enumerate(sorted(gang.live_pods(), key=lambda p: p.key)):
         spec = template_spec(pod)
@@ -143,10 +155,8 @@ def placeholder_pods(gang: Gang) -> list[tuple[str, dict[str, Any]]]:
         spec.setdefault("schedulerName", pod.scheduler_name or "default-scheduler")
         meta: dict[str, Any] = {"name": f"{name[:_NAME_LIMIT - 8]}-{index}", "namespace": gang.namespace,
                                 "labels": {PLACEHOLDER_LABEL: gang.name[:63], "app.kubernetes.io/managed-by": "ganggate"}}
-        owner = pod.traits.controller_ref
-        if owner and owner.get("uid"):
-            meta["ownerReferences"] = [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
-                                        "name": owner.get("name"), "uid": owner.get("uid"), "controller": False}]
+        if owners:
+            meta["ownerReferences"] = owners
         out.append((pod.key, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}))
     return out
 
