@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[sim,test]'
 	touch $(STAMP)
+	@echo "ganggate is installed in $(VENV)/bin: run '. $(VENV)/bin/activate' to put it on your PATH"
 
 demo: setup
 	$(BIN)/ganggate demo

@@ -79,8 +79,26 @@ def test_sim_up_with_nvlink_cliques_places_a_gang_that_requires_one_in_one(tmp_p
         assert waiting["message"].startswith("needs 8 GPUs in one clique; the largest free clique (nvidia.com/gpu.clique=")
         assert waiting["message"].endswith(") has 6")
         assert all(p["spec"].get("schedulingGates") for p in up.pods("default") if p["metadata"]["name"].startswith("big-"))
+        # Topology in view: the controller's start line, and status reading the levels off its lease.
+        assert "topology levels: topology.kubernetes.io/zone,ganggate.io/block,ganggate.io/rack,nvidia.com/gpu.clique," \
+            "kubernetes.io/hostname" in up.stderr.read_text()
+        status = _status(up)
+        assert "topology levels: topology.kubernetes.io/zone," in status and "(from the controller's lease)" in status
+        row = next(line.split() for line in status.splitlines() if line.startswith("default/ddp "))
+        assert row[4] == f"gpu.clique={clique[ddp[0]['spec']['nodeName']]}"
+        assert next(line.split() for line in status.splitlines() if line.startswith("default/big "))[4] == "needs"
     finally:
         assert up.stop() == 0
+
+
+def _status(up) -> str:
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "ganggate", "status", "--kubeconfig", str(up.kubeconfig)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def plain_pod(name: str, node: str, gpus: int) -> dict:

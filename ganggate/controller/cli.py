@@ -95,8 +95,9 @@ def register(subparsers: Any) -> None:
     st.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
     st.add_argument("--namespace", "-n", help="only gangs of this namespace")
     st.add_argument("--scheduler-name", action="append", metavar="NAME", help="served schedulers (repeatable)")
-    st.add_argument("--topology-levels", default="", metavar="LABEL,...",
-                    help="the controller's --topology-levels, so waits and fits read as the controller sees them")
+    st.add_argument("--topology-levels", default=None, metavar="LABEL,...",
+                    help="the controller's --topology-levels, so waits and fits read as the controller sees them "
+                    "(default: the levels the leading controller records on its lease)")
     st.add_argument("--gpus", action="store_true",
                     help="GPU sharing: per node and per card, the memory used and free and the pods holding it "
                     "(what `kubectl inspect gpushare` shows)")

@@ -47,6 +47,7 @@ from ganggate.controller.preemptor import Preemptor
 from ganggate.controller.placeholders import Placeholders
 from ganggate.controller.provisioner import Provisioner
 from ganggate.controller.release import Releaser, ReleaseRequest
+from ganggate.controller.topology_view import describe_levels, levels_annotation
 from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
@@ -126,6 +127,7 @@ class Controller:
                 client.CoordinationV1Api(api_client), name=config.lease_name, namespace=config.lease_namespace,
                 identity=self.identity, lease_duration=config.lease_duration_seconds,
                 retry_period=config.renew_seconds, metrics=self.metrics, on_change=lambda _: self._poke(),
+                annotations=levels_annotation(config.topology_levels),  # `ganggate status` reads them
                 # The lease stays on real time whatever the controller's clock: it proves a live
                 # process to the other replicas, and its renewals are real requests; on a
                 # simulated clock that jumps hours a leader would lose it at every jump.
@@ -298,9 +300,10 @@ class Controller:
             tasks.append(asyncio.create_task(self.leader.run()))
         if self.lifecycle.protection is not None:  # every PodDisruptionBudget: controller.protection
             tasks.append(asyncio.create_task(self.lifecycle.protection.informer.run()))
-        log.info("controller %s started (policy=%s placement=%s leader_election=%s%s)", self.identity,
-                 self.config.policy, self.config.placement, self.config.leader_election,
-                 f" lease={self.config.lease_namespace}/{self.config.lease_name}" if self.leader else "")
+        log.info("controller %s started (policy=%s placement=%s leader_election=%s%s); topology levels: %s",
+                 self.identity, self.config.policy, self.config.placement, self.config.leader_election,
+                 f" lease={self.config.lease_namespace}/{self.config.lease_name}" if self.leader else "",
+                 describe_levels(self.config.topology_levels))
         stopper = asyncio.create_task(self._stop_requested.wait())
         try:
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ganggate.controller.bypass import BypassTracker, describe
+from ganggate.controller.topology_view import describe_levels, gang_domain, levels_from_lease, node_domain
 from ganggate.core.placement.explain import excess_note, plural
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import parse_time
@@ -30,6 +31,7 @@ class GangRow:
     gpus: int
     waiting_since: str
     why: str
+    domain: str = "-"
 
 
 @dataclass
@@ -40,6 +42,7 @@ class NodeRow:
     used: int
     promised: int
     free: int
+    domain: str = "-"
 
 
 def age(seconds: float) -> str:
@@ -102,7 +105,9 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
         state_text = lifecycle_state(gang, now, state)
         if reason.startswith("GangCannotFit:") and state_text == "waiting":
             state_text = "cannot-fit"  # waits that cannot end stand out from waits for room
-        rows.append(GangRow(f"{key[0]}/{key[1]}", state_text, len(live), needed, _gpus(gpus), since, reason))
+        placed = [state.nodes[p.node_name].labels for p in live if p.node_name in state.nodes]
+        domain = gang_domain(placed, state.topology_levels, spec.topology_required if spec else None)
+        rows.append(GangRow(f"{key[0]}/{key[1]}", state_text, len(live), needed, _gpus(gpus), since, reason, domain))
     return rows
 
 
@@ -172,7 +177,7 @@ def node_rows(state: ClusterState) -> list[NodeRow]:
         used = node.used.get(GPU, 0)
         promised = node.promised.get(GPU, 0)
         rows.append(NodeRow(name, condition, _gpus(alloc), _gpus(used), _gpus(promised),
-                            _gpus(alloc - used - promised)))
+                            _gpus(alloc - used - promised), node_domain(node.labels, state.topology_levels)))
     return rows
 
 
@@ -188,14 +193,17 @@ def format_status(state: ClusterState, decisions: Iterable[Any], waitings: Itera
                   namespace: str | None = None, budgets: Iterable[dict] = ()) -> str:
     """The two tables as text (pure)."""
     gangs = gang_rows(state, decisions, waitings, now, namespace, budgets)
+    topology = bool(state.topology_levels)  # a DOMAIN column only where the controller places by topology
     gang_table = _table(
-        ["GANG", "STATE", "PODS", "GPUS", "WAITING", "WHY"],
-        [[g.gang, g.state, f"{g.present}/{g.needed or '?'}", str(g.gpus), g.waiting_since, g.why] for g in gangs],
+        ["GANG", "STATE", "PODS", "GPUS", *(["DOMAIN"] if topology else []), "WAITING", "WHY"],
+        [[g.gang, g.state, f"{g.present}/{g.needed or '?'}", str(g.gpus), *([g.domain] if topology else []),
+          g.waiting_since, g.why] for g in gangs],
     ) if gangs else "No gangs" + (f" in namespace {namespace}." if namespace else ".")
     nodes = node_rows(state)
     node_table = _table(
-        ["NODE", "STATUS", "GPUS", "USED", "PROMISED", "FREE"],
-        [[n.node, n.condition, str(n.gpus), str(n.used), str(n.promised), str(n.free)] for n in nodes],
+        ["NODE", "STATUS", "GPUS", "USED", "PROMISED", "FREE", *(["DOMAIN"] if topology else [])],
+        [[n.node, n.condition, str(n.gpus), str(n.used), str(n.promised), str(n.free),
+          *([n.domain] if topology else [])] for n in nodes],
     ) if nodes else "No nodes."
     return gang_table + "\n\n" + node_table + "\n"
 
@@ -242,8 +250,8 @@ async def list_budgets(api_client: Any) -> list[dict]:
         return []
 
 
-async def read_lease_line(api_client: Any, name: str, namespace: str) -> str:
-    """lease_line for the Lease as the API has it now."""
+async def read_lease(api_client: Any, name: str, namespace: str) -> tuple[dict | None, str]:
+    """The Lease as the API has it now (None when absent or unreadable) and its lease_line."""
     from kubernetes_asyncio import client
 
     from ganggate.kube.calls import ApiCallError, call_json
@@ -253,20 +261,28 @@ async def read_lease_line(api_client: Any, name: str, namespace: str) -> str:
                                 verb="get")
     except ApiCallError as exc:
         if exc.status != 404:
-            return f"controller: cannot read lease {namespace}/{name}: {exc}"
+            return None, f"controller: cannot read lease {namespace}/{name}: {exc}"
         lease = None
-    return lease_line(lease, namespace, name, time.time())
+    return lease, lease_line(lease, namespace, name, time.time())
 
 
 async def status_text(api_client: Any, namespace: str | None = None, policy: str = "plan",
                       scheduler_names: tuple[str, ...] = ("default-scheduler",),
-                      lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] = (),
+                      lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] | None = (),
                       gpus: bool = False) -> str:
     """What `ganggate status` prints; lease (name, namespace) adds who leads; gpus: the GPU
-    cards' shared memory instead (controller.gpushare_status)."""
+    cards' shared memory instead (controller.gpushare_status). topology_levels None: the levels the
+    leading controller records on its lease (topology_view), else none."""
     from ganggate.core.planner import decide
 
-    state = await collect(api_client, scheduler_names, topology_levels=topology_levels)
+    head, source = "", "--topology-levels"
+    if lease is not None:
+        record, head = await read_lease(api_client, *lease)
+        if topology_levels is None:
+            topology_levels, source = levels_from_lease(record), "from the controller's lease"
+    if topology_levels:
+        head += ("\n" if head else "") + f"topology levels: {describe_levels(topology_levels)} ({source})"
+    state = await collect(api_client, scheduler_names, topology_levels=topology_levels or ())
     if gpus:
         from ganggate.controller.gpushare_status import format_gpus
 
@@ -280,9 +296,7 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     asked = format_requests(await list_requests(api_client), namespace)
     if asked:
         text += "\n" + asked
-    if lease is not None:
-        text = await read_lease_line(api_client, *lease) + "\n\n" + text
-    return text
+    return head + "\n\n" + text if head else text
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -295,7 +309,7 @@ def run_status(args: argparse.Namespace) -> int:
     from ganggate.controller.config import parse_topology_levels
 
     try:
-        levels = parse_topology_levels(args.topology_levels)
+        levels = None if args.topology_levels is None else parse_topology_levels(args.topology_levels)
     except ValueError as exc:
         print(f"error: --topology-levels: {exc}", file=sys.stderr)
         return 2

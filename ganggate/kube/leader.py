@@ -70,8 +70,11 @@ class LeaderElector:
 
     def __init__(self, coordination_api: Any, *, name: str, namespace: str, identity: str,
                  lease_duration: float = 15.0, retry_period: float = 5.0, renew_deadline: float | None = None,
-                 metrics: Any = None, on_change: Callable[[bool], None] | None = None) -> None:
+                 metrics: Any = None, on_change: Callable[[bool], None] | None = None,
+                 annotations: dict[str, str] | None = None) -> None:
         self.api = coordination_api
+        #: Written on the lease while we hold it (the holder's settings others read, e.g. its topology levels).
+        self.annotations = dict(annotations or {})
         self.name = name
         self.namespace = namespace
         self.identity = identity
@@ -149,7 +152,7 @@ class LeaderElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.namespace, "annotations": dict(self.annotations)},
                 "spec": {
                     "holderIdentity": self.identity,
                     "leaseDurationSeconds": int(self.lease_duration),
@@ -198,6 +201,10 @@ class LeaderElector:
             new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
         body = dict(lease)
         body["spec"] = new_spec  # metadata keeps resourceVersion: optimistic concurrency
+        if self.annotations:
+            meta = dict(lease.get("metadata") or {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
+            body["metadata"] = meta
         try:
             self._lease = await call_json(self.api.replace_namespaced_lease, self.name, self.namespace, body,
                                           verb="update", metrics=self.metrics, timeout=self.renew_deadline)

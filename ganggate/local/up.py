@@ -174,6 +174,7 @@ def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, c
         f"  webhook:     {webhook_url}/mutate{certs}\n"
         f"  controller:  leader of lease {lease}\n"
         f"  kubeconfig:  {kubeconfig} (left in place when stopped)\n"
+        f"{_topology_line(options)}"
         "Next:\n"
         f"  kubectl --kubeconfig {kubeconfig} apply -f examples/pytorch-ddp-job.yaml\n"
         f"  kubectl --kubeconfig {kubeconfig} get pods\n"
@@ -181,6 +182,16 @@ def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, c
         f"{try_sharing}"
         "Stop with Ctrl-C.\n"
     )
+
+
+def _topology_line(options: UpOptions) -> str:
+    """The levels the nodes are labelled with and the controller places by (nothing without --topology)."""
+    shape = options.topology
+    if shape is None:
+        return ""
+    cliques = f", {shape.cliques} NVLink cliques per rack" if shape.cliques else ""
+    return (f"  topology:    {shape.blocks} blocks x {shape.racks_per_block} racks x {shape.nodes_per_rack} nodes{cliques};"
+            f" the controller's levels: {','.join(shape.levels)}\n")
 
 
 def _nodes_line(options: UpOptions) -> str:

@@ -24,6 +24,9 @@ from typing import Iterable, Mapping
 
 from ganggate.replay.trace import Job, TraceError, parse_row
 
+TRACE_HINT = ("The Alibaba GPU trace is not part of the repository: download openb_pod_list_default.csv from "
+              "https://github.com/alibaba/clusterdata/tree/master/cluster-trace-gpu-v2023 (CC-BY 4.0) "
+              "and pass its path to --alibaba.")
 REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "creation_time", "deletion_time", "scheduled_time")
 
 

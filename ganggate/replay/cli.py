@@ -165,8 +165,10 @@ def _replay(args: argparse.Namespace) -> int:
             jobs = load_trace(args.trace)
             source = str(args.trace)
         elif args.alibaba is not None:
-            from ganggate.replay.alibaba import load_alibaba
+            from ganggate.replay.alibaba import TRACE_HINT, load_alibaba
 
+            if not args.alibaba.exists():
+                raise ValueError(f"cannot read {args.alibaba}: no such file. {TRACE_HINT}")
             jobs = load_alibaba(args.alibaba, args.limit)
             source = f"{args.alibaba}, one job per pod"
         else:

@@ -14,6 +14,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from ganggate.sim.apiserver.printers import MORE_TABLES, age, human_duration  # noqa: F401  (human_duration: re-exported)
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -53,6 +55,7 @@ RESOURCES: tuple[ResourceInfo, ...] = (
         {
             "binding": ("Binding", ("create",)),
             "eviction": ("Eviction", ("create",)),
+            "log": ("Pod", ("get",)),
             "status": ("Pod", ("get", "patch", "update")),
         },
         categories=("all",),
@@ -200,7 +203,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
 
 # ---- server-side printing for `kubectl get` ------------------------------------------------------
 # meta.k8s.io/v1 Table columns and cells as pkg/printers/internalversion/printers.go prints them
-# (printPod, printNode, printNamespace, printJob, printService), the default table convertor (Name, Age) for other kinds,
+# (printPod, printNode, printNamespace, printJob, printService; printEvent, printLease, printMutatingWebhook in
+# printers.py), the default table convertor (Name, Age) for other kinds,
 # ages as k8s.io/apimachinery/pkg/util/duration.HumanDuration renders them.
 
 Cells = Callable[[dict[str, Any]], list[Any]]
@@ -208,36 +212,6 @@ Cells = Callable[[dict[str, Any]], list[Any]]
 
 def _column(name: str, type_: str = "string", description: str = "", fmt: str = "", priority: int = 0) -> dict[str, Any]:
     return {"name": name, "type": type_, "format": fmt, "description": description, "priority": priority}
-
-
-def human_duration(seconds: float) -> str:
-    """duration.HumanDuration."""
-    s = int(max(seconds, 0))
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    return f"{hours // (24 * 365)}y"
-
-
-def age(obj: dict[str, Any]) -> str:
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
-        return "<unknown>"
-    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    return human_duration((datetime.now(timezone.utc) - created).total_seconds())
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -280,8 +254,11 @@ def _node_cells(node: dict[str, Any]) -> list[Any]:
         state += ",SchedulingDisabled"
     labels = (node.get("metadata") or {}).get("labels") or {}
     roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")) or ["<none>"]
-    version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
-    return [_name(node), state, ",".join(roles), age(node), version]
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    addresses = {a.get("type"): a.get("address") for a in (node.get("status") or {}).get("addresses") or []}
+    wide = [addresses.get("InternalIP") or "<none>", addresses.get("ExternalIP") or "<none>",
+            *(info.get(key) or "<unknown>" for key in ("osImage", "kernelVersion", "containerRuntimeVersion"))]
+    return [_name(node), state, ",".join(roles), age(node), info.get("kubeletVersion", ""), *wide]
 
 
 def _namespace_cells(namespace: dict[str, Any]) -> list[Any]:
@@ -361,6 +338,11 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
         _column("Roles", description="The roles of the node"),
         _AGE,
         _column("Version", description="Kubelet Version reported by the node."),
+        _column("Internal-IP", description="List of addresses reachable to the node.", priority=1),
+        _column("External-IP", description="List of addresses reachable to the node.", priority=1),
+        _column("OS-Image", description="OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).", priority=1),
+        _column("Kernel-Version", description="Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", priority=1),
+        _column("Container-Runtime", description="ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).", priority=1),
     ], _node_cells),
     "Namespace": ([_NAME, _column("Status", description="The status of the namespace"), _AGE], _namespace_cells),
     "Job": ([
@@ -401,7 +383,7 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
 
 def columns_for(kind: str) -> tuple[list[dict[str, Any]], Cells]:
     """The columns and the cell function of a kind (Name and Age for kinds without a printer)."""
-    return TABLES.get(kind, ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)]))
+    return TABLES.get(kind) or MORE_TABLES.get(kind) or ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)])
 
 
 def table_of(kind: str, items: list[dict[str, Any]], rv: str, token: str | None = None,

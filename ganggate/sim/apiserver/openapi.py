@@ -139,6 +139,8 @@ def _paths(info: ResourceInfo) -> dict[str, Any]:
                                 body=_META + "DeleteOptions")
     out[f"{root}{scope}/{info.plural}/{{name}}"] = item
     for sub, (sub_kind, sub_verbs) in info.subresources.items():
+        if sub == "log":
+            continue  # answers text/plain, not a Pod (registry/pod_log.py); kubectl logs reads no schema
         suffix = sub[:1].upper() + sub[1:]
         sub_schema = schema_name("policy", "v1", sub_kind) if sub_kind == "Eviction" else schema_name("", "v1", sub_kind) \
             if sub_kind == "Binding" else name

@@ -8,7 +8,7 @@ pipelines; per-kind rules live in `registry/`, `validation.py`, `strategies.py`,
 Watches stream newline-delimited JSON events from ganggate.sim.apiserver.watch.
 
 Simplifications (see docs/kubesim.md): no authentication or authorization; JSON only (no
-protobuf, no server-side Table rendering); pods are deleted gracefully (deletion.py), other
+protobuf); pods are deleted gracefully (deletion.py), other
 kinds at once (no finalizers); a namespace's deletion removes its objects at once; `continue` pages show the
 current state after the page boundary rather than an etcd snapshot; get/list ignore the
 resourceVersion they are given and serve the latest state (always "not older than").
@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim.apiserver import discovery, openapi, openapi_v2, patch as patching
-from ganggate.sim.apiserver.registry import service as services
+from ganggate.sim.apiserver.registry import pod_log, service as services
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.admission import policy as admission_policy, priority
 from ganggate.sim.apiserver import validation
@@ -267,6 +267,8 @@ class ApiServer(Reads, Writes):
                 raise injected
             if verb == "watch":
                 return await self._watch(request, target, query)
+            if target.subresource == "log":
+                return await pod_log.serve(request, self.store, target.namespace or "", target.name or "")
             if verb == "get":
                 if wants_table(request.headers.get("Accept", "")) and target.subresource is None:
                     return self._table(target, [self._current(target)], str(self.store.resource_version))

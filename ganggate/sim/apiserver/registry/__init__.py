@@ -1,3 +1,4 @@
 """Per-kind rules of the objects kubesim stores, as pkg/registry/<group>/<kind>/strategy.go and
-pkg/apis/<group>/validation keep them: defaulting, create/update strategies, validation. Pure.
+pkg/apis/<group>/validation keep them: defaulting, create/update strategies, validation. Pure,
+but for pod_log.py: the pods/log REST handler (pkg/registry/core/pod/rest/log.go).
 """
