@@ -1,0 +1,129 @@
+"""The controller's releases, from a round's decision to the gates removed: promise the room
+first, record the decision on the pods, patch them (controller.release), then wait for the watch
+to show the gates gone. A mixin of controller.loop.Controller, whose state, releaser, metrics and
+clock it uses; kept apart so that the loop reads as the round it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from ganggate.controller.release import ReleaseRequest
+from ganggate.core.fit.gpushare import cards_of
+from ganggate.core.placement.explain import plural
+from ganggate.kube.calls import ApiCallError, rfc3339
+
+log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
+
+
+def _decision_of_gang(gang: Any) -> dict | None:
+    """The decision recorded on the gang's released pods (for a roll-forward), if any."""
+    for pod in sorted(gang.pods.values(), key=lambda p: p.key):
+        if pod.member and not pod.gated and isinstance(pod.decision, dict) and pod.decision.get("id"):
+            return pod.decision
+    return None
+
+
+class Releasing:
+    """Starting, applying and confirming releases; mixed into the Controller."""
+
+
+    def _start_release(self, decision: Any, now: float) -> None:
+        gang = self.state.gangs.get(decision.gang_key)
+        if gang is None:
+            return
+        if self.provisioner is not None:  # the consume annotations of a provisioned gang
+            self.provisioner.annotate(decision)
+        recorded = _decision_of_gang(gang) if decision.roll_forward else None
+        if recorded is not None:
+            decision_id = str(recorded["id"])
+            when = str(recorded.get("time") or rfc3339(now))
+            count = int(recorded.get("pods") or len(decision.placement))
+        else:
+            decision_id = uuid.uuid4().hex[:16]
+            when = rfc3339(now)
+            count = len(decision.placement)
+            if gang.complete_since is not None and gang.state == "waiting":
+                self.metrics.wait_seconds.observe(max(0.0, now - gang.complete_since))
+        # Promise before the first patch, so the next round already counts this capacity.
+        placement = dict(decision.placement)  # one copy, the promise's and the release's
+        self.state.promise(decision.gang_key, placement, now + self.config.bind_timeout_seconds,
+                           cards=cards_of(decision.annotations))
+        hostnames = {name: self.state.nodes[name].hostname for name in set(decision.placement.values())
+                     if name is not None and name in self.state.nodes}
+        request = ReleaseRequest(
+            decision_id=decision_id, time=when, gang=f"{decision.gang_key[0]}/{decision.gang_key[1]}",
+            pod_count=count, placement=placement,
+            pods={k: self.state.pods[k] for k in decision.placement if k in self.state.pods},
+            # A pod given a GPU card is pinned even with --placement=free: the card is its node's.
+            hostnames=hostnames, pinned=self.config.placement == "pinned" or bool(decision.annotations),
+            annotations=dict(decision.annotations),
+        )
+        self._releasing.add(decision.gang_key)
+        log.info("releasing gang %s: %s, decision %s%s (%s)", request.gang,
+                 plural(len(request.placement), "pod"), decision_id, " (roll forward)" if decision.roll_forward else "", decision.reason)
+        self._spawn(self._release(decision, request))
+
+    async def _release(self, decision: Any, request: ReleaseRequest) -> None:
+        key = decision.gang_key
+        started = time.monotonic()
+        try:
+            outcome = await self.releaser.release(request)
+            self.metrics.release_seconds.observe(time.monotonic() - started)
+            if outcome.validation_failed and self._stopping:
+                log.info("gang %s not released: stopping before its release started", request.gang)
+                self._cancel_promises(request.placement)
+                return
+            if outcome.validation_failed:
+                self.metrics.release_failures.inc()
+                log.warning("gang %s not released: validation failed (%s; vanished: %s); nothing applied",
+                            request.gang, outcome.failed, outcome.vanished)
+                self._cancel_promises(request.placement)
+                return
+            self.metrics.releases.labels(kind="roll_forward" if decision.roll_forward else "new").inc()
+            if not outcome.complete:
+                self.metrics.release_failures.inc()
+                log.warning("gang %s: release cut short (%s); it will be rolled forward", request.gang,
+                            outcome.failed)
+                # Pods still gated lose their promise, so the next round rolls the decision
+                # forward instead of waiting for the bind timeout; released ones keep theirs.
+                self._cancel_promises(request.placement)
+            if outcome.vanished:
+                log.warning("gang %s: pods gone before their release: %s", request.gang, ", ".join(outcome.vanished))
+            log.info("GangReleased %s: %s released by decision %s", request.gang,
+                     plural(len(outcome.released), "pod"), request.decision_id)
+            together = "together, " if request.pod_count > 1 else ""
+            for pod_key in outcome.released:
+                node = request.placement.get(pod_key)
+                where = f"{together}this one onto node {node} " if node and request.pinned else together
+                where += f"in {decision.domain} " if decision.domain else ""
+                self.events.emit(request.pods[pod_key], "GangReleased",
+                                 f"gang {request.gang} released: {plural(request.pod_count, 'pod')} "
+                                 f"{where}(decision {request.decision_id})", log_it=False)
+            await self._await_echo(request, outcome.released)
+        except ApiCallError as exc:
+            self.metrics.release_failures.inc()
+            log.warning("gang %s: release failed: %s; it will be retried or rolled forward", request.gang, exc)
+            self._cancel_promises(request.placement)
+            await asyncio.sleep(0.5)
+        finally:
+            self._releasing.discard(key)
+            self._poke()
+
+    def _cancel_promises(self, placement: dict[str, str | None]) -> None:
+        """Give back the capacity promised to pods that were not released (after the round
+        being planned, if any)."""
+        self._changes.apply(self.state.cancel_promises, list(placement))
+
+    async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
+        """Wait (bounded) until the watch shows the released pods without their gate."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and not self._stopping:
+            pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
+                       and p.uid == request.pods[k].uid]
+            if not pending:
+                return
+            await asyncio.sleep(0.02)
