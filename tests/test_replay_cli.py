@@ -43,6 +43,10 @@ def test_replay_writes_summary_timeseries_and_plot(tmp_path):
     assert max(int(r["held_idle_gpus"]) for r in series if r["mode"] == "none") == 8
     assert (out / "replay.png").read_bytes()[:4] == b"\x89PNG"
     assert "| none | 1/6 | 5 |" in result.stdout and "| ganggate | 6/6 | 0 | 0.0 |" in result.stdout
+    jobs = [r for r in csv.DictReader((out / "jobs.csv").open()) if r["mode"] == "none"]
+    assert len(jobs) == 6 and sum(1 for r in jobs if r["start_s"] == "") == 5  # five never started
+    assert {r["job"]: r["gpus"] for r in jobs}["a"] == "8"
+    assert rows["none"]["max_wait_s"] != "" and "Job by job" in result.stdout
 
 
 def test_synthetic_replay_writes_its_trace(tmp_path):

@@ -45,8 +45,12 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--limit", type=_positive_int, help="with --alibaba: the first N pods by creation time")
     replay.add_argument("--jobs", type=_positive_int, default=200, help="jobs of a synthetic trace (default 200)")
     replay.add_argument("--seed", type=int, default=1, help="seed of a synthetic trace (default 1)")
-    replay.add_argument("--load", type=_positive_float, default=0.9,
-                        help="offered load of a synthetic trace, GPU demand / capacity (default 0.9)")
+    replay.add_argument("--load", type=_positive_float, default=None,
+                        help="offered load of a synthetic trace, GPU demand / capacity (default 0.9; with --starve, "
+                             "of the small jobs' stream alone, default 1.1)")
+    replay.add_argument("--starve", action="store_true",
+                        help="with --synth: a starvation trace, a steady stream of 1-GPU jobs with a gang of half "
+                             "the cluster's nodes after every 40 of them (replay/synth.py StarveConfig)")
     replay.add_argument("--nodes", type=_positive_int, default=4, help="GPU nodes of the cluster (default 4)")
     replay.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (default 8)")
     replay.add_argument("--node-cpu", default="64", help="CPU of each node (default 64)")
@@ -125,7 +129,7 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.core.resources import QuantityError, parse_quantity
     from ganggate.replay import engine, report
     from ganggate.replay.plot import plot_modes
-    from ganggate.replay.synth import SynthConfig, generate
+    from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving
     from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
     from ganggate.replay.trace import TraceError, load_trace, write_trace
     from ganggate.sim.cli import topology_shape
@@ -138,7 +142,9 @@ def _replay(args: argparse.Namespace) -> int:
             args.nodes = shape.nodes
         elif "topology" in modes:
             raise ValueError("--modes topology needs a cluster with a topology: --topology BLOCKSxRACKSxNODES")
-        if (args.require_share or args.prefer_share) and (shape is None or not args.synth):
+        if args.starve and not args.synth:
+            raise ValueError("--starve needs --synth")
+        if (args.require_share or args.prefer_share) and (shape is None or not args.synth or args.starve):
             raise ValueError("--require-share and --prefer-share need --synth and --topology (the racks to keep to)")
         for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
             try:
@@ -153,7 +159,12 @@ def _replay(args: argparse.Namespace) -> int:
 
             jobs = load_alibaba(args.alibaba, args.limit)
             source = f"{args.alibaba}, one job per pod"
+        elif args.starve:
+            jobs = generate_starving(StarveConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                                                  seed=args.seed, load=args.load or 1.1))
+            source = f"starvation trace: {args.jobs} jobs, seed {args.seed}, stream load {args.load or 1.1:g}"
         else:
+            args.load = args.load or 0.9
             jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                                         seed=args.seed, load=args.load, require_share=args.require_share,
                                         prefer_share=args.prefer_share,
@@ -193,11 +204,14 @@ def _replay(args: argparse.Namespace) -> int:
     summaries = [r.summary for r in results.values()]
     report.write_summary_csv(summaries, args.out / "summary.csv")
     report.write_timeseries_csv({m: r.samples for m, r in results.items()}, args.out / "timeseries.csv")
+    report.write_jobs_csv({m: r.records for m, r in results.items()}, args.out / "jobs.csv")
     plot_modes({m: r.samples for m, r in results.items()}, scenario.capacity, args.out / "replay.png",
                title=args.title or f"{len(jobs)} jobs on {args.nodes} x {args.gpus_per_node} GPUs",
                ends={m: r.end for m, r in results.items()})
     print()
     print(report.markdown_table(summaries))
+    print("\nJob by job (wait: submit -> all pods running; a job never started waits until the end):\n")
+    print(report.jobs_table(summaries))
     if shape is not None:
         print("\nPlacement on the topology (docs/replay.md):\n")
         print(markdown_table([summarise_topology(r.summary, jobs, r.records, scenario.nodes, shape.rack_label,
@@ -206,7 +220,8 @@ def _replay(args: argparse.Namespace) -> int:
             print()
             for mode, result in results.items():
                 print(f"  {mode}: {required_line(jobs, result.records, scenario.nodes)}")
-    print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
+    print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'jobs.csv'}, {args.out / 'timeseries.csv'}, "
+          f"{args.out / 'replay.png'}"
           + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
     return 0
 
