@@ -12,7 +12,8 @@ Unfit, Capacity, plan_gang, gpus, count_only_fits, totals_only_fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import Mapping
 
 from ganggate.core.baseline import count_only_fits, decide_count, totals_only_fits
@@ -25,7 +26,7 @@ from ganggate.core.gangs import Gang, GangKey
 from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.lifecycle import waits_for_terminating
-from ganggate.core.ordering import hold_back, release_candidates, round_order
+from ganggate.core.ordering import Hold, hold_back, release_candidates, round_order
 from ganggate.core.outcome import Decision, Unfit, Waiting
 from ganggate.core.packing import plan_gang
 from ganggate.core.pods import PodInfo
@@ -120,6 +121,7 @@ class HoldBack:
     gang at once lets them block each other and everything behind them."""
 
     gang: GangKey | None = None
+    hold: Hold | None = None  # what was held for it, and its earliest start when known
 
 
 def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
@@ -167,6 +169,8 @@ def plan_one(
         result = with_cards(pods, result, capacity)
     if not isinstance(result, Unfit):
         return _decision(gang, result, capacity, gang.state == "partial", now)
+    if (backfilled := _backfill(gang, pods, need, capacity, rivals, holding, now)) is not None:
+        return backfilled
     capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
     if contested:
         if gang.state != "started":  # a started gang's extras wait quietly
@@ -182,17 +186,49 @@ def plan_one(
     waited = now - (gang.complete_since if gang.complete_since is not None else now)
     holding_for = holding.gang
     if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
-        held = hold_back(pods, capacity, need, state)
-        if held > 0:
-            message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
+        held = hold_back(pods, capacity, need, state, now)
+        if isinstance(held, Hold):
+            message += f"; waited {waited:.0f}s, capacity held back on {plural(held.nodes, 'node')}"
+            message += start_message(held)
             if gang.state != "partial":
-                holding.gang = gang.key
+                holding.gang, holding.hold = gang.key, held
         elif held < 0:
             message += "; it would not fit even if the running pods on the nodes it may use finished"
     elif waited > starvation_seconds and holding_for is not None:
         message += (f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, "
                     "for which capacity is held back")
     return Waiting(gang.key, reason, message)
+
+
+def _backfill(gang: Gang, pods: list[PodInfo], need: int, capacity: Capacity, rivals: Rivals, holding: HoldBack,
+              now: float) -> Decision | None:
+    """The gang's release into room held for a starving gang, when it provably leaves before
+    that gang could start (Hold.admits: every pod's deadline ends by its earliest start)."""
+    hold = holding.hold
+    if hold is None or gang.state != "waiting" or not hold.admits(pods[:need], now):
+        return None
+    hold.give_back(capacity)
+    result, _ = place_uncontested(pods, capacity, need, rivals)
+    if not isinstance(result, Unfit):
+        result = with_cards(pods, result, capacity)
+    if isinstance(result, Unfit):
+        capacity.release_cards(p.key for p in pods)
+    hold.give_back(capacity, 1)
+    if isinstance(result, Unfit):
+        return None
+    decision = _decision(gang, result, capacity, False, now)
+    assert holding.gang is not None
+    return replace(decision, reason=f"{decision.reason}, backfilled into room held for "
+                                   f"{holding.gang[0]}/{holding.gang[1]} (it ends before that gang could start)")
+
+
+def start_message(hold: Hold) -> str:
+    """When a held gang can start, when the pods it waits for have deadlines."""
+    if hold.ready_at is None:
+        return ""
+    when = datetime.fromtimestamp(hold.ready_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    after = f" after {', '.join(hold.waits_for)} end" if hold.waits_for else ""
+    return f"; starts{after}, by {when} at the latest"
 
 
 def _decision(gang: Gang, placement: dict[str, str], capacity: Capacity, roll_forward: bool, now: float) -> Decision:

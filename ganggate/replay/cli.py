@@ -75,6 +75,10 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--starvation-seconds", type=_positive_float, default=None, metavar="SECONDS",
                         help="the controller's starvation limit in simulated seconds (default: the controller's "
                              "own, 300): a gang that waits longer gets capacity held back")
+    replay.add_argument("--deadline-factor", type=float, default=None, metavar="F",
+                        help="give every pod spec.activeDeadlineSeconds = F x its job's run time (F >= 1: a run-time "
+                             "bound users state, as Slurm's time limits; the starvation guard lets jobs that surely "
+                             "end in time use room it holds). Default: no deadlines")
     replay.set_defaults(func=_replay)
 
 
@@ -131,7 +135,7 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.replay.plot import plot_modes
     from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving
     from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
-    from ganggate.replay.trace import TraceError, load_trace, write_trace
+    from ganggate.replay.trace import TraceError, load_trace, with_deadlines, write_trace
     from ganggate.sim.cli import topology_shape
 
     _quiet_components(args)
@@ -170,6 +174,7 @@ def _replay(args: argparse.Namespace) -> int:
                                         prefer_share=args.prefer_share,
                                         topology_level=shape.rack_label if shape else "ganggate.io/rack"))
             source = f"synthetic: {args.jobs} jobs, seed {args.seed}, load {args.load:g}"
+        jobs = with_deadlines(jobs, args.deadline_factor)
         nodes = engine.uniform_nodes(args.nodes, args.gpus_per_node, args.node_cpu, args.node_memory)
         if shape is not None:
             nodes = topology_nodes(shape, args.gpus_per_node, args.node_cpu, args.node_memory)
@@ -212,6 +217,12 @@ def _replay(args: argparse.Namespace) -> int:
     print(report.markdown_table(summaries))
     print("\nJob by job (wait: submit -> all pods running; a job never started waits until the end):\n")
     print(report.jobs_table(summaries))
+    if args.deadline_factor is not None:
+        from ganggate.replay.predictions import score
+
+        for mode, result in results.items():
+            if mode != "none":
+                print(f"  {mode}: {score(result.events, result.records, result.epoch_offset).describe()}")
     if shape is not None:
         print("\nPlacement on the topology (docs/replay.md):\n")
         print(markdown_table([summarise_topology(r.summary, jobs, r.records, scenario.nodes, shape.rack_label,

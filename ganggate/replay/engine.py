@@ -162,6 +162,7 @@ class _Engine:
                     break
                 clock.advance_to(max(min(candidates), now))
             end = clock.now()
+            epoch_offset = clock.epoch() - end
             events = await self._events()
         finally:
             await session.close()
@@ -176,7 +177,8 @@ class _Engine:
         summary = summarise(self.mode, self.samples, records, self.scenario.capacity, end)
         return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
                          time.monotonic() - started, self.interruptions,
-                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events)
+                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events,
+                         epoch_offset)
 
     # ---- acting on the cluster ---------------------------------------------------------
 

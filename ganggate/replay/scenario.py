@@ -115,6 +115,8 @@ class RunResult:
     #: The Events in the cluster at the end, as `kubectl get events` lists them:
     #: (reason, pod, message, count), sorted.
     events: list[tuple[str, str, str, int]] = field(default_factory=list)
+    #: The Unix time of simulated time 0 (the controller and kubesim stamp Unix times).
+    epoch_offset: float = 0.0
 
 
 def uniform_nodes(count: int, gpus_per_node: int, cpu: str = "64", memory: str = "512Gi") -> list[NodeSpec]:
