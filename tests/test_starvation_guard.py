@@ -76,3 +76,17 @@ def test_a_starving_gang_holds_nothing_when_no_gpu_is_free_for_a_younger_one_to_
                     + gang("big", 1, 8, created=5))
     _, waiting = decide(state, T0 + 600, starvation_seconds=300)
     assert all("held back" not in w.message and "next in line" not in w.message for w in waiting)
+
+
+def test_where_pods_have_no_deadline_room_is_held_only_after_the_blind_limit():
+    pods = [running("a1", "a", 6), running("b1", "b", 8)] + gang("big", 1, 8, created=0)
+    pods += gang("small", 1, 1, created=100)
+    state = cluster([make_node("a"), make_node("b")], pods)
+    decisions, waiting = decide(state, T0 + 600, starvation_seconds=300, blind_seconds=3600)
+    assert by_gang(decisions) == {"small": {"ml/small-0": "a"}}  # nothing held: a's free room is usable
+    big = next(w for w in waiting if w.gang_key[1] == "big")
+    assert "not every pod there has a deadline: held after 3600s" in big.message
+    state = cluster([make_node("a"), make_node("b")], pods)
+    decisions, waiting = decide(state, T0 + 3700, starvation_seconds=300, blind_seconds=3600)
+    assert decisions == []  # a is held for big now
+    assert next(w for w in waiting if w.gang_key[1] == "big").message.endswith("capacity held back on 1 node")

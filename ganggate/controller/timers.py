@@ -20,7 +20,7 @@ PAST = 0.001
 
 
 def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
-             timed_out: Iterable[GangKey] = ()) -> float | None:
+             timed_out: Iterable[GangKey] = (), blind_seconds: float | None = None) -> float | None:
     """The earliest instant after `now` at which a round would act on time alone, or None.
 
     timed_out: gangs already reported as timed out (they are not reported again).
@@ -30,6 +30,8 @@ def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
     for key, gang in state.gangs.items():
         if gang.state == "waiting" and gang.complete_since is not None:
             due.append(gang.complete_since + starvation_seconds + PAST)
+            if blind_seconds is not None:  # a hold where the pods have no deadline starts then
+                due.append(gang.complete_since + blind_seconds + PAST)
         if key not in reported and (timeout := waiting_timeout(gang)) is not None:
             due.append(gang.created + timeout + PAST)
     ahead = [t for t in due if t > now]

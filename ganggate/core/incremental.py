@@ -103,12 +103,12 @@ class IncrementalRounds:
         self.turns = 0
 
     def decide(self, state: ClusterState, now: float, *, starvation_seconds: float = 300.0,
-               card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None,
+               blind_seconds: float | None = None, card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None,
                ) -> tuple[list[Decision], list[Waiting]]:
         """The round `planner.decide(state, now, starvation_seconds=..., card_policy=...,
         whole_gpu_policy=...)` would return. The card policies matter only on nodes with GPU
         cards, where every round is a full one."""
-        policies = {"card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy}
+        policies = {"card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy, "blind_seconds": blind_seconds}
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
@@ -126,7 +126,7 @@ class IncrementalRounds:
             return self._fallback(state, now, starvation_seconds, **policies)
         rivals = find_rivals(state)
         context = (
-            starvation_seconds,
+            starvation_seconds, blind_seconds,
             tuple((r.constraint_key, tuple(sorted(r.request.items())), tuple(keys)) for r, keys in rivals),
             tuple(sorted(state.terminating)),
         )
@@ -142,17 +142,18 @@ class IncrementalRounds:
             stale = self._refresh(state, dirty_nodes) | self._changed_last
             self.incremental_rounds += 1
         self._context = context
-        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds)
+        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds, blind_seconds)
         return decisions, list(self._status.values()) + waiting
 
     def _fallback(self, state: ClusterState, now: float, starvation_seconds: float,
                   card_policy: CardPolicy | None, whole_gpu_policy: WholeGpuPolicy | None,
-                  ) -> tuple[list[Decision], list[Waiting]]:
+                  blind_seconds: float | None = None) -> tuple[list[Decision], list[Waiting]]:
         """A part this module does not track is in play: a plain full round, nothing kept."""
         self._forget()
         self.full_rounds += 1
         self.turns = len(self._ready)
-        return decide(state, now, starvation_seconds=starvation_seconds, card_policy=card_policy,
+        return decide(state, now, starvation_seconds=starvation_seconds, blind_seconds=blind_seconds,
+                      card_policy=card_policy,
                       whole_gpu_policy=whole_gpu_policy)
 
     def _see(self, key: GangKey, gang: Gang | None) -> None:
@@ -213,7 +214,7 @@ class IncrementalRounds:
         return out
 
     def _round(self, state: ClusterState, now: float, stale: set[str] | None, rivals: list,
-               starvation_seconds: float) -> tuple[list[Decision], list[Waiting]]:
+               starvation_seconds: float, blind_seconds: float | None = None) -> tuple[list[Decision], list[Waiting]]:
         """Plan the gangs that need it, in round order, and reuse the rest's last Waiting."""
         capacity = self.capacity
         assert capacity is not None
@@ -236,7 +237,7 @@ class IncrementalRounds:
             turn = heapq.heappop(order)
             gang = self._ready[turn[-1]]
             turns.add(gang.key)
-            outcome = plan_one(gang, state, now, capacity, {}, rivals, starvation_seconds, holding)
+            outcome = plan_one(gang, state, now, capacity, {}, rivals, starvation_seconds, holding, blind_seconds)
             if isinstance(outcome, Decision):
                 decisions.append(outcome)
             elif outcome is not None:

@@ -56,6 +56,7 @@ def decide(
     *,
     policy: str = "plan",
     starvation_seconds: float = 300.0,
+    blind_seconds: float | None = None,
     card_policy: CardPolicy | None = None,
     workload: Workload | None = None,
     whole_gpu_policy: WholeGpuPolicy | None = None,
@@ -65,7 +66,11 @@ def decide(
     A pod asking a share of one GPU card gets its card from `card_policy` (default best fit),
     which may weigh `workload` (default: the mix of GPU pods the cluster holds, observed_workload);
     whole-GPU pods on nodes with cards go where `whole_gpu_policy` says, when one is given. A
-    sharing pod's decision carries the gpushare annotations, with `now` as the assume time."""
+    sharing pod's decision carries the gpushare annotations, with `now` as the assume time.
+
+    A gang that waited longer than `starvation_seconds` gets room held back where the pods
+    there have deadlines (the hold ends by a known time and lends its room); where some have
+    none, only once it waited longer than `blind_seconds` (None: the same limit)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     waiting: list[Waiting] = []
@@ -101,7 +106,7 @@ def decide(
     decisions: list[Decision] = []
     holding = HoldBack()
     for gang in rolls + rest:
-        outcome = plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding)
+        outcome = plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding, blind_seconds)
         if isinstance(outcome, Decision):
             decisions.append(outcome)
         elif outcome is not None:
@@ -142,6 +147,7 @@ def plan_one(
     rivals: Rivals,
     starvation_seconds: float,
     holding: HoldBack,
+    blind_seconds: float | None = None,
 ) -> Decision | Waiting | None:
     """One gang's turn in a round: its release (taken from `capacity`), why it waits, or None
     (nothing to release, a release in flight, or a started gang's extras waiting quietly)."""
@@ -187,7 +193,12 @@ def plan_one(
     holding_for = holding.gang
     if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
         held = hold_back(pods, capacity, need, state, now)
-        if isinstance(held, Hold):
+        blind = starvation_seconds if blind_seconds is None else blind_seconds
+        if isinstance(held, Hold) and held.ready_at is None and gang.state != "partial" and waited <= blind:
+            held.give_back(capacity)  # a blind hold idles its room for as long as the pods there run
+            message += (f"; waited {waited:.0f}s; room would be held back on {plural(held.nodes, 'node')}, "
+                        f"but not every pod there has a deadline: held after {blind:.0f}s")
+        elif isinstance(held, Hold):
             message += f"; waited {waited:.0f}s, capacity held back on {plural(held.nodes, 'node')}"
             message += start_message(held)
             if gang.state != "partial":

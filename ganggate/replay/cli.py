@@ -75,6 +75,9 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--starvation-seconds", type=_positive_float, default=None, metavar="SECONDS",
                         help="the controller's starvation limit in simulated seconds (default: the controller's "
                              "own, 300): a gang that waits longer gets capacity held back")
+    replay.add_argument("--starvation-blind-seconds", type=_positive_float, default=None, metavar="SECONDS",
+                        help="the controller's limit for a hold where pods have no deadline (default: the "
+                             "controller's own, 21600)")
     replay.add_argument("--deadline-factor", type=float, default=None, metavar="F",
                         help="give every pod spec.activeDeadlineSeconds = F x its job's run time (F >= 1: a run-time "
                              "bound users state, as Slurm's time limits; the starvation guard lets jobs that surely "
@@ -194,6 +197,8 @@ def _replay(args: argparse.Namespace) -> int:
         results = {}
         for mode in modes:
             settings = {} if args.starvation_seconds is None else {"starvation_seconds": args.starvation_seconds}
+            if args.starvation_blind_seconds is not None:
+                settings["starvation_blind_seconds"] = args.starvation_blind_seconds
             result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings)
             lost = f", {result.interruptions} runs lost to disruptions" if planned else ""
             print(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
