@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.webhook_process import percentile, webhook_process  # noqa: E402
-from ganggate.sim.admission import AdmissionChain  # noqa: E402
+from ganggate.sim.apiserver.admission.chain import AdmissionChain  # noqa: E402
 from tests.webhook_support import gang_pod  # noqa: E402
 
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}

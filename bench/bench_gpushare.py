@@ -47,13 +47,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ganggate.controller.config import card_policy_named, whole_gpu_policy_named  # noqa: E402
-from ganggate.core.capacity import Capacity  # noqa: E402
-from ganggate.core.gpushare import node_cards, random_fit  # noqa: E402
-from ganggate.core.gpushare_fgd import FGD, target_workload  # noqa: E402
-from ganggate.core.outcome import Unfit  # noqa: E402
-from ganggate.core.packing import plan_gang  # noqa: E402
-from ganggate.core.pods import PodInfo  # noqa: E402
-from ganggate.core.resources import node_allocatable  # noqa: E402
+from ganggate.core.placement.capacity import Capacity  # noqa: E402
+from ganggate.core.fit.gpushare import node_cards, random_fit  # noqa: E402
+from ganggate.core.placement.gpushare_fgd import FGD, target_workload  # noqa: E402
+from ganggate.core.state.outcome import Unfit  # noqa: E402
+from ganggate.core.placement.packing import plan_gang  # noqa: E402
+from ganggate.core.state.pods import PodInfo  # noqa: E402
+from ganggate.core.fit.resources import node_allocatable  # noqa: E402
 
 TRACE = ROOT.parent / "shared/traces/alibaba-gpu-v2023"
 LISTS = ("default", "gpushare40", "gpushare60", "multigpu20", "multigpu30")

@@ -29,10 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
-from ganggate.core.cluster import ClusterState  # noqa: E402
+from ganggate.core.state.cluster import ClusterState  # noqa: E402
 from ganggate.core.incremental import IncrementalRounds  # noqa: E402
 from ganggate.core.planner import decide  # noqa: E402
-from ganggate.core.snapshot import make_pod  # noqa: E402
+from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
 NOW = 1704067200.0 + 300  # nobody has waited 300 s: no gang starves
 

@@ -25,8 +25,8 @@ import aiohttp  # noqa: E402
 from kubernetes_asyncio import client  # noqa: E402
 
 from ganggate.sim import Simulator  # noqa: E402
-from ganggate.sim.apiserver import Target  # noqa: E402
-from ganggate.sim.discovery import by_key  # noqa: E402
+from ganggate.sim.apiserver.requests import Target  # noqa: E402
+from ganggate.sim.apiserver.discovery import by_key  # noqa: E402
 
 
 def pod(index: int, namespace: str) -> dict:

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
 from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.core.cluster import NodeInfo, PodInfo  # noqa: E402
-from ganggate.core.snapshot import make_pod  # noqa: E402
+from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
+from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
 TICK = 0.001
 FEED_PER_SECOND = 200

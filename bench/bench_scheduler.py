@@ -22,9 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
-from ganggate.sim.podrequests import scheduling_requests  # noqa: E402
-from ganggate.sim.sched_algorithm import Algorithm  # noqa: E402
-from ganggate.sim.sched_cache import ClusterCache  # noqa: E402
+from ganggate.sim.helpers.podrequests import scheduling_requests  # noqa: E402
+from ganggate.sim.scheduler.schedule_one import Algorithm  # noqa: E402
+from ganggate.sim.scheduler.cache import ClusterCache  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 
@@ -82,7 +82,7 @@ def pure(nodes: int, pods: int, pinned: bool = False) -> tuple[float, float, int
 async def end_to_end(nodes: int, pods: int) -> tuple[float, float, int]:
     """(pods bound/s, seconds, pods seen bound in a final list)."""
     from ganggate.sim import Simulator
-    from ganggate.sim.scheduler import Scheduler
+    from ganggate.sim.scheduler.scheduler import Scheduler
 
     async with Simulator(nodes=nodes, gpus_per_node=8, scheduler=False, kubelet=False) as sim:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32)) as session:

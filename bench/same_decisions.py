@@ -40,7 +40,7 @@ def mixed_shapes(pods: list[dict]) -> list[dict]:
 def rivals(seed: int, node_count: int) -> list[dict]:
     """Pending pods without a gate, each pinned to one node, that the scheduler may bind first
     (contention: a gang's plan must leave them their room, or go elsewhere)."""
-    from ganggate.core.snapshot import make_pod  # noqa: PLC0415
+    from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
 
     rng = random.Random(seed)
     return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
@@ -54,7 +54,7 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     sys.path[:0] = [str(root / "bench"), str(root)]
     from bench_decide import TOPOLOGY_LEVELS, build, with_topology  # noqa: PLC0415
 
-    from ganggate.core.cluster import ClusterState  # noqa: PLC0415
+    from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
     from ganggate.core.planner import decide  # noqa: PLC0415
 
     def rows(out) -> dict:

@@ -347,7 +347,7 @@ async def e2e_cluster(tmp_path: Path, *, nodes: int = 2, gpus_per_node: int = 8,
 
 async def node_gpus_free(env: E2E) -> dict[str, int]:
     """Per node, allocatable GPUs minus the GPUs of bound, non-terminated pods (as a user would add up)."""
-    from ganggate.core.resources import node_allocatable, pod_requests
+    from ganggate.core.fit.resources import node_allocatable, pod_requests
 
     nodes = (await call_json(env.core.list_node)).get("items") or []
     free = {n["metadata"]["name"]: node_allocatable(n).get(GPU, 0) // 1000 for n in nodes}

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ganggate.core import nodematch
-from ganggate.core import resources as core
-from ganggate.sim import podrequests as sim
-from ganggate.sim.quantity import QuantityError, parse_milli
-from ganggate.sim.sched_filters import node_rejects
+from ganggate.core.fit import nodematch
+from ganggate.core.fit import resources as core
+from ganggate.sim.helpers import podrequests as sim
+from ganggate.sim.apimachinery.quantity import QuantityError, parse_milli
+from ganggate.sim.scheduler.plugins import node_rejects
 
 GPU = "nvidia.com/gpu"
 

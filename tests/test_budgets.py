@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from ganggate.controller.protection import plan_budgets, preemption_victims
-from ganggate.core.budgets import covers, foreign_budgets_over, is_ours, selector_matches
-from ganggate.core.cluster import ClusterState, PodInfo
-from ganggate.core.reservation import PREEMPTION_ANNOTATION, annotation_value
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.policy.budgets import covers, foreign_budgets_over, is_ours, selector_matches
+from ganggate.core.state.cluster import ClusterState, PodInfo
+from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, annotation_value
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
 

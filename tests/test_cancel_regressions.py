@@ -16,7 +16,7 @@ import pytest
 
 from ganggate.controller.loop import Controller, ControllerConfig
 from ganggate.sim import Simulator
-from ganggate.sim.watch import Watcher
+from ganggate.sim.apiserver.watch import Watcher
 
 
 async def _settles(task: asyncio.Task, iterations: int = 200) -> bool:

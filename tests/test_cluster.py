@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.cluster import ClusterState, PodInfo
+from ganggate.core.state.cluster import ClusterState, PodInfo
 from ganggate.contract import ContractError
-from ganggate.core.resources import GPU
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.fit.resources import GPU
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
 

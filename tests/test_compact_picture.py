@@ -6,9 +6,9 @@ from __future__ import annotations
 import gc
 import weakref
 
-from ganggate.core.cluster import ClusterState
-from ganggate.core.pods import PodInfo
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.state.snapshot import make_node, make_pod
 
 
 class _Obj(dict):

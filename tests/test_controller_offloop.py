@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 
 from ganggate.controller import offloop
 from ganggate.controller.loop import Controller, ControllerConfig
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 
 
 class Leader:

@@ -4,9 +4,9 @@ timeout or starvation hold-back still ahead, or none."""
 from __future__ import annotations
 
 from ganggate.controller.timers import PAST, next_due
-from ganggate.core.cluster import ClusterState
-from ganggate.core.pods import parse_time
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.pods import parse_time
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = "2027-01-01T00:00:00Z"
 START = parse_time(T0)

@@ -20,8 +20,8 @@ from ganggate.controller.release import (
     parse_decision,
 )
 from ganggate.kube.calls import ApiCallError, Backoff, with_retries
-from ganggate.core.pods import PodInfo
-from ganggate.core.snapshot import make_pod
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.state.snapshot import make_pod
 
 
 def pod(gates=None, node_selector=None, annotations=None, uid="u-1"):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.domains import domain_free, domain_of, domains, one_node_each, placement_domain
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.domains import domain_free, domain_of, domains, one_node_each, placement_domain
 from tests.test_topology import LEVELS, node, state
 
 LABEL = st.one_of(st.none(), st.sampled_from(["x", "y"]))

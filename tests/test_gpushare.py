@@ -1,4 +1,4 @@
-"""The per-card model and the card policies (ganggate.core.gpushare), against the gpushare
+"""The per-card model and the card policies (ganggate.core.fit.gpushare), against the gpushare
 extender's rules: cards of equal size, use from the pods' card annotations, best fit within."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ganggate.contract import GPUSHARE_CARD_INDEX, GPUSHARE_POD_AMOUNT, SHARED_GPU_COUNT, SHARED_GPU_MEMORY
-from ganggate.core.gpushare import (
+from ganggate.core.fit.gpushare import (
     NodeCards,
     QuantityError,
     best_fit,
@@ -125,7 +125,7 @@ def test_a_controller_left_to_its_default_chooses_cards_with_fgd() -> None:
     # a 300 pod beside an observed workload of 600 pods: best-fit would take node a's card with
     # 600 free (leaving 300 no such pod can use); the default policy keeps it for one and takes b
     from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
-    from ganggate.core.gpushare import PodShape
+    from ganggate.core.fit.gpushare import PodShape
 
     config = ControllerConfig()
     nodes = [NodeCards("a", [1000], [400]), NodeCards("b", [1000], [0])]

@@ -1,4 +1,4 @@
-"""FGD (ganggate/core/gpushare_fgd.py): node fragmentation for a target workload, and the choice of
+"""FGD (ganggate/core/placement/gpushare_fgd.py): node fragmentation for a target workload, and the choice of
 (node, card) that least increases it, against best-fit on the same inputs."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from ganggate.core.gpushare import NodeCards, PodShape, best_fit
-from ganggate.core.gpushare_fgd import FGD, fgd_policy, target_workload
+from ganggate.core.fit.gpushare import NodeCards, PodShape, best_fit
+from ganggate.core.placement.gpushare_fgd import FGD, fgd_policy, target_workload
 
 
 def node(name: str, used: list[int], capacity: int = 1000, whole: int = 0, cpu: int | None = None) -> NodeCards:
@@ -75,8 +75,8 @@ def test_to_pods_that_ask_no_gpu_all_free_gpu_is_fragment():
 
 
 def test_the_observed_workload_counts_pods_that_ask_no_gpu_but_is_empty_without_gpu_pods():
-    from ganggate.core.capacity import Capacity
-    from ganggate.core.gpushare_round import observed_workload
+    from ganggate.core.placement.capacity import Capacity
+    from ganggate.core.placement.gpushare_round import observed_workload
     from tests.test_gpushare_planner import card_node, cluster, holder, make_pod
 
     cpu_pod = make_pod("c", namespace="ml", gang="c", pod_num=1, cpu="3")
@@ -171,6 +171,6 @@ def test_increases_within_one_reference_score_step_tie_and_go_to_the_tightest_ca
 
 
 def test_the_reference_score_is_50_for_no_increase_and_falls_as_fragmentation_rises():
-    from ganggate.core.gpushare_fgd import reference_score
+    from ganggate.core.placement.gpushare_fgd import reference_score
 
     assert [reference_score(x) for x in (-1000, 0, 5, 40, 100, 300, 8000)] == [73, 50, 49, 49, 47, 42, 0]

@@ -15,10 +15,10 @@ from ganggate.contract import (
     SHARED_GPU_COUNT,
     SHARED_GPU_MEMORY,
 )
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gpushare import random_fit
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.fit.gpushare import random_fit
 from ganggate.core.planner import decide
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
 
@@ -213,8 +213,8 @@ def test_a_seeded_random_policy_is_selectable_and_still_never_oversubscribes() -
 
 
 def test_the_observed_workload_counts_the_clusters_gpu_pods_as_shares_of_a_card() -> None:
-    from ganggate.core.capacity import Capacity
-    from ganggate.core.gpushare_round import observed_workload
+    from ganggate.core.placement.capacity import Capacity
+    from ganggate.core.placement.gpushare_round import observed_workload
 
     pods = [holder("a", "n1", 0, 4), holder("b", "n1", 1, 4), sharing_pod("c", 2),
             make_pod("w", namespace="ml", gang="w", pod_num=1, gpus=1, cpu="2")]
@@ -257,9 +257,9 @@ def test_an_unknown_card_policy_is_refused_by_the_controller_config() -> None:
 def test_a_card_chosen_after_placement_is_asked_of_the_policy_with_the_pods_cpu() -> None:
     """with_cards (a pod placed without a card, e.g. on a preemptor's reserved node) tells the
     card policy the pod's CPU, as the packer's choice does: FGD weighs it."""
-    from ganggate.core.capacity import Capacity
-    from ganggate.core.gpushare import best_fit
-    from ganggate.core.gpushare_round import with_cards
+    from ganggate.core.placement.capacity import Capacity
+    from ganggate.core.fit.gpushare import best_fit
+    from ganggate.core.placement.gpushare_round import with_cards
 
     state = cluster([card_node("c0")], [sharing_pod("s", 4, cpu="3")])
     capacity = Capacity.from_state(state)

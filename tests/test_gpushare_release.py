@@ -14,10 +14,10 @@ from ganggate.contract import (
     GPUSHARE_POD_AMOUNT,
 )
 from ganggate.controller.release import build_patch
-from ganggate.core.gpushare import cards_of, decision_annotations
-from ganggate.core.pods import PodInfo
-from ganggate.core.snapshot import make_pod
-from ganggate.sim.patch import apply_patch
+from ganggate.core.fit.gpushare import cards_of, decision_annotations
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.state.snapshot import make_pod
+from ganggate.sim.apiserver.patch import apply_patch
 
 CARD = decision_annotations(1, 4, 8, 1704067200123456789)
 

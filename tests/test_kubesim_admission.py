@@ -25,7 +25,7 @@ import yaml
 from aiohttp import web
 
 from ganggate.certs.authority import KeyPair, build_ca, build_serving_cert, cert_pem, key_pem, new_key
-from ganggate.sim.admission import AdmissionChain, AdmissionDenied
+from ganggate.sim.apiserver.admission.chain import AdmissionChain, AdmissionDenied
 
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
 POD_RESOURCE = {"group": "", "version": "v1", "resource": "pods"}
@@ -807,7 +807,7 @@ async def test_a_condition_that_does_not_compile_fails_closed(webhook):
 
 
 def test_conditions_are_compiled_once_per_expression_text():
-    from ganggate.sim.admission_cel import build_activation, compile_expression, evaluate_conditions
+    from ganggate.sim.apiserver.admission.cel import build_activation, compile_expression, evaluate_conditions
 
     expression = GANG_CONDITION + " && true"  # a text no other test compiles
     compile_expression.cache_clear()

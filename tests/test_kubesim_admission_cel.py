@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.sim.admission_cel import build_activation, evaluate_conditions
+from ganggate.sim.apiserver.admission.cel import build_activation, evaluate_conditions
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)

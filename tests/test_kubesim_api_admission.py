@@ -15,7 +15,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from ganggate.sim.admission import AdmissionChain, AdmissionDenied
+from ganggate.sim.apiserver.admission.chain import AdmissionChain, AdmissionDenied
 from tests.kubesim_support import GATE, api, pod_manifest, sim, status_of  # noqa: F401
 
 

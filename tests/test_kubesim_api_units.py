@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from ganggate.sim import errors
-from ganggate.sim.apiserver import decode_continue, encode_continue, parse_bool, parse_target
-from ganggate.sim.discovery import human_duration
-from ganggate.sim.patch import apply_patch, merge_patch, strategic_merge
-from ganggate.sim.selectors import make_predicate, parse_field_selector, parse_label_selector
-from ganggate.sim.validation import qualified_name_errors, validate_pod_update
+from ganggate.sim.apimachinery import errors
+from ganggate.sim.apiserver.requests import decode_continue, encode_continue, parse_bool, parse_target
+from ganggate.sim.apiserver.discovery import human_duration
+from ganggate.sim.apiserver.patch import apply_patch, merge_patch, strategic_merge
+from ganggate.sim.apimachinery.selectors import make_predicate, parse_field_selector, parse_label_selector
+from ganggate.sim.apiserver.validation import qualified_name_errors, validate_pod_update
 
 
 def test_merge_patch_rfc7386():
@@ -164,7 +164,7 @@ def test_a_watch_from_any_version_replays_to_the_store_state_under_a_selector(op
     at N gives the selected state now (ADDED/DELETED as objects enter and leave the selector)."""
     import json as _json
 
-    from ganggate.sim.store import Store
+    from ganggate.sim.apiserver.store import Store
 
     store = Store(watch_history=1000)
     predicate = make_predicate("team=a", None, "leases")

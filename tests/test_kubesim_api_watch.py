@@ -12,7 +12,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
 from ganggate.sim import Simulator
-from ganggate.sim.watch import Event, Stored, WatchHub
+from ganggate.sim.apiserver.watch import Event, Stored, WatchHub
 from tests.kubesim_support import GATE, Raw, api, eventually, pod_manifest, raw, read_watch, sim  # noqa: F401
 
 PODS = "/api/v1/namespaces/default/pods"

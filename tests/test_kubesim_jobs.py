@@ -162,7 +162,10 @@ async def test_failures_beyond_backoff_limit_fail_the_job(idle):
     first = job_pods(sim, "flaky")[0]
     await finish(raw, first, "Failed")
     await eventually(lambda: len(job_pods(sim, "flaky")) == 2)  # the failed pod stays, a replacement runs
-    assert job_status(sim, "flaky").get("failed") == 1 and not condition_types(sim, "flaky") & {"Failed"}
+    # the controller writes the count in the status after it creates the replacement (syncJob: manage
+    # pods, then update the status), so wait for the count rather than read it at once
+    await eventually(lambda: job_status(sim, "flaky").get("failed") == 1)
+    assert not condition_types(sim, "flaky") & {"Failed"}
     second = next(p for p in job_pods(sim, "flaky") if p["metadata"]["uid"] != first["metadata"]["uid"])
     await finish(raw, second, "Failed")
     await eventually(lambda: "Failed" in condition_types(sim, "flaky"))

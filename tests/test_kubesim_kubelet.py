@@ -8,7 +8,7 @@ import aiohttp
 
 from ganggate.sim import Simulator
 from ganggate.sim.clock import ManualClock
-from ganggate.sim.kubelet import run_seconds
+from ganggate.sim.kubelet.kubelet import run_seconds
 from tests.test_kubesim_scheduler_support import (
     Api,
     bound_node,

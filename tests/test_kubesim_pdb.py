@@ -17,7 +17,10 @@ from typing import Any, AsyncIterator
 import aiohttp
 import pytest
 
-from ganggate.sim import Simulator, disruption
+from ganggate.sim import Simulator
+from ganggate.sim.apiserver.discovery import by_key
+from ganggate.sim.apiserver.requests import Target
+from ganggate.sim.helpers import disruption
 from tests.kubesim_support import Raw, eventually, pod_manifest
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -256,8 +259,7 @@ async def test_a_budget_not_yet_observed_is_still_being_processed(cluster: tuple
     await running_pod(raw, "a0", {"app": "a"})
     # Stored directly with a generation its status has not seen (as before the controller's first sync).
     await sim.server.create_object(
-        __import__("ganggate.sim.apiserver", fromlist=["Target"]).Target(
-            __import__("ganggate.sim.discovery", fromlist=["by_key"]).by_key(disruption.KEY), "default", None, None),
+        Target(by_key(disruption.KEY), "default", None, None),
         pdb_manifest("fresh", {"app": "a"}, minAvailable=0))
     budget = sim.store.get(disruption.KEY, "default", "fresh")
     if (budget.get("status") or {}).get("observedGeneration") is None:

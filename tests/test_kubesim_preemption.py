@@ -14,8 +14,9 @@ from typing import Any
 
 import aiohttp
 
-from ganggate.sim import Simulator, preemption
-from ganggate.sim.sched_cache import ClusterCache, PodEntry
+from ganggate.sim import Simulator
+from ganggate.sim.scheduler import preemption
+from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 from ganggate.sim.simulator import node_manifest
 from tests.kubesim_support import eventually, pod_manifest
 

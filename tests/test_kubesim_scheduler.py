@@ -8,7 +8,7 @@ import contextlib
 import aiohttp
 
 from ganggate.sim import Simulator
-from ganggate.sim.scheduler import Scheduler
+from ganggate.sim.scheduler.scheduler import Scheduler
 from tests.async_support import running
 from tests.test_kubesim_scheduler_support import (
     Api,

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.resources import GPU
-from ganggate.core.snapshot import make_node, make_pod
-from ganggate.sim import sched_filters
-from ganggate.sim.podrequests import node_allocatable, pod_requests
-from ganggate.sim.sched_algorithm import Algorithm
-from ganggate.sim.sched_cache import ClusterCache, PodEntry
-from ganggate.sim.sched_queue import SchedulingQueue
+from ganggate.core.fit.resources import GPU
+from ganggate.core.state.snapshot import make_node, make_pod
+from ganggate.sim.scheduler import plugins as sched_filters
+from ganggate.sim.helpers.podrequests import node_allocatable, pod_requests
+from ganggate.sim.scheduler.schedule_one import Algorithm
+from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
+from ganggate.sim.scheduler.queue import SchedulingQueue
 
 GI = 2**30 * 1000  # 1Gi in milli-units
 
@@ -411,7 +411,7 @@ def test_a_failed_pod_queues_behind_pods_that_waited_longer():
 
 
 def test_the_unschedulable_condition_is_written_only_when_the_message_changes():
-    from ganggate.sim.scheduler import Scheduler
+    from ganggate.sim.scheduler.scheduler import Scheduler
 
     scheduler = Scheduler("http://127.0.0.1:1", pod_initial_backoff_seconds=0)
     written: list[str] = []

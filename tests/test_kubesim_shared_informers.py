@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from ganggate.sim import Simulator
-from ganggate.sim.sched_informer import SharedInformers
+from ganggate.sim.client.informers import SharedInformers
 from tests.test_kubesim_scheduler_support import pod_manifest
 
 
@@ -59,7 +59,7 @@ async def test_a_handler_that_starts_late_is_told_of_what_is_there_then_of_chang
 
 
 def _pods_target():
-    from ganggate.sim.apiserver import Target
-    from ganggate.sim.discovery import by_key
+    from ganggate.sim.apiserver.requests import Target
+    from ganggate.sim.apiserver.discovery import by_key
 
     return Target(by_key("pods"), "default", None, None)

@@ -286,20 +286,36 @@ def test_console_scripts_point_into_the_package() -> None:
 # ---- the core's module map stays true ----------------------------------------------------
 
 
-def test_core_modules_import_only_those_listed_above_them() -> None:
-    """ganggate/core/__init__.py lists the core's modules lowest first; each imports only core
-    modules above it, so the map a newcomer reads is the real dependency order."""
+#: The core's layers, lowest first (ganggate/core/__init__.py says the same); planner and
+#: incremental sit on top of them, in the core package itself.
+CORE_LAYERS = ["fit", "state", "placement", "policy"]
+
+
+def _core_layer(module: str) -> int:
+    """The layer of a core module: its index in CORE_LAYERS, or the top for planner/incremental."""
+    part = module.split(".")[2] if module.count(".") >= 2 else ""
+    return CORE_LAYERS.index(part) if part in CORE_LAYERS else len(CORE_LAYERS)
+
+
+def test_core_layers_are_the_ones_its_docstring_lists() -> None:
     doc = ast.get_docstring(ast.parse((ROOT / PACKAGE / "core" / "__init__.py").read_text(encoding="utf-8"))) or ""
-    listed = [line.split()[0] for line in doc.splitlines() if line.startswith("  ") and len(line.split()) > 1]
+    listed = [line.split()[0] for line in doc.splitlines() if line.startswith("  ") and not line.startswith("    ")]
+    packages = sorted(p.name for p in (ROOT / PACKAGE / "core").iterdir() if (p / "__init__.py").exists())
+    assert listed[: len(CORE_LAYERS)] == CORE_LAYERS and sorted(CORE_LAYERS) == packages
+    top = sorted(p.stem for p in (ROOT / PACKAGE / "core").glob("*.py") if p.stem != "__init__")
+    assert sorted(listed[len(CORE_LAYERS):]) == top
+
+
+def test_core_modules_import_only_their_layer_and_those_below() -> None:
+    """fit < state < placement < policy < planner/incremental: no arrow runs back up."""
     graph = import_graph(ROOT)
-    core = sorted(n.rpartition(".")[2] for n in graph if n.startswith(f"{PACKAGE}.core."))
-    assert sorted(listed) == core, f"core/__init__.py's map lists {sorted(listed)}, the core has {core}"
-    wrong = []
-    for position, short in enumerate(listed):
-        for target in sorted(graph[f"{PACKAGE}.core.{short}"]):
-            if target.startswith(f"{PACKAGE}.core.") and target.rpartition(".")[2] not in listed[:position]:
-                wrong.append(f"{short} imports {target.rpartition('.')[2]}, listed below it")
-    assert not wrong, "; ".join(wrong)
+    upward = {
+        name: sorted(t for t in targets if t.startswith(f"{PACKAGE}.core.") and _core_layer(t) > _core_layer(name))
+        for name, targets in graph.items()
+        if name.startswith(f"{PACKAGE}.core.")
+    }
+    upward = {name: targets for name, targets in upward.items() if targets}
+    assert not upward, f"core modules importing a layer above their own: {upward}"
 
 
 def test_kubesim_imports_nothing_of_the_product_it_stands_in_for() -> None:
@@ -313,3 +329,45 @@ def test_kubesim_imports_nothing_of_the_product_it_stands_in_for() -> None:
     }
     borrowed = {name: targets for name, targets in borrowed.items() if targets}
     assert not borrowed, f"kubesim modules importing ganggate outside ganggate/sim: {borrowed}"
+
+
+#: kubesim's shared libraries (k8s.io/apimachinery, k8s.io/api, component-helpers, client-go) and its
+#: clock: what every component may import. The components themselves (the API server, the
+#: scheduler, the controllers, the kubelet) import none of each other: they talk over HTTP.
+SIM_LIBRARIES = {"apimachinery", "api", "helpers", "client", "clock"}
+SIM_COMPONENTS = {"apiserver", "scheduler", "controllers", "kubelet"}
+
+
+def _sim_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == [PACKAGE, "sim"] else None
+
+
+def test_kubesim_components_talk_only_through_the_client() -> None:
+    """The scheduler, the controllers and the kubelet reach the API server only as its clients, as
+    the real ones do; the API server imports none of them; the libraries import no component."""
+    graph = import_graph(ROOT)
+    crossing = {}
+    for name, targets in graph.items():
+        part = _sim_part(name)
+        if part is None or part not in SIM_COMPONENTS | SIM_LIBRARIES:
+            continue
+        allowed = SIM_LIBRARIES | {part}
+        bad = sorted(t for t in targets if _sim_part(t) is not None and _sim_part(t) not in allowed)
+        if part in SIM_LIBRARIES:
+            bad = [t for t in bad if _sim_part(t) not in SIM_LIBRARIES]
+        if bad:
+            crossing[name] = bad
+    assert not crossing, f"kubesim parts importing another component instead of using the API: {crossing}"
+
+
+def test_kubesim_sub_packages_name_the_kubernetes_code_they_follow() -> None:
+    """Each sub-package's docstring names the Kubernetes package it mirrors (k8s.io/... or pkg/...)."""
+    unnamed = []
+    for init in sorted((ROOT / PACKAGE / "sim").rglob("__init__.py")):
+        if init.parent.name == "sim":
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if "k8s.io/" not in doc and "pkg/" not in doc:
+            unnamed.append(str(init.relative_to(ROOT)))
+    assert not unnamed, f"sub-packages whose docstring names no Kubernetes package: {unnamed}"

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.core.nodematch import (
+from ganggate.core.fit.nodematch import (
     matches_node_selection,
     node_is_ready,
     node_rejects,
     toleration_matches,
     untolerated_taint,
 )
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 
 TAINT = {"key": "key1", "value": "value1", "effect": "NoSchedule"}
 

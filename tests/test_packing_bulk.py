@@ -11,12 +11,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.outcome import Unfit
-from ganggate.core.packing import largest_first, plan_gang
-from ganggate.core.pods import PodInfo
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.placement.packing import largest_first, plan_gang
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.state.snapshot import make_node, make_pod
 
 
 @st.composite

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ganggate.cli import main
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "snapshot-small.json"

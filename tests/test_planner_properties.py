@@ -13,11 +13,11 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.cluster import ClusterState
-from ganggate.core.nodematch import node_rejects
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.fit.nodematch import node_rejects
 from ganggate.core.planner import decide
-from ganggate.core.resources import add_into
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.fit.resources import add_into
+from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0
 
@@ -175,7 +175,7 @@ terms = st.lists(
 def test_grouped_eligibility_is_node_rejects_node_by_node(nodes, selector, affinity, tolerations) -> None:
     from collections import Counter
 
-    from ganggate.core.cluster import PodInfo
+    from ganggate.core.state.cluster import PodInfo
     from ganggate.core.planner import Capacity
 
     raw_nodes = {}
@@ -202,7 +202,7 @@ def test_a_gang_of_two_shapes_that_fits_is_found_to_fit(nodes, shapes) -> None:
     """Against brute force over every assignment of pods to nodes (small clusters)."""
     import itertools
 
-    from ganggate.core.resources import fits
+    from ganggate.core.fit.resources import fits
 
     raw = [make_node(f"n{i}", gpus=g, cpu=str(c)) for i, (g, c) in enumerate(nodes)]
     size = sum(k for _, _, k in shapes)

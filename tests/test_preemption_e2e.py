@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from ganggate.contract import GROUP_NAME, GROUP_POD_NUM
-from ganggate.core.reservation import PREEMPTION_ANNOTATION
+from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION
 from tests.controller_support import GPU, JobCluster, decision, job_cluster, list_events, wait_for
 from tests.gang_checker import assert_every_gang_whole_or_waiting, wait_quiet
 
-pytest.importorskip("ganggate.sim.eviction", reason="kubesim has no eviction subresource yet")
-pytest.importorskip("ganggate.sim.priority", reason="kubesim has no PriorityClasses yet")
+pytest.importorskip("ganggate.sim.apiserver.eviction", reason="kubesim has no eviction subresource yet")
+pytest.importorskip("ganggate.sim.apiserver.admission.priority", reason="kubesim has no PriorityClasses yet")
 TIME_SCALE = 10.0  # simulated seconds per wall second: a grace period of 2 s passes in 0.2 s
 
 

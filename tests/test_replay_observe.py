@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 from ganggate.contract import GATE_NAME, GROUP_NAME, parse_gang
-from ganggate.core.resources import GPU, pod_requests
+from ganggate.core.fit.resources import GPU, pod_requests
 from ganggate.local.parts import webhook_configuration
 from ganggate.replay.observe import JOB_LABEL, pod_manifest, progress, view
 from ganggate.replay.trace import Job

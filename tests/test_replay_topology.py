@@ -197,7 +197,7 @@ def test_ganggate_replay_runs_a_synthetic_trace_whose_jobs_require_a_rack(tmp_pa
 
 
 def test_the_gang_checker_finds_a_gang_whose_bound_pods_leave_the_required_domain():
-    from ganggate.core.snapshot import make_pod
+    from ganggate.core.state.snapshot import make_pod
     from ganggate.replay.gangcheck import required_topology_broken
 
     def pod(name, gang, node, *, phase="Running", level=RACK):

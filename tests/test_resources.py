@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.core.resources import (
+from ganggate.core.fit.resources import (
     GPU,
     LARGEST_MILLI,
     QuantityError,

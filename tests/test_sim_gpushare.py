@@ -11,7 +11,7 @@ import pytest
 
 from ganggate.sim import Simulator
 from ganggate.sim.clock import ManualClock
-from ganggate.sim.gpushare import (
+from ganggate.sim.kubelet.deviceplugin import (
     ASSIGNED,
     ASSUME_TIME,
     CARD_INDEX,

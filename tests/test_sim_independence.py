@@ -17,13 +17,16 @@ SIM = Path(__file__).resolve().parent.parent / "ganggate" / "sim"
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import statement anywhere in the file."""
-    package = "ganggate.sim"
+    try:  # the package the file is in: ganggate.sim, or one of its sub-packages
+        package = ".".join(["ganggate", "sim", *path.parent.relative_to(SIM).parts])
+    except ValueError:
+        package = "ganggate.sim"
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against ganggate.sim (its modules are flat)
+            if node.level:  # relative: resolve against the file's own package
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 module = f"{base}.{node.module}" if node.module else base
             else:
@@ -47,7 +50,8 @@ SIM_MODULES = sorted(SIM.rglob("*.py"))
 
 def test_the_walk_sees_every_sim_module():
     names = {p.name for p in SIM_MODULES}
-    assert {"scheduler.py", "sched_cache.py", "validation.py", "quantity.py", "podrequests.py"} <= names
+    assert {"scheduler.py", "cache.py", "validation.py", "quantity.py", "podrequests.py"} <= names
+    assert {p.parent.name for p in SIM_MODULES} >= {"apiserver", "scheduler", "controllers", "kubelet", "client"}
 
 
 @pytest.mark.parametrize("path", SIM_MODULES, ids=lambda p: str(p.relative_to(SIM)))
@@ -62,7 +66,7 @@ def test_the_check_catches_imports_at_any_depth(tmp_path):
         "import ganggate.sim.clock\n"
         "from ganggate.sim import quantity\n"
         "def f():\n"
-        "    from ganggate.core.resources import pod_requests\n"
+        "    from ganggate.core.fit.resources import pod_requests\n"
         "    import ganggate.contract\n"
         "class C:\n"
         "    def g(self):\n"
@@ -70,7 +74,7 @@ def test_the_check_catches_imports_at_any_depth(tmp_path):
         "        from . import store\n"
     )
     assert foreign_ganggate_imports(sample) == [
-        "sample.py:4 imports ganggate.core.resources",
+        "sample.py:4 imports ganggate.core.fit.resources",
         "sample.py:5 imports ganggate.contract",
         "sample.py:8 imports ganggate.core",
     ]

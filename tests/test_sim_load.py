@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from ganggate.core.snapshot import make_node, make_pod
+from ganggate.core.state.snapshot import make_node, make_pod
 from ganggate.sim import Simulator
-from ganggate.sim.load import load_objects, read_objects
+from ganggate.sim.apiserver.load import load_objects, read_objects
 
 
 def _write(path, objects, lines=True):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.sim import taints
-from ganggate.sim.nodeaffinity import RequiredNodeAffinity, go_parse_int, is_label_key, matches
-from ganggate.sim.sched_filters import node_rejects
+from ganggate.sim.helpers import taints
+from ganggate.sim.helpers.nodeaffinity import RequiredNodeAffinity, go_parse_int, is_label_key, matches
+from ganggate.sim.scheduler.plugins import node_rejects
 
 
 def node(name: str = "n1", labels: dict | None = None, taint_list: list | None = None, cordoned: bool = False) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from ganggate.sim.semantic import equal, normal
+from ganggate.sim.apimachinery.semantic import equal, normal
 
 ATOMS = [None, 0, 1, "", "a", False, True, 0.0, [], {}]
 

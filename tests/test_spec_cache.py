@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
-from ganggate.core.pods import PodInfo, SpecCache, spec_shape
-from ganggate.core.snapshot import make_pod
+from ganggate.core.state.pods import PodInfo, SpecCache, spec_shape
+from ganggate.core.state.snapshot import make_pod
 
 
 def _gang_pod(name: str, **options) -> dict:

@@ -6,7 +6,7 @@ where nothing is free for a younger gang to take."""
 from __future__ import annotations
 
 from ganggate.core.planner import decide
-from ganggate.core.snapshot import make_node
+from ganggate.core.state.snapshot import make_node
 from test_planner import T0, by_gang, cluster, gang, running, ts
 
 

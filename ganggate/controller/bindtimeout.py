@@ -14,8 +14,8 @@ import asyncio
 import logging
 from typing import Any, Callable, Coroutine
 
-from ganggate.core.cluster import ClusterState
-from ganggate.core.lifecycle import MemberLoss
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.lifecycle import MemberLoss
 from ganggate.controller.events import EventRecorder
 from ganggate.controller.metrics import Metrics
 from ganggate.kube.calls import ApiCallError, call_json

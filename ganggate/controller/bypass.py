@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ganggate.contract import GATE_NAME, ContractError
-from ganggate.core.explain import plural
+from ganggate.core.placement.explain import plural
 
 GangKey = tuple[str, str]
 

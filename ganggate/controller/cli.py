@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ganggate.controller.config import BLIND_SECONDS, CARD_POLICIES
-from ganggate.core.gpushare import DEFAULT_POLICY as DEFAULT_CARD_POLICY
+from ganggate.core.fit.gpushare import DEFAULT_POLICY as DEFAULT_CARD_POLICY
 from ganggate.kube.client import ConfigError, make_api_client
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ganggate.core.gpushare import DEFAULT_POLICY
+from ganggate.core.fit.gpushare import DEFAULT_POLICY
 
 
 def parse_topology_levels(text: str) -> tuple[str, ...]:
@@ -44,14 +44,14 @@ def whole_gpu_policy_named(name: str):
 
 def card_policy_named(name: str):
     """The card policy called `name` (a fresh seeded generator for "random")."""
-    from ganggate.core.gpushare import best_fit, random_fit
+    from ganggate.core.fit.gpushare import best_fit, random_fit
 
     if name == "best-fit":
         return best_fit
     if name == "random":
         return random_fit(0)
     if name == "fgd":
-        from ganggate.core.gpushare_fgd import fgd_policy
+        from ganggate.core.placement.gpushare_fgd import fgd_policy
 
         return fgd_policy
     raise ValueError(f"card_policy must be one of {', '.join(CARD_POLICIES)}, not {name!r}")

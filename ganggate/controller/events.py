@@ -21,7 +21,7 @@ from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 from ganggate.kube.clock import WALL, Clock
 
 if TYPE_CHECKING:
-    from ganggate.core.pods import PodInfo
+    from ganggate.core.state.pods import PodInfo
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ganggate.core.cluster import ClusterState
+from ganggate.core.state.cluster import ClusterState
 
 
 @dataclass

@@ -31,11 +31,11 @@ import time
 import uuid
 from typing import Any
 
-from ganggate.core.cluster import ClusterState, NodeInfo, PodInfo
+from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
 from ganggate.controller.bindtimeout import BindTimeouts
 from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
 from ganggate.controller.bypass import BypassTracker, describe
-from ganggate.core.explain import plural
+from ganggate.core.placement.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
@@ -43,9 +43,9 @@ from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
 from ganggate.controller.release import Releaser, ReleaseRequest
-from ganggate.core.gpushare import cards_of
+from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.incremental import IncrementalRounds
-from ganggate.core.preemption import PreemptionOptions
+from ganggate.core.policy.preemption import PreemptionOptions
 from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread
 from ganggate.kube.calls import ApiCallError, Backoff, rfc3339
 from ganggate.kube.clock import WALL, Clock

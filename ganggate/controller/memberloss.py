@@ -1,6 +1,6 @@
 """A gang's life after release, the shell: members lost, and gangs that wait too long.
 
-Member loss (the core records each loss, `ganggate.core.lifecycle` judges it): when a released
+Member loss (the core records each loss, `ganggate.core.policy.lifecycle` judges it): when a released
 gang drops below min-available (a pod Failed, was deleted, preempted, evicted, lost with its
 node) or did not bind within the bind timeout, `--on-member-loss=restart` (default) deletes
 its remaining released pods that have an owning controller, with a uid precondition, so that
@@ -28,9 +28,9 @@ from typing import Any, Callable, Coroutine, Iterable
 from ganggate.controller.events import EventRecorder, PodRef
 from ganggate.controller.owners import OwnerLookup
 from ganggate.controller.protection import Protection
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gangs import GangKey
-from ganggate.core.lifecycle import MemberLoss, gangs_timed_out, judge_loss
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import GangKey
+from ganggate.core.policy.lifecycle import MemberLoss, gangs_timed_out, judge_loss
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)

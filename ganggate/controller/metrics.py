@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Collection, Mapping, Union
 
-from ganggate.core.resources import GPU
+from ganggate.core.fit.resources import GPU
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 log = logging.getLogger(__name__)

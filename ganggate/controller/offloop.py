@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any, Callable
 
 from ganggate.controller.timers import next_due
-from ganggate.core.cluster import ClusterState
+from ganggate.core.state.cluster import ClusterState
 
 
 class ChangeBuffer:

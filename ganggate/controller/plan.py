@@ -17,7 +17,7 @@ from typing import Any
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
 from ganggate.controller.config import BLIND_SECONDS
-from ganggate.core.explain import plural
+from ganggate.core.placement.explain import plural
 
 #: The gang states the what-if reports on: every gang with a pod still gated.
 GATED_STATES = ("waiting", "partial", "started", "incomplete", "conflict")
@@ -61,7 +61,7 @@ def plan_snapshot(
     topology_levels: tuple[str, ...] = (),
 ) -> PlanReport:
     """Run one decision round on the snapshot (pure: the snapshot is not changed)."""
-    from ganggate.core.cluster import ClusterState
+    from ganggate.core.state.cluster import ClusterState
     from ganggate.core.planner import decide, gpus
 
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
@@ -172,7 +172,7 @@ def register(subparsers: Any) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     from ganggate.controller.config import parse_topology_levels
-    from ganggate.core.snapshot import SnapshotError, check_objects, load_snapshot, parse_snapshot
+    from ganggate.core.state.snapshot import SnapshotError, check_objects, load_snapshot, parse_snapshot
 
     try:
         levels = parse_topology_levels(args.topology_levels)

@@ -28,13 +28,13 @@ import uuid
 from typing import Any, Callable, Iterable, Mapping
 
 from ganggate.contract import GANG_LABEL, gang_label_value
-from ganggate.core.budgets import covers
-from ganggate.core.cluster import ClusterState
-from ganggate.core.explain import plural
-from ganggate.core.outcome import Waiting
-from ganggate.core.pods import PodInfo
-from ganggate.core.preemption import PreemptionOptions, PreemptionPlan, Victim, plan_preemption
-from ganggate.core.reservation import PREEMPTION_ANNOTATION, annotation_value
+from ganggate.core.policy.budgets import covers
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.placement.explain import plural
+from ganggate.core.state.outcome import Waiting
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.policy.preemption import PreemptionOptions, PreemptionPlan, Victim, plan_preemption
+from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, annotation_value
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
 log = logging.getLogger(__name__)
@@ -215,6 +215,6 @@ def _labels_own(meta: Mapping, gang_name: str) -> bool:
 
 
 def selects(budget: Mapping, pod: PodInfo) -> bool:
-    """The eviction subresource counts the budget for the pod (`ganggate.core.budgets.covers`:
+    """The eviction subresource counts the budget for the pod (`ganggate.core.policy.budgets.covers`:
     same namespace, a valid non-empty selector matching its labels)."""
     return covers(budget, pod)

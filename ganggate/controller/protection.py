@@ -20,7 +20,7 @@ for clusters (and simulators) whose collector does not reach budgets.
 
 Which gangs get none (`plan_budgets`, pure):
 - a gang some live pod of which a budget not made by ganggate already covers (selector match,
-  same namespace, as the eviction subresource judges it, `ganggate.core.budgets`): two budgets
+  same namespace, as the eviction subresource judges it, `ganggate.core.policy.budgets`): two budgets
   over one pod make every eviction of that pod fail with 500, so ganggate leaves it to the
   user's budget and deletes its own if it had one; it says so once per gang (Event
   `GangProtectedByUserBudget` on the gang's oldest released pod, naming the budget, and a log
@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Coroutine, Iterable, Mapping
 
 from ganggate.contract import GANG_LABEL, gang_label_value
-from ganggate.core.budgets import MANAGED_BY, budget_name, foreign_budgets_over, is_ours
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.reservation import active_reservations
+from ganggate.core.policy.budgets import MANAGED_BY, budget_name, foreign_budgets_over, is_ours
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.policy.reservation import active_reservations
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)

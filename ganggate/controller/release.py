@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
 from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
-from ganggate.core.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
-from ganggate.core.pods import PodInfo, spec_shape
+from ganggate.core.fit.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
+from ganggate.core.state.pods import PodInfo, spec_shape
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, with_retries
 
 log = logging.getLogger(__name__)

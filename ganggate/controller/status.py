@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ganggate.controller.bypass import BypassTracker, describe
-from ganggate.core.explain import plural
-from ganggate.core.cluster import ClusterState
-from ganggate.core.pods import parse_time
-from ganggate.core.resources import GPU
+from ganggate.core.placement.explain import plural
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.pods import parse_time
+from ganggate.core.fit.resources import GPU
 
 
 @dataclass
@@ -62,7 +62,7 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
               namespace: str | None = None, budgets: Iterable[dict] = ()) -> list[GangRow]:
     """One row per gang (of the namespace, if given), ordered by namespace and name; budgets
     (PodDisruptionBudgets) say which released gangs a user's budget protects instead of ganggate's."""
-    from ganggate.core.budgets import foreign_budgets_over
+    from ganggate.core.policy.budgets import foreign_budgets_over
 
     budgets = list(budgets)
     why: dict[tuple[str, str], str] = {}
@@ -105,7 +105,7 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
 def lifecycle_state(gang: Any, now: float) -> str:
     """The state column: the gang's state, plus what its life after admission adds:
     "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)"."""
-    from ganggate.core.lifecycle import losses_after_relist, timed_out
+    from ganggate.core.policy.lifecycle import losses_after_relist, timed_out
 
     timeout = timed_out(gang, now)
     if timeout is not None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ganggate.core.cluster import ClusterState
-from ganggate.core.gangs import GangKey
-from ganggate.core.lifecycle import waiting_timeout
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import GangKey
+from ganggate.core.policy.lifecycle import waiting_timeout
 
 # The core's tests are strict ("waited more than"): a round at the due instant itself would not
 # act yet, so the wake-up comes this much after it.

@@ -40,13 +40,13 @@ import heapq
 from dataclasses import dataclass
 from typing import Mapping
 
-from ganggate.core.capacity import Capacity, NodeIndex
-from ganggate.core.cluster import ClusterState
-from ganggate.core.contention import find_rivals
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.ordering import release_candidates, round_key
-from ganggate.core.outcome import Decision, Waiting
-from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy
+from ganggate.core.placement.capacity import Capacity, NodeIndex
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.contention import find_rivals
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.policy.ordering import release_candidates, round_key
+from ganggate.core.state.outcome import Decision, Waiting
+from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy
 from ganggate.core.planner import HoldBack, decide, plan_one, releasable
 
 READY_STATES = ("waiting", "partial", "started")

@@ -1,7 +1,7 @@
 """Deciding which gangs to release, and where their pods should go. Pure: no I/O, no clock.
 
 `decide` runs one round over the whole cluster: roll-forward of cut-short decisions first,
-then the other gangs in `ganggate.core.ordering`'s order, each packed (`packing`) against
+then the other gangs in `ganggate.core.policy.ordering`'s order, each packed (`packing`) against
 the capacity (`capacity`) left by the decisions made before it in the same round, so that two
 gangs that each fit alone but not together never both go. A plan avoids room a pending pod
 may take first (`contention`); a gang that starves gets capacity held back (`ordering`).
@@ -16,23 +16,23 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Mapping
 
-from ganggate.core.baseline import count_only_fits, decide_count, totals_only_fits
-from ganggate.core.capacity import Capacity
-from ganggate.core.cluster import ClusterState
-from ganggate.core.contention import Rivals, find_rivals, place_uncontested
-from ganggate.core.domains import placement_domain
-from ganggate.core.explain import contested_message, decision_reason, plural
-from ganggate.core.gangs import Gang, GangKey
-from ganggate.core.gpushare import CardPolicy, WholeGpuPolicy, Workload
-from ganggate.core.gpushare_round import card_annotations, observed_workload, with_cards
-from ganggate.core.lifecycle import waits_for_terminating
-from ganggate.core.ordering import Hold, hold_back, release_candidates, round_order
-from ganggate.core.outcome import Decision, Unfit, Waiting
-from ganggate.core.packing import plan_gang
-from ganggate.core.pods import PodInfo
-from ganggate.core.reservation import Reservation, active_reservations, hold, place_reserved
-from ganggate.core.resources import gpus
-from ganggate.core.topology import released_nodes
+from ganggate.core.policy.baseline import count_only_fits, decide_count, totals_only_fits
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
+from ganggate.core.placement.domains import placement_domain
+from ganggate.core.placement.explain import contested_message, decision_reason, plural
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
+from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
+from ganggate.core.policy.lifecycle import waits_for_terminating
+from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, round_order
+from ganggate.core.state.outcome import Decision, Unfit, Waiting
+from ganggate.core.placement.packing import plan_gang
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.policy.reservation import Reservation, active_reservations, hold, place_reserved
+from ganggate.core.fit.resources import gpus
+from ganggate.core.placement.topology import released_nodes
 
 __all__ = [
     "POLICIES",

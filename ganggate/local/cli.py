@@ -41,7 +41,7 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
 
 def check(args: argparse.Namespace) -> str | None:
     """The first thing wrong with the flags, in one line, or None."""
-    from ganggate.core.resources import QuantityError, parse_quantity
+    from ganggate.core.fit.resources import QuantityError, parse_quantity
 
     from ganggate.sim.cli import gpushare_nodes, topology_shape
 

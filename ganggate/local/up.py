@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ganggate.core.explain import plural
+from ganggate.core.placement.explain import plural
 
 from ganggate.local.parts import (ensure_namespace, make_certificates, register_webhook, start_controller,
                                   start_tls_webhook, stop_task, webhook_configuration)

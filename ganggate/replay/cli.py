@@ -133,7 +133,7 @@ def parse_modes(text: str) -> list[str]:
 def _replay(args: argparse.Namespace) -> int:
     import asyncio
 
-    from ganggate.core.resources import QuantityError, parse_quantity
+    from ganggate.core.fit.resources import QuantityError, parse_quantity
     from ganggate.replay import engine, report
     from ganggate.replay.plot import plot_modes
     from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving

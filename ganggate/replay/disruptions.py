@@ -24,10 +24,10 @@ import itertools
 import random
 from typing import Any, Sequence
 
-from ganggate.core.resources import GPU
+from ganggate.core.fit.resources import GPU
 from ganggate.replay.observe import JOB_LABEL
 from ganggate.replay.scenario import Disruption, ReplayError
-from ganggate.sim.kubelet_status import RUN_SECONDS_ANNOTATION
+from ganggate.sim.kubelet.status import RUN_SECONDS_ANNOTATION
 
 KINDS = ("preempt", "drain", "node-failure", "pod-failure")
 URGENT_CLASS = "replay-urgent"
@@ -195,7 +195,7 @@ def urgent_pod(name: str, gpus: int, seconds: float) -> dict:
 
 def failed_status(pod: dict) -> dict:
     """The status patch of a pod whose container exited 1 (phase Failed), as the kubelet writes it."""
-    from ganggate.sim.kubelet import now_rfc3339
+    from ganggate.sim.kubelet.kubelet import now_rfc3339
 
     when = now_rfc3339()
     started = (pod.get("status") or {}).get("startTime") or when

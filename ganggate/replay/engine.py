@@ -11,7 +11,7 @@ never completed by then are deadlocked.
 A distributed job computes only once every rank has joined (torch.distributed rendezvous,
 MPI_Init): a job's run time starts when its last pod is Running. kubesim's kubelet would start
 each pod's `kubesim.io/run-seconds` on its own, so the engine finishes a job's pods itself, by
-writing the Succeeded status the kubelet writes (ganggate.sim.kubelet.succeeded_status) through the
+writing the Succeeded status the kubelet writes (ganggate.sim.kubelet.kubelet.succeeded_status) through the
 pods/status subresource. What a replay runs and returns (Scenario, RunResult...) is in
 ganggate.replay.scenario.
 
@@ -84,8 +84,8 @@ class _Engine:
     async def run(self) -> RunResult:
         from ganggate.sim import Simulator
         from ganggate.sim.clock import ManualClock
-        from ganggate.sim.kubelet import Kubelet
-        from ganggate.sim.scheduler import Scheduler
+        from ganggate.sim.kubelet.kubelet import Kubelet
+        from ganggate.sim.scheduler.scheduler import Scheduler
 
         started = time.monotonic()
         first = min([j.submit_time for j in self.scenario.jobs] + [0.0])
@@ -199,7 +199,7 @@ class _Engine:
 
     async def _finish(self, job_id: str) -> None:
         """The job's processes exit 0: write Succeeded as the kubelet would."""
-        from ganggate.sim.kubelet import now_rfc3339, succeeded_status
+        from ganggate.sim.kubelet.kubelet import now_rfc3339, succeeded_status
 
         pods = [s.obj for _, s in self.sim.store.iter("pods", NAMESPACE)
                 if (s.obj["metadata"].get("labels") or {}).get(JOB_LABEL) == job_id

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ganggate.contract import GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED
-from ganggate.core.resources import GPU, pod_requests
+from ganggate.core.fit.resources import GPU, pod_requests
 
 ENDED = ("Succeeded", "Failed")
 SCHEDULER = "default-scheduler"

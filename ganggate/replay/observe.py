@@ -18,8 +18,8 @@ from ganggate.contract import (
     GROUP_TOPOLOGY_REQUIRED,
 )
 from ganggate.contract import GROUP_TIMEOUT_SECONDS as GROUP_TIMEOUT
-from ganggate.core.nodematch import HOSTNAME_LABEL
-from ganggate.core.resources import GPU
+from ganggate.core.fit.nodematch import HOSTNAME_LABEL
+from ganggate.core.fit.resources import GPU
 from ganggate.replay.metrics import JobProgress
 from ganggate.replay.trace import Job
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ganggate.core.resources import parse_quantity
+from ganggate.core.fit.resources import parse_quantity
 from ganggate.replay.metrics import JobProgress, JobRecord, Sample, Summary
 from ganggate.replay.trace import Job
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 from ganggate.contract import is_label_key
-from ganggate.core.resources import QuantityError, parse_quantity
+from ganggate.core.fit.resources import QuantityError, parse_quantity
 
 COLUMNS = (
     "job_id",

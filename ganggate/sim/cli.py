@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
                        help="interval of BOOKMARK events on watches that allow them (default: 5)")
     serve.add_argument("--load", metavar="FILE",
                        help="create these objects at start, in order, as if POSTed (a List, an object or JSON "
-                            "Lines; a bench aid for large clusters: ganggate/sim/load.py)")
+                            "Lines; a bench aid for large clusters: ganggate/sim/apiserver/load.py)")
     serve.set_defaults(func=_serve)
     sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
     return {"sim": sim_commands}
@@ -69,7 +69,7 @@ def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
-    """Cards shared by GPU memory (ganggate/sim/gpushare.py) and the Alibaba node list (alibaba_nodes.py)."""
+    """Cards shared by GPU memory (ganggate/sim/kubelet/deviceplugin.py) and the Alibaba node list (alibaba_nodes.py)."""
     parser.add_argument("--gpu-mem-per-card", metavar="QUANTITY",
                         help="share each node's cards by GPU memory, this much per card (e.g. 16Gi): nodes then "
                              "advertise aliyun.com/gpu-mem and aliyun.com/gpu-count as the gpushare device plugin does")
@@ -86,7 +86,7 @@ def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
 def gpushare_nodes(args: argparse.Namespace) -> tuple[int, list[dict] | None]:
     """(memory per card, node specs) from the gpushare flags; ValueError on a bad one."""
     from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly
-    from ganggate.sim.gpushare import parse_card_memory
+    from ganggate.sim.kubelet.deviceplugin import parse_card_memory
 
     if args.gpu_cards is not None:
         if args.gpu_cards < 1:
@@ -155,7 +155,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     objects: list[dict] = []
     if args.load:
-        from ganggate.sim.load import read_objects, resource_of
+        from ganggate.sim.apiserver.load import read_objects, resource_of
 
         try:
             objects = read_objects(args.load)
@@ -183,7 +183,7 @@ def _serve(args: argparse.Namespace) -> int:
             components_process=args.components_process,
         ) as sim:
             if objects:
-                from ganggate.sim.load import load_objects
+                from ganggate.sim.apiserver.load import load_objects
 
                 try:
                     print(f"kubesim: loaded {await load_objects(sim.server, objects)} objects from {args.load}",

@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-from ganggate.sim.sched_informer import SharedInformers
+from ganggate.sim.client.informers import SharedInformers
 
 log = logging.getLogger("ganggate.sim.components")
 
@@ -39,17 +39,17 @@ class Components:
     def start(self, url: str, *, scheduler: bool, kubelet: bool, controllers: bool,
               kubelet_start_seconds: float = 0.0, clock: Any = None) -> None:
         if scheduler:
-            self._start("ganggate.sim.scheduler", "Scheduler", url)
+            self._start("ganggate.sim.scheduler.scheduler", "Scheduler", url)
         if kubelet:
-            self._start("ganggate.sim.kubelet", "Kubelet", url, start_seconds=kubelet_start_seconds, clock=clock)
+            self._start("ganggate.sim.kubelet.kubelet", "Kubelet", url, start_seconds=kubelet_start_seconds, clock=clock)
         if controllers:
             # kube-controller-manager's job, garbagecollector, nodelifecycle and disruption
             # controllers, sharing one watch per collection as its controllers share informers.
             self.shared = SharedInformers(url)
-            self._start("ganggate.sim.jobs", "JobController", url, shared=self.shared)
-            self._start("ganggate.sim.gc", "GarbageCollector", url, shared=self.shared)
-            self._start("ganggate.sim.nodelifecycle", "NodeLifecycleController", url, clock=clock, shared=self.shared)
-            self._start("ganggate.sim.disruption_controller", "DisruptionController", url, shared=self.shared)
+            self._start("ganggate.sim.controllers.job", "JobController", url, shared=self.shared)
+            self._start("ganggate.sim.controllers.garbagecollector", "GarbageCollector", url, shared=self.shared)
+            self._start("ganggate.sim.controllers.nodelifecycle", "NodeLifecycleController", url, clock=clock, shared=self.shared)
+            self._start("ganggate.sim.controllers.disruption", "DisruptionController", url, shared=self.shared)
 
     def _start(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:
         try:

@@ -3,8 +3,8 @@
     async with Simulator(nodes=4, gpus_per_node=8) as sim:
         async with sim.api_client() as api: ...
 
-The scheduler and kubelet stand-ins (ganggate/sim/scheduler.py, kubelet.py) and the controllers
-(the Job controller, ganggate/sim/jobs.py, and the garbage collector, gc.py) are HTTP clients of
+The scheduler and kubelet stand-ins (ganggate/sim/scheduler/scheduler.py, kubelet.py) and the controllers
+(the Job controller, ganggate/sim/controllers/job.py, and the garbage collector, gc.py) are HTTP clients of
 the server (ganggate/sim/components.py), started as tasks when enabled and present, or with
 components_process=True in a process of their own, as the real ones run beside kube-apiserver.
 """
@@ -21,13 +21,14 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim import discovery
-from ganggate.sim.apiserver import ApiServer, Target
+from ganggate.sim.apiserver import discovery
+from ganggate.sim.apiserver.requests import Target
+from ganggate.sim.apiserver.server import ApiServer
 from ganggate.sim.components import READY_LINE, Components, process_arguments
-from ganggate.sim.faults import FaultInjector
-from ganggate.sim.gpushare import GPU_COUNT, GPU_MEM
+from ganggate.sim.apiserver.faults import FaultInjector
+from ganggate.sim.kubelet.deviceplugin import GPU_COUNT, GPU_MEM
 from ganggate.sim.kubeconfig import write_kubeconfig
-from ganggate.sim.store import Store
+from ganggate.sim.apiserver.store import Store
 from ganggate.sim.topology import parse_shape
 
 log = logging.getLogger("ganggate.sim.simulator")
@@ -40,7 +41,7 @@ def node_manifest(name: str, cpu: str = "64", memory: str = "512Gi", gpus: int =
 
     With gpu_mem_per_card, its `gpus` cards are also shared as the gpushare device plugin advertises
     them: `aliyun.com/gpu-mem` = gpus * gpu_mem_per_card and `aliyun.com/gpu-count` = gpus
-    (ganggate/sim/gpushare.py)."""
+    (ganggate/sim/kubelet/deviceplugin.py)."""
     capacity: dict[str, str] = {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)}
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
@@ -49,7 +50,7 @@ def node_manifest(name: str, cpu: str = "64", memory: str = "512Gi", gpus: int =
         capacity[GPU_COUNT] = str(gpus)
     node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
     node_labels.update(labels or {})
-    from ganggate.sim.store import now_rfc3339
+    from ganggate.sim.apiserver.store import now_rfc3339
 
     now = now_rfc3339()
     return {
@@ -114,7 +115,7 @@ class Simulator:
         # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
         # node count and labels each node with its zone, block and rack.
         # gpu_mem_per_card: share each node's cards (gpus_per_node of them) by GPU memory, in the
-        # gpushare unit (ganggate/sim/gpushare.py). node_specs: node_manifest keyword arguments, one
+        # gpushare unit (ganggate/sim/kubelet/deviceplugin.py). node_specs: node_manifest keyword arguments, one
         # dict per node, instead of `nodes` alike (the Alibaba node list: ganggate/sim/alibaba_nodes.py).
         # components_process: run the scheduler, kubelet and controller stand-ins in a process of
         # their own (ganggate/sim/components.py), not on this event loop; `components` is then empty.
@@ -259,7 +260,7 @@ class Simulator:
                    "Unknown": ("NodeStatusUnknown", "Kubelet stopped posting node status.")}
         if status not in reasons:
             raise ValueError(f"status must be one of {', '.join(reasons)}")
-        from ganggate.sim.store import now_rfc3339
+        from ganggate.sim.apiserver.store import now_rfc3339
 
         now = now_rfc3339()
         condition = {"type": "Ready", "status": status, "reason": reasons[status][0], "message": reasons[status][1],

@@ -1,0 +1,199 @@
+"""Who goes first in a round, and what a gang that has waited too long holds back.
+
+Gangs go by priority (higher first) and age (older first); a gang that does not fit does not
+block the ones behind it (backfill) until it has waited longer than the starvation limit,
+and then the capacity it needs on the nodes its plan would use is held back (`hold_back`).
+
+The hold, as Slurm's backfill reserves for its top job (slurm.schedmd.com/sched_config.html,
+bf_* options): nodes are chosen by what is known of when they empty. A pod with
+spec.activeDeadlineSeconds and a startTime ends by startTime + deadline (the kubelet kills it
+then); a node's ready time is when enough of its pods have surely ended for the gang's pods
+there to fit (unknown when one of them has no deadline). Nodes go by ready time, then by how
+few pods must end, then by the most free GPU now. The held gang's earliest start is the
+latest of its nodes' ready times; while it is known, a gang whose pods all carry deadlines
+that end by then may use the held room (`Hold.admits`): it provably leaves before the held
+gang could start. Without deadlines nothing may use held room, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang
+from ganggate.core.placement.packing import largest_first
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.fit.resources import Resources, add_into, fits, gpus
+from ganggate.core.placement.domains import domains, free_gpus
+from ganggate.core.placement.topology import gang_request, placed_domains
+
+
+def round_key(gang: Gang) -> tuple:
+    """Higher priority first, then older, then by key (a stable order across rounds)."""
+    return (-gang.priority, gang.created, gang.key)
+
+
+def round_order(gangs: Iterable[Gang]) -> list[Gang]:
+    """The gangs by round_key."""
+    return sorted(gangs, key=round_key)
+
+
+def release_candidates(gang: Gang) -> list[PodInfo]:
+    """The gated pods a decision for the gang may release (at most pod_num when waiting)."""
+    gated = gang.gated_pods()
+    if gang.state == "waiting" and gang.spec is not None:
+        return gated[: gang.spec.pod_num]
+    return list(gated)  # (a copy: gated_pods is the gang's own, kept between rounds)
+
+
+@dataclass
+class Hold:
+    """Room held back for one starving gang this round: what was taken from which node, and
+    the earliest time the gang could start there (None: unknown, some pod that must end first
+    has no deadline) and the pods it waits for (those whose end sets that time, latest first)."""
+
+    taken: list[tuple[str, Resources]]
+    ready_at: float | None
+    waits_for: tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> int:
+        return len({name for name, _ in self.taken})
+
+    def admits(self, pods: Sequence[PodInfo], now: float) -> bool:
+        """Whether a gang of these pods provably leaves before the held gang could start: its
+        earliest start is known and every pod has a deadline that ends by then."""
+        if self.ready_at is None or not pods:
+            return False
+        return all(p.deadline_seconds is not None and now + p.deadline_seconds <= self.ready_at for p in pods)
+
+    def give_back(self, capacity: Capacity, sign: int = -1) -> None:
+        """Give the held room back to `capacity` (sign=1 takes it again)."""
+        for name, request in self.taken:
+            capacity.take(name, request, sign)
+
+
+def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState,
+              now: float = 0.0) -> Hold | int:
+    """Hold capacity for a starving gang: the Hold made, or 0 (none held: several constraints,
+    or nothing free anywhere that a younger gang could take from it) or -1 (none: the gang
+    would not fit even on emptied nodes).
+
+    Documented simplification: plan the gang on the room its nodes will have once enough of
+    their running pods have finished, nodes chosen as the module says, and take the gang's
+    whole request on them from this round's capacity. Later gangs may only use the rest (or
+    the held room, when `Hold.admits` them); free capacity on the chosen nodes goes negative
+    until enough running pods there finish. A gang that requires one domain of a topology
+    level holds its room inside one domain: the one with the most free GPU where it would
+    fit, or the one its released members are in.
+    """
+    if pods and min(p.gpu for p in pods) > 0 and not _free_gpu_anywhere(capacity, pods[0]):
+        return 0  # nothing free that a younger gang could take: holding protects nothing now
+    required, _ = gang_request(pods)
+    placed = placed_domains(pods, capacity, required) if required is not None else None
+    if required is None or (len(pods) <= 1 and placed is None):
+        return _hold(pods, capacity, need, state, None, now)
+    if placed is not None:  # the rest of a gang with members placed: in their domain
+        return _hold(pods, capacity, need, state, set(placed), now)
+    eligible: set[str] | None = capacity.index(largest_first(pods)[0]).members
+    groups = sorted(domains(capacity, required).items(), key=lambda g: (-free_gpus(capacity, g[1], eligible), g[0]))
+    for _, names in groups:
+        held = _hold(pods, capacity, need, state, set(names), now)
+        if held != -1:
+            return held
+    return -1
+
+
+def _free_gpu_anywhere(capacity: Capacity, pod: PodInfo) -> bool:
+    """Some node the gang may use has a free GPU now (its index's top level is above 0)."""
+    index = capacity.index(pod)
+    return bool(index.levels) and index.levels[-1] > 0
+
+
+def _running_on(state: ClusterState, names: set[str]) -> dict[str, list[PodInfo]]:
+    """The bound, unfinished pods on the given nodes, by node."""
+    out: dict[str, list[PodInfo]] = {}
+    for pod in state.pods.values():
+        if pod.node_name in names and not pod.terminated:
+            out.setdefault(pod.node_name, []).append(pod)
+    return out
+
+
+def _end(pod: PodInfo, now: float) -> float:
+    """When the pod surely ends: now if it is being deleted, its deadline, else never (inf)."""
+    if pod.terminating:
+        return now
+    ends = pod.ends_by
+    return float("inf") if ends is None else max(ends, now)
+
+
+def _ready(pods: Sequence[PodInfo], free: Resources, running: list[PodInfo], now: float
+           ) -> tuple[float, list[PodInfo]] | None:
+    """When the node has room for all of `pods` (the earliest-ending running pods leave first),
+    and the pods that must end for it; None when it never has, even emptied."""
+    room = dict(free)
+    need: Resources = {}
+    for pod in pods:
+        add_into(need, pod.request)
+    gone: list[PodInfo] = []
+    for pod in sorted(running, key=lambda p: _end(p, now)):
+        if fits(need, room):
+            break
+        add_into(room, pod.request)
+        gone.append(pod)
+    if not fits(need, room):
+        return None
+    return max((_end(p, now) for p in gone), default=now), gone
+
+
+def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState, within: set[str] | None,
+          now: float) -> Hold | int:
+    """hold_back on the given nodes only (None: all)."""
+    order = largest_first(pods)
+    index = capacity.index(order[0])
+    if any(p.constraint_key != order[0].constraint_key for p in order):
+        return 0  # several constraints: keep it simple, no hold
+    smallest = min(p.gpu for p in order)
+    names = {name for name in index.members if within is None or name in within}
+    names = {n for n in names if gpus(capacity.free[n]) + capacity.used_gpus(n, state) >= smallest}
+    running = _running_on(state, names)
+    ranked = []
+    for name in names:
+        ready = _ready(order[:1], capacity.free[name], running.get(name, []), now)
+        if ready is not None:  # (ready time, pods that must end, most free GPU first, name)
+            ranked.append((ready[0], len(ready[1]), -gpus(capacity.free[name]), name))
+    plan: list[tuple[str, PodInfo]] = []
+    remaining = order
+    ready_at: float = now
+    waits: list[tuple[float, str]] = []
+    for _, _, _, name in sorted(ranked):
+        if len(plan) >= need or not remaining:
+            break
+        room = dict(capacity.free[name])
+        for pod in running.get(name, []):
+            add_into(room, pod.request)
+        mine, left = [], []
+        for pod in remaining:
+            if len(plan) + len(mine) < need and fits(pod.request, room):
+                add_into(room, pod.request, -1)
+                mine.append(pod)
+            else:
+                left.append(pod)
+        if not mine:
+            continue
+        remaining = left
+        plan.extend((name, pod) for pod in mine)
+        when, gone = _ready(mine, capacity.free[name], running.get(name, []), now) or (float("inf"), [])
+        ready_at = max(ready_at, when)
+        waits.extend((_end(p, now), p.key) for p in gone)
+    if len(plan) < need:
+        return -1
+    taken = []
+    for name, pod in plan:
+        capacity.take(name, pod.request)
+        taken.append((name, pod.request))
+    if ready_at == float("inf"):
+        return Hold(taken, None)
+    return Hold(taken, ready_at, tuple(key for _, key in sorted(waits, reverse=True)[:3]))

@@ -1,0 +1,444 @@
+"""The controller's incremental picture of the cluster: nodes, their use, gangs and promises.
+
+Fed by list and watch events, `ClusterState` keeps per node the allocatable resources, the sum
+of the effective requests of the non-terminated pods bound to it (`used`) and the requests of
+pods released by ganggate but not yet bound (`promised`). Each event costs O(one pod + its
+gang); nothing is ever recomputed for the whole cluster. Pure: no I/O, no clock of its own.
+
+What the scheduler counts on a node follows its NodeInfo (pkg/scheduler/framework/types.go):
+every pod with spec.nodeName set that has not Succeeded or Failed, whatever its scheduler,
+including a pod being deleted (a deletionTimestamp): its room is free only once it is gone
+(or has reached a terminal phase), so nothing is promised on it until then.
+
+Released gang members that stop being members (failed, deleted, ...) are recorded once each
+as `MemberLoss`es in `losses`, for the shell to take (`take_losses`).
+
+Why this module is long: used, promised, gangs and the change sets the incremental planner
+reads are updated together by the same events; split apart they could disagree.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.fit.gpushare import NodeCards, node_cards, node_totals
+from ganggate.core.state.losses import MemberLoss, loss_of, losses_after_relist
+from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready
+# PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
+# back up into cluster (that was an import cycle); re-exported for callers that use this path.
+from ganggate.core.state.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
+from ganggate.core.fit.resources import GPU, Resources, add_into, node_allocatable
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """One node: what it offers, what bound pods use, what released pods are promised.
+
+    The node object is not kept (issue #11): `view` holds what node selection reads."""
+
+    name: str
+    #: The node trimmed to what nodematch reads (name, labels, taints, unschedulable, the
+    #: Ready condition), in the API's shape: Capacity and topology read it as a node object.
+    view: dict
+    allocatable: Resources
+    used: Resources
+    promised: Resources
+    #: What filters the node apart from labels (ready, cordoned, taints as JSON): nodes with
+    #: equal keys are one class to Capacity. Worked out once per node event, not per round.
+    filter_key: tuple = ()
+    #: (aliyun.com/gpu-mem, aliyun.com/gpu-count) the node advertises (gpushare.node_totals).
+    card_totals: tuple[int, int] = (0, 0)
+    ready: bool = False
+    cordoned: bool = False
+    #: The value to pin a pod with: the kubernetes.io/hostname label, else the name.
+    hostname: str = ""
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.view["metadata"]["labels"]
+
+    @classmethod
+    def from_node(cls, node: Mapping) -> "NodeInfo":
+        """Read once per node event; used and promised are the state's to attach."""
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        name = sys.intern(meta.get("name") or "")
+        ready = node_is_ready(node)
+        filter_key = _NODE_PARTS.one(node_filter_key(node))
+        labels = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v
+                  for k, v in (meta.get("labels") or {}).items()}
+        view = {
+            "metadata": {"name": name, "labels": labels},
+            # Nodes that filter alike share one spec and status (read only).
+            "spec": _NODE_PARTS.one(("spec", filter_key), lambda: _view_spec(spec)),
+            "status": _READY_STATUS if ready else _NOT_READY_STATUS,
+        }
+        allocatable = node_allocatable(node)
+        return cls(name=name, view=view, allocatable=_NODE_PARTS.one(tuple(allocatable.items()), lambda: allocatable),
+                   used={}, promised={}, filter_key=filter_key, card_totals=_NODE_PARTS.one(node_totals(node)),
+                   ready=ready, cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)))
+
+
+_READY_STATUS = {"conditions": [{"type": "Ready", "status": "True"}]}
+_NOT_READY_STATUS = {"conditions": [{"type": "Ready", "status": "False"}]}
+_NODE_PARTS = Shared()  # what many nodes repeat: filter keys, specs, allocatable, card totals
+
+
+def _view_spec(spec: Mapping) -> dict:
+    """spec.unschedulable and spec.taints, the parts of a node's spec nodematch reads."""
+    view: dict = {}
+    if spec.get("unschedulable"):
+        view["unschedulable"] = spec["unschedulable"]
+    if spec.get("taints"):
+        view["taints"] = spec["taints"]
+    return view
+
+
+@dataclass(slots=True)
+class Promise:
+    """Capacity held for a released pod until it is bound, deleted, or the deadline passes."""
+
+    gang_key: GangKey
+    pod_key: str
+    uid: str
+    node: str | None
+    request: Resources  # the pod's own request (shared with its PodInfo: never modified)
+    deadline: float
+    #: The (card index, amount) of shared GPU memory promised with it (GPU sharing), if any.
+    card: tuple[int, int] | None = None
+
+
+class ClusterState:
+    """The incremental picture of the cluster (see the module docstring).
+
+    bind_timeout_seconds is the deadline given to promises rebuilt from decision annotations
+    after a restart (the shell passes its own deadline to `promise`).
+    """
+
+    def __init__(
+        self,
+        *,
+        scheduler_names: tuple[str, ...] | list[str] = DEFAULT_SCHEDULER_NAMES,
+        max_pod_num: int = DEFAULT_MAX_POD_NUM,
+        bind_timeout_seconds: float = 120.0,
+        topology_levels: tuple[str, ...] | list[str] = (),
+    ) -> None:
+        self.scheduler_names = tuple(scheduler_names)
+        # Node label keys, widest first, whose values group nodes into domains (core.topology).
+        self.topology_levels = tuple(topology_levels)
+        self.max_pod_num = max_pod_num
+        self.bind_timeout_seconds = bind_timeout_seconds
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.gangs: dict[GangKey, Gang] = {}
+        self.promises: dict[str, Promise] = {}
+        #: Pods any scheduler may bind at any moment (unbound, ungated, alive), by key: the
+        #: planner keeps a gang out of room such a pod could take first (see planner).
+        self.pending: dict[str, PodInfo] = {}
+        #: Bound pods being deleted (a deletionTimestamp, not yet terminated), by key: they
+        #: still hold their node's room (see lifecycle.waits_for_terminating).
+        self.terminating: dict[str, PodInfo] = {}
+        #: Members lost since the shell last took them (take_losses).
+        self.losses: list[MemberLoss] = []
+        # Per node name, kept while the node object is missing (events come in any order).
+        self._used: dict[str, Resources] = {}
+        self._promised: dict[str, Resources] = {}
+        # (pod key, uid) whose promise timed out: not rebuilt from its decision annotation.
+        self._expired: set[tuple[str, str]] = set()
+        # GPU sharing: per node, pod key -> (card, amount) of the bound pods and of the promises
+        # that hold a card (two tables: a pod's promise and its binding overlap for a moment).
+        self._bound_cards: dict[str, dict[str, tuple[int, int]]] = {}
+        self._promised_cards: dict[str, dict[str, tuple[int, int]]] = {}
+        #: What changed since the incremental planner (core.incremental) last took it: nodes
+        #: whose free capacity may have changed, gangs whose pods or promises changed, and a
+        #: count bumped on a relist or a change to the node set or to what filters nodes
+        #: (labels, taints, readiness, cordon, allocatable, cards), after which it starts over.
+        #: The dirty sets are kept only once a consumer has asked (else they would only grow).
+        self.track_changes = False
+        self.dirty_nodes: set[str] = set()
+        self.dirty_gangs: set[GangKey] = set()
+        self.layout_version = 0
+
+    # ---- queries -------------------------------------------------------------------------
+
+    def free(self, node_name: str) -> Resources:
+        """allocatable - used - promised (negative when over-committed)."""
+        node = self.nodes.get(node_name)
+        out: Resources = dict(node.allocatable) if node else {}
+        add_into(out, self._used.get(node_name, {}), -1)
+        add_into(out, self._promised.get(node_name, {}), -1)
+        return out
+
+    def cards(self, node_name: str) -> NodeCards | None:
+        """The node's GPU cards and their shared use (bound pods and promises, from their card
+        annotations), or None for a node that does not advertise aliyun.com/gpu-mem and
+        aliyun.com/gpu-count. Cards given whole: the node's used and promised nvidia.com/gpu."""
+        node = self.nodes.get(node_name)
+        if node is None:
+            return None
+        total, count = node.card_totals
+        if not count:
+            return None
+        held = [(card, amount, key) for table in (self._bound_cards, self._promised_cards)
+                for key, (card, amount) in sorted(table.get(node_name, {}).items())]
+        whole = -(-(self._used.get(node_name, {}).get(GPU, 0) + self._promised.get(node_name, {}).get(GPU, 0)) // 1000)
+        return node_cards(node_name, total, count, held, whole)
+
+    def gang_of(self, pod: PodInfo) -> GangKey | None:
+        """The gang a pod belongs to, or None when it is in none ganggate serves."""
+        if pod.scheduler_name not in self.scheduler_names or not isinstance(pod.gang, GangSpec):
+            return None
+        return (pod.namespace, pod.gang.name)
+
+    # ---- events --------------------------------------------------------------------------
+
+    def reset(self, nodes: Iterable[Mapping], pods: Iterable[Mapping]) -> None:
+        """Replace the whole picture after a (re)list. Explicit promises of pods that are
+        still there unbound are kept; the rest end."""
+        self.replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p, self.max_pod_num) for p in pods])
+
+    def replace(self, nodes: Iterable[NodeInfo] | None = None, pods: Iterable[PodInfo] | None = None) -> None:
+        """`reset` from nodes and pods already read (an informer reads each page of a list as
+        it comes, not the whole list at once); None keeps the current ones, so a relist of one
+        kind rebuilds the picture with the other as it is."""
+        nodes = list(self.nodes.values()) if nodes is None else nodes
+        pods = list(self.pods.values()) if pods is None else pods
+        old_promises = self.promises
+        self.nodes, self.pods, self.gangs, self.promises, self.pending = {}, {}, {}, {}, {}
+        self.terminating = {}
+        self._used, self._promised = {}, {}
+        self._bound_cards, self._promised_cards = {}, {}
+        self.dirty_nodes, self.dirty_gangs = set(), set()
+        for node in nodes:
+            self._put_node(node)
+        touched: set[GangKey] = set()
+        for info in pods:
+            self._add_pod(info, touched)
+        for promise in old_promises.values():
+            pod = self.pods.get(promise.pod_key)
+            if pod is not None and pod.uid == promise.uid and self._awaits_binding(pod):
+                self._hold(promise)
+        for pod in self.pods.values():
+            self._rebuild_promise(pod)
+        for key in touched:
+            self._refresh_gang(key)
+        self.losses = losses_after_relist(self.gangs)
+        self.layout_version += 1
+
+    def take_losses(self) -> list[MemberLoss]:
+        """The members lost since the last call (each loss is reported once)."""
+        losses, self.losses = self.losses, []
+        return losses
+
+    def apply_node(self, event_type: str, node: dict) -> None:
+        """A node ADDED, MODIFIED or DELETED."""
+        name = (node.get("metadata") or {}).get("name") or ""
+        if event_type == "DELETED":
+            if self.nodes.pop(name, None) is not None:
+                self.layout_version += 1
+        else:
+            self._upsert_node(node)
+
+    def apply_pod(self, event_type: str, pod: dict) -> None:
+        """A pod ADDED, MODIFIED or DELETED; events for one pod may come in any order."""
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        touched: set[GangKey] = set()
+        old = self.pods.get(key)
+        if old is not None:
+            self._remove_pod(old, touched)
+        info = None if event_type == "DELETED" else PodInfo.from_pod(pod, self.max_pod_num)
+        if old is not None and (gang_key := self.gang_of(old)) is not None:
+            loss = loss_of(gang_key, old, info if info is None or info.uid == old.uid else None)
+            if loss is not None:
+                self.losses.append(loss)
+        if info is None:
+            self._end_promise(key)
+        else:
+            self._add_pod(info, touched)
+            promise = self.promises.get(key)
+            if promise is not None and (promise.uid != info.uid or not self._awaits_binding(info)):
+                self._end_promise(key)
+            self._rebuild_promise(info)
+        for gang_key in touched:
+            self._refresh_gang(gang_key)
+
+    # ---- promises ------------------------------------------------------------------------
+
+    def promise(
+        self,
+        gang_key: GangKey,
+        placement: dict[str, str | None],
+        deadline: float,
+        cards: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
+        """Hold the requests of released pods on their planned nodes until they are bound.
+
+        placement maps pod key -> node name (None: released unpinned, counted nowhere but
+        still watched for the bind timeout). Pods unknown or already bound are skipped.
+        cards maps pod key -> (card, amount) for the pods given a share of one GPU card.
+        """
+        for pod_key, node in placement.items():
+            pod = self.pods.get(pod_key)
+            if pod is None or pod.node_name or pod.terminated:
+                continue
+            self._end_promise(pod_key)
+            card = (cards or {}).get(pod_key)
+            self._hold(Promise(gang_key, pod_key, pod.uid, node, pod.request, deadline, card))
+
+    def expired_promises(self, now: float) -> list[tuple[GangKey, list[str]]]:
+        """Gangs whose released pods are still unbound past the deadline, with those pods.
+
+        The promises are cleared: the capacity is no longer held for them. A promise whose
+        pod is still gated at its deadline (its release never happened, e.g. it was cut
+        short) is cleared without being reported: that pod was never released, so it did not
+        fail to bind, and its gang can be rolled forward.
+        """
+        by_gang: dict[GangKey, list[str]] = {}
+        for key, promise in list(self.promises.items()):
+            if promise.deadline <= now:
+                pod = self.pods.get(key)
+                if pod is not None and not pod.gated:
+                    by_gang.setdefault(promise.gang_key, []).append(key)
+                    self._expired.add((key, promise.uid))
+                self._end_promise(key)
+        return [(gang, sorted(keys)) for gang, keys in sorted(by_gang.items())]
+
+    def cancel_promises(self, pod_keys: Iterable[str]) -> None:
+        """Give back what was promised to pods that were not released after all (a release
+        whose validation failed): only pods still gated, or gone, lose their promise."""
+        for pod_key in pod_keys:
+            pod = self.pods.get(pod_key)
+            if pod is None or pod.gated:
+                self._end_promise(pod_key)
+
+    def promised_pods(self, node_name: str) -> list[str]:
+        """Keys of the pods holding a promise on the node."""
+        return sorted(k for k, p in self.promises.items() if p.node == node_name)
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _upsert_node(self, node: Mapping) -> None:
+        self._put_node(NodeInfo.from_node(node))
+
+    def _put_node(self, info: NodeInfo) -> None:
+        name = info.name
+        old = self.nodes.get(name)
+        info.used = self._used.setdefault(name, {})
+        info.promised = self._promised.setdefault(name, {})
+        self.nodes[name] = info
+        if self.track_changes:
+            self.dirty_nodes.add(name)
+        if old is None or (old.filter_key, old.allocatable, old.card_totals, old.labels) != (
+            info.filter_key, info.allocatable, info.card_totals, info.labels
+        ):
+            self.layout_version += 1
+
+    def _add_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
+        self.pods[info.key] = info
+        if info.schedulable_pending:
+            self.pending[info.key] = info
+        if info.terminating and info.node_name and not info.terminated:
+            self.terminating[info.key] = info
+        if info.node_name and not info.terminated:
+            _add(self._used, info.node_name, info.request, 1)
+            if self.track_changes:
+                self.dirty_nodes.add(info.node_name)
+            if info.gpu_card is not None:
+                self._bound_cards.setdefault(info.node_name, {})[info.key] = info.gpu_card
+        gang_key = self.gang_of(info)
+        if gang_key is not None:
+            gang = self.gangs.get(gang_key)
+            if gang is None:
+                gang = self.gangs[gang_key] = Gang(namespace=gang_key[0], name=gang_key[1], key=gang_key)
+            gang.add(info)
+            touched.add(gang_key)
+
+    def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
+        self.pods.pop(info.key, None)
+        self.pending.pop(info.key, None)
+        self.terminating.pop(info.key, None)
+        if info.node_name and not info.terminated:
+            _add(self._used, info.node_name, info.request, -1)
+            if self.track_changes:
+                self.dirty_nodes.add(info.node_name)
+            self._bound_cards.get(info.node_name, {}).pop(info.key, None)
+        gang_key = self.gang_of(info)
+        if gang_key is not None and gang_key in self.gangs:
+            self.gangs[gang_key].discard(info.key)
+            touched.add(gang_key)
+
+    def _refresh_gang(self, key: GangKey) -> None:
+        if self.track_changes:
+            self.dirty_gangs.add(key)
+        gang = self.gangs.get(key)
+        if gang is None:
+            return
+        if not gang.pods:
+            del self.gangs[key]
+            return
+        gang.refresh()
+
+    @staticmethod
+    def _awaits_binding(pod: PodInfo) -> bool:
+        return not pod.node_name and pod.member
+
+    def _hold(self, promise: Promise) -> None:
+        self.promises[promise.pod_key] = promise
+        if self.track_changes:
+            self.dirty_gangs.add(promise.gang_key)
+        if promise.node is not None:
+            _add(self._promised, promise.node, promise.request, 1)
+            if self.track_changes:
+                self.dirty_nodes.add(promise.node)
+            if promise.card is not None:
+                self._promised_cards.setdefault(promise.node, {})[promise.pod_key] = promise.card
+
+    def _end_promise(self, pod_key: str) -> None:
+        promise = self.promises.pop(pod_key, None)
+        if promise is not None:
+            if self.track_changes:
+                self.dirty_gangs.add(promise.gang_key)
+        if promise is not None and promise.node is not None:
+            _add(self._promised, promise.node, promise.request, -1)
+            if self.track_changes:
+                self.dirty_nodes.add(promise.node)
+            self._promised_cards.get(promise.node, {}).pop(pod_key, None)
+
+    def _rebuild_promise(self, pod: PodInfo) -> None:
+        """After a restart: a released, unbound gang pod with a decision naming a node holds
+        that node's capacity (roll forward counts it as promised)."""
+        if pod.key in self.promises or pod.gated or not self._awaits_binding(pod):
+            return
+        if not isinstance(pod.decision, dict) or (pod.key, pod.uid) in self._expired:
+            return
+        gang_key = self.gang_of(pod)
+        node = pod.decision.get("node")
+        if gang_key is None or not isinstance(node, str) or not node:
+            return
+        deadline = parse_time(pod.decision.get("time")) + self.bind_timeout_seconds
+        card = pod.gpu_card if pod.shared_gpu > 0 else None  # the card its annotations record
+        self._hold(Promise(gang_key, pod.key, pod.uid, node, pod.request, deadline, card))
+
+
+def node_filter_key(node: Mapping) -> tuple:
+    """What filters a node apart from its labels: (ready, cordoned, taints as canonical JSON)."""
+    taints = (node.get("spec") or {}).get("taints")
+    return (node_is_ready(node), node_is_cordoned(node), canonical_json(taints) if taints else "[]")
+
+
+def _add(table: dict[str, Resources], node_name: str, amounts: Mapping[str, int], sign: int) -> None:
+    """table[node] += sign * amounts, dropping zero entries.
+
+    The per-node dicts are made once per name and shared with NodeInfo.used/promised."""
+    target = table.setdefault(node_name, {})
+    for name, amount in amounts.items():
+        value = target.get(name, 0) + sign * amount
+        if value:
+            target[name] = value
+        else:
+            target.pop(name, None)

@@ -1,0 +1,49 @@
+"""Per-kind create/update strategies for the kinds whose rules live outside ganggate.sim.apiserver.validation.
+
+The API server asks `for_key(resource key)`; None means the kind's rules are in validation.py.
+Each Strategy bundles what a registry's RESTCreateStrategy/RESTUpdateStrategy does
+(k8s.io/apiserver/pkg/registry/rest/create.go, update.go): defaulting, PrepareForCreate,
+PrepareForUpdate (main resource and status), Validate, ValidateUpdate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ganggate.sim.apiserver.admission import priority
+from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
+from ganggate.sim.apimachinery.errors import Cause
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """The strategy functions of one kind."""
+
+    default: Callable[[Obj], None]
+    prepare_create: Callable[[Obj], None]
+    prepare_update: Callable[[Obj, Mapping[str, Any]], None]
+    prepare_status_update: Callable[[Obj, Mapping[str, Any]], None]
+    validate: Callable[[Mapping[str, Any]], list[Cause]]
+    validate_update: Callable[[Mapping[str, Any], Mapping[str, Any]], list[Cause]]
+    default_delete_policy: str = "Background"
+
+
+_STRATEGIES: dict[str, Strategy] = {
+    "services": Strategy(services.default_service, services.prepare_create, services.prepare_update,
+                         services.prepare_status_update, services.validate, services.validate_update),
+    "jobs.batch": Strategy(job_strategy.default_job, job_strategy.prepare_create, job_strategy.prepare_update,
+                           job_strategy.prepare_status_update, job_strategy.validate, job_strategy.validate_update,
+                           job_strategy.DEFAULT_DELETE_POLICY),
+    priority.KEY: Strategy(priority.default_priority_class, priority.prepare_create, priority.prepare_update,
+                           priority.prepare_update, priority.validate, priority.validate_update),
+    disruption.KEY: Strategy(disruption.default_pdb, disruption.prepare_create, disruption.prepare_update,
+                             disruption.prepare_status_update, disruption.validate, disruption.validate_update),
+}
+
+
+def for_key(key: str) -> Strategy | None:
+    """The strategy of a resource key (`services`, `jobs.batch`), or None."""
+    return _STRATEGIES.get(key)

@@ -1,0 +1,190 @@
+"""kubesim's Job controller stand-in: an HTTP client of the API server, like kube-controller-manager's.
+
+It watches Jobs and pods (ganggate.sim.client.informers.Reflector) and syncs one Job at a time, as
+pkg/controller/job/job_controller.go does: creates pods from the template (through the API, so
+they pass the admission chain and the ganggate webhook gates them) to keep `parallelism` pods
+active up to the remaining completions; replaces pods that fail or are deleted until the number
+of failures exceeds `backoffLimit` (then FailureTarget and Failed, reason BackoffLimitExceeded,
+and the active pods deleted); marks the Job SuccessCriteriaMet and Complete with a completionTime
+once enough pods succeeded; writes status.active/ready/succeeded/failed/startTime/
+completedIndexes through the status subresource. Controller expectations (controller_utils.go
+ControllerExpectations) stop it from acting again before it has seen its own creates and deletes.
+
+Simplifications: no pod finalizers (`batch.kubernetes.io/job-tracking`): terminated and deleted
+pods are counted from the watch, in memory, so a pod deleted before it finished counts as failed
+(as with the finalizer) and the counts do not survive a restart of the controller; no
+podFailurePolicy, backoffLimitPerIndex, activeDeadlineSeconds, ttlSecondsAfterFinished, pod
+backoff delay or adoption of orphans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import aiohttp
+
+from ganggate.sim.controllers import job_pods
+from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.workqueue import WorkQueue, put_status
+from ganggate.sim.apimachinery.timestamps import now_rfc3339
+
+log = logging.getLogger(__name__)
+
+
+
+
+class JobController:
+    """Runs batch/v1 Jobs against kubesim."""
+
+    def __init__(self, base_url: str, *, retry_seconds: float = 0.5, shared: SharedInformers | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.shared = shared  # the process's shared informers (Components), or None: watches of its own
+        self._session: aiohttp.ClientSession | None = None
+        self._jobs: Reflector | None = None
+        self._pods: Reflector | None = None
+        self._queue = WorkQueue(retry_seconds)
+        self._expect: dict[str, set[str]] = {}  # job key -> names (creates) and uids (deletes) not yet seen
+        self._finished: dict[str, dict[str, tuple[str, int | None]]] = {}  # job uid -> pod uid -> (phase, index)
+        self.ready = asyncio.Event()
+        """Set once the pods and the Jobs have been listed."""
+
+    # -- informer handlers ---------------------------------------------------------------
+
+    def has_work(self) -> bool:
+        """Jobs queued or being synced (a sync creates its pods one request at a time), or pod
+        creations and deletions sent but not yet seen in the watch."""
+        return self._queue.busy or any(self._expect.values())
+
+    def enqueue(self, key: str) -> None:
+        self._queue.add(key)
+
+    def on_job(self, kind: str, job: dict, old: dict | None) -> None:
+        key = object_key(job)
+        if kind == "DELETED":
+            self._expect.pop(key, None)
+            self._finished.pop((job.get("metadata") or {}).get("uid", ""), None)
+            return
+        self.enqueue(key)
+
+    def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
+        ref = job_pods.controller_ref(pod)
+        if ref is None:
+            return
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{ref.get('name')}"
+        expected = self._expect.get(key)
+        if expected is not None:
+            expected.discard(meta.get("name", ""))
+            if kind == "DELETED":
+                expected.discard(meta.get("uid", ""))
+        phase = (pod.get("status") or {}).get("phase")
+        finished = self._finished.setdefault(ref.get("uid", ""), {})
+        if meta.get("uid") not in finished:
+            if phase in job_pods.TERMINAL:
+                finished[meta["uid"]] = (phase, job_pods.pod_index(pod))
+            elif kind == "DELETED":
+                finished[meta["uid"]] = ("Failed", job_pods.pod_index(pod))  # removed before it finished
+        self.enqueue(key)
+
+    # -- one sync ------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        """Bring one Job's pods and status in line with its spec (syncJob)."""
+        job = self._jobs.store.get(key) if self._jobs else None
+        if job is None or job_pods.is_finished(job) or self._expect.get(key):
+            return
+        meta, spec = job["metadata"], job.get("spec") or {}
+        uid = meta["uid"]
+        pods = [p for p in (self._pods.store.values() if self._pods else [])
+                if (job_pods.controller_ref(p) or {}).get("uid") == uid]
+        active = [p for p in pods if job_pods.is_active(p)]
+        finished = self._finished.get(uid, {})
+        failed = sum(1 for phase, _ in finished.values() if phase == "Failed")
+        indexed = spec.get("completionMode") == "Indexed"
+        succeeded_indexes = {i for phase, i in finished.values() if phase == "Succeeded" and i is not None}
+        succeeded = len(succeeded_indexes) if indexed else sum(1 for phase, _ in finished.values() if phase == "Succeeded")
+        status = dict(job.get("status") or {})
+        now = now_rfc3339()
+        conditions = list(status.get("conditions") or [])
+        completions = spec.get("completions")
+        done = (succeeded >= int(completions)) if completions is not None else (succeeded > 0 and not active)
+        to_delete: list[dict] = []
+        if failed > int(spec.get("backoffLimit", 6)):
+            message = "Job has reached the specified backoff limit"
+            conditions += [job_pods.condition(t, "BackoffLimitExceeded", message, now) for t in ("FailureTarget", "Failed")]
+            to_delete = active
+        elif done:
+            message = "Reached expected number of succeeded pods"
+            conditions += [job_pods.condition(t, "CompletionsReached", message, now) for t in ("SuccessCriteriaMet", "Complete")]
+            status["completionTime"] = now
+            to_delete = active
+        elif spec.get("suspend"):
+            if not any(c.get("type") == "Suspended" for c in conditions):
+                conditions.append(job_pods.condition("Suspended", "JobSuspended", "Job suspended", now))
+            to_delete = active
+        else:
+            status.setdefault("startTime", now)
+            to_delete = list(job_pods.excess_active(job, active, succeeded))
+            for index in job_pods.plan_creates(job, active, succeeded_indexes, succeeded):
+                await self._create(key, job, index)
+        for pod in to_delete:
+            await self._delete(key, pod)
+        gone = {p["metadata"]["uid"] for p in to_delete}
+        still = [p for p in active if p["metadata"]["uid"] not in gone]
+        status.update({"active": len(still), "ready": sum(1 for p in still if job_pods.is_ready(p)),
+                       "succeeded": succeeded, "failed": failed, "uncountedTerminatedPods": {}})
+        if conditions:
+            status["conditions"] = conditions
+        if indexed and succeeded_indexes:
+            status["completedIndexes"] = job_pods.format_indexes(succeeded_indexes)
+        for field in ("active", "succeeded", "failed"):
+            if not status[field]:
+                del status[field]  # omitempty
+        if status != (job.get("status") or {}):
+            await self._write_status(key, job, status)
+
+    async def _create(self, key: str, job: dict, index: int | None) -> None:
+        pod = job_pods.pod_from_template(job, index)
+        url = f"{self.base_url}/api/v1/namespaces/{job['metadata'].get('namespace', 'default')}/pods"
+        async with self._session.post(url, json=pod) as response:  # type: ignore[union-attr]
+            body = await response.json(content_type=None)
+            if response.status != 201:
+                raise RuntimeError(f"FailedCreate {key}: {response.status} {body.get('message')}")
+        name = body["metadata"]["name"]
+        # The watch may deliver the pod before this response: an expectation it already met would wait for ever.
+        if self._pods is None or f"{body['metadata'].get('namespace')}/{name}" not in self._pods.store:
+            self._expect.setdefault(key, set()).add(name)
+
+    async def _delete(self, key: str, pod: dict) -> None:
+        meta = pod["metadata"]
+        url = f"{self.base_url}/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}"
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta.get("uid")}}
+        async with self._session.delete(url, json=body) as response:  # type: ignore[union-attr]
+            await response.read()
+            seen = self._pods.store.get(object_key(pod)) if self._pods else None
+            if response.status == 200 and seen is not None and seen["metadata"].get("uid") == meta.get("uid"):
+                self._expect.setdefault(key, set()).add(meta["uid"])  # not yet seen gone (the watch may be first)
+            elif response.status not in (404, 409):
+                raise RuntimeError(f"FailedDelete {key}: {response.status}")
+
+    async def _write_status(self, key: str, job: dict, status: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        url = f"{self.base_url}/apis/batch/v1/namespaces/{meta.get('namespace')}/jobs/{meta['name']}/status"
+        await put_status(self._session, url, job, status, key)  # type: ignore[arg-type]
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        await self._queue.run(self.sync, log, "job")
+
+    async def run(self) -> None:
+        """Watch Jobs and pods and sync Jobs until cancelled."""
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            self._session = session
+            self._pods = reflector_for(session, self.base_url, "/api/v1/pods", self.on_pod, self.shared)
+            self._jobs = reflector_for(session, self.base_url, "/apis/batch/v1/jobs", self.on_job, self.shared)
+            # Know the pods before judging the Jobs.
+            await run_synced(self._pods, self._jobs, self._work, self.ready)
