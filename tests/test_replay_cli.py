@@ -91,3 +91,15 @@ def test_replay_on_a_topology_prints_the_placement_table(tmp_path):
     assert result.returncode == 2 and "needs a cluster with a topology" in result.stderr
     result = ganggate("replay", "--trace", str(trace), "--topology", "2x2", "--out", str(tmp_path / "o"))
     assert result.returncode == 2 and "BLOCKSxRACKSxNODES" in result.stderr
+
+
+def test_a_sweep_plots_utilisation_against_the_largest_gangs_max_wait(tmp_path):
+    out = tmp_path / "sweep"
+    result = ganggate("replay", "--synth", "--starve", "--jobs", "12", "--nodes", "2",
+                      "--sweep", "starvation-blind-seconds=600", "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [r["setting"] for r in csv.DictReader((out / "sweep.csv").open())]
+    assert rows == ["count", "ganggate, guard off", "ganggate, default", "starvation-blind-seconds=600"]
+    assert (out / "tradeoff.png").read_bytes()[:4] == b"\x89PNG"
+    bad = ganggate("replay", "--synth", "--sweep", "starvation-minutes=5", "--out", str(out))
+    assert bad.returncode == 2 and "unknown parameter 'starvation-minutes'" in bad.stderr

@@ -90,3 +90,13 @@ def test_where_pods_have_no_deadline_room_is_held_only_after_the_blind_limit():
     decisions, waiting = decide(state, T0 + 3700, starvation_seconds=300, blind_seconds=3600)
     assert decisions == []  # a is held for big now
     assert next(w for w in waiting if w.gang_key[1] == "big").message.endswith("capacity held back on 1 node")
+
+
+def test_no_start_is_promised_while_an_older_gang_still_waits():
+    # "aaa" is older in round order (same age, key first) and waits too: it could take the
+    # room freed for "big" before big's turn, so big is held for but promised nothing.
+    pods = two_nodes() + gang("big", 1, 8, created=0) + gang("aaa", 1, 16, created=0)
+    state = cluster([make_node("a"), make_node("b")], pods)
+    _, waiting = decide(state, T0 + 600, starvation_seconds=300)
+    big = next(w for w in waiting if w.gang_key[1] == "big")
+    assert big.message.endswith("capacity held back on 1 node") and "at the latest" not in big.message

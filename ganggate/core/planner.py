@@ -12,7 +12,7 @@ Unfit, Capacity, plan_gang, gpus, count_only_fits, totals_only_fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Mapping
 
@@ -26,7 +26,7 @@ from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.policy.lifecycle import waits_for_terminating
-from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, round_order
+from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, round_key, round_order
 from ganggate.core.state.outcome import Decision, Unfit, Waiting
 from ganggate.core.placement.packing import plan_gang
 from ganggate.core.state.pods import PodInfo
@@ -127,6 +127,15 @@ class HoldBack:
 
     gang: GangKey | None = None
     hold: Hold | None = None  # what was held for it, and its earliest start when known
+    decided: set[GangKey] = field(default_factory=set)  # gangs released so far this round
+
+
+def first_in_line(gang: Gang, state: ClusterState, decided: set[GangKey]) -> bool:
+    """No older (or higher-priority) gang still waits: none may take the room freed for this
+    one before its turn in a later round, so the start a hold promises can hold."""
+    key = round_key(gang)
+    return not any(other.state == "waiting" and other.key not in decided and round_key(other) < key
+                   for other in state.gangs.values())
 
 
 def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
@@ -151,6 +160,16 @@ def plan_one(
 ) -> Decision | Waiting | None:
     """One gang's turn in a round: its release (taken from `capacity`), why it waits, or None
     (nothing to release, a release in flight, or a started gang's extras waiting quietly)."""
+    outcome = _plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding, blind_seconds)
+    if isinstance(outcome, Decision):
+        holding.decided.add(gang.key)
+    return outcome
+
+
+def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, reserved: Mapping[GangKey, Reservation],
+              rivals: Rivals, starvation_seconds: float, holding: HoldBack, blind_seconds: float | None,
+              ) -> Decision | Waiting | None:
+    """plan_one without the bookkeeping."""
     pods = releasable(gang, state)
     if pods is None:
         return None
@@ -200,7 +219,8 @@ def plan_one(
                         f"but not every pod there has a deadline: held after {blind:.0f}s")
         elif isinstance(held, Hold):
             message += f"; waited {waited:.0f}s, capacity held back on {plural(held.nodes, 'node')}"
-            message += start_message(held)
+            if first_in_line(gang, state, holding.decided):  # else an older gang may take the room first
+                message += start_message(held)
             if gang.state != "partial":
                 holding.gang, holding.hold = gang.key, held
         elif held < 0:

@@ -47,10 +47,10 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--seed", type=int, default=1, help="seed of a synthetic trace (default 1)")
     replay.add_argument("--load", type=_positive_float, default=None,
                         help="offered load of a synthetic trace, GPU demand / capacity (default 0.9; with --starve, "
-                             "of the small jobs' stream alone, default 1.1)")
+                             "of the small jobs' stream alone, default 0.75)")
     replay.add_argument("--starve", action="store_true",
                         help="with --synth: a starvation trace, a steady stream of 1-GPU jobs with a gang of half "
-                             "the cluster's nodes after every 40 of them (replay/synth.py StarveConfig)")
+                             "the cluster's nodes after every 50 of them (replay/synth.py StarveConfig)")
     replay.add_argument("--nodes", type=_positive_int, default=4, help="GPU nodes of the cluster (default 4)")
     replay.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (default 8)")
     replay.add_argument("--node-cpu", default="64", help="CPU of each node (default 64)")
@@ -78,6 +78,10 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--starvation-blind-seconds", type=_positive_float, default=None, metavar="SECONDS",
                         help="the controller's limit for a hold where pods have no deadline (default: the "
                              "controller's own, 21600)")
+    replay.add_argument("--sweep", default="", metavar="NAME=V1,V2,...",
+                        help="instead of --modes: run ganggate once per value of starvation-seconds or "
+                             "starvation-blind-seconds, and count, the guard off and the defaults, and plot mean "
+                             "utilisation against the largest gang class's max wait (tradeoff.png, sweep.csv)")
     replay.add_argument("--deadline-factor", type=float, default=None, metavar="F",
                         help="give every pod spec.activeDeadlineSeconds = F x its job's run time (F >= 1: a run-time "
                              "bound users state, as Slurm's time limits; the starvation guard lets jobs that surely "
@@ -136,6 +140,7 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.core.fit.resources import QuantityError, parse_quantity
     from ganggate.replay import engine, report
     from ganggate.replay.plot import plot_modes
+    from ganggate.replay.sweep import parse_sweep
     from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving
     from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
     from ganggate.replay.trace import TraceError, load_trace, with_deadlines, write_trace
@@ -168,8 +173,8 @@ def _replay(args: argparse.Namespace) -> int:
             source = f"{args.alibaba}, one job per pod"
         elif args.starve:
             jobs = generate_starving(StarveConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                                                  seed=args.seed, load=args.load or 1.1))
-            source = f"starvation trace: {args.jobs} jobs, seed {args.seed}, stream load {args.load or 1.1:g}"
+                                                  seed=args.seed, load=args.load or 0.75))
+            source = f"starvation trace: {args.jobs} jobs, seed {args.seed}, stream load {args.load or 0.75:g}"
         else:
             args.load = args.load or 0.9
             jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
@@ -184,12 +189,15 @@ def _replay(args: argparse.Namespace) -> int:
         planned = _disruptions(args, jobs, nodes)
         scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else ())
         engine.check_fits(scenario)
+        sweep = parse_sweep(args.sweep) if args.sweep else None
     except (TraceError, ValueError, engine.ReplayError) as exc:
         print(f"ganggate replay: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     if args.trace is None:
         write_trace(jobs, args.out / "trace.csv")
+    if sweep is not None:
+        return _sweep(sweep, scenario, args, f"{len(jobs)} jobs ({source})")
     print(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
           f"modes: {', '.join(modes)}", flush=True)
 
@@ -239,6 +247,35 @@ def _replay(args: argparse.Namespace) -> int:
     print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'jobs.csv'}, {args.out / 'timeseries.csv'}, "
           f"{args.out / 'replay.png'}"
           + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
+    return 0
+
+
+def _sweep(sweep: Any, scenario: Any, args: argparse.Namespace, source: str) -> int:
+    """replay --sweep: the baselines and one ganggate run per value; sweep.csv and tradeoff.png."""
+    import asyncio
+    from dataclasses import replace
+
+    from ganggate.replay import engine, report
+    from ganggate.replay.sweep import run_sweep
+
+    print(f"sweeping {sweep.parameter} over {', '.join(f'{v:g}' for v in sweep.values)} on {source}", flush=True)
+
+    async def run(mode: str, settings: dict) -> Any:
+        result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings)
+        print(f"  {mode} {settings or '(defaults)'}: {result.wall_seconds:.1f} s", flush=True)
+        return result.summary
+
+    try:
+        rows = asyncio.run(run_sweep(sweep, run, args.out, title=args.title or source))
+    except engine.ReplayError as exc:
+        print(f"ganggate replay: {exc}", file=sys.stderr)
+        return 1
+    summaries = [replace(summary, mode=label) for label, summary in rows]  # the row's label in the tables
+    print()
+    print(report.markdown_table(summaries))
+    print()
+    print(report.jobs_table(summaries))
+    print(f"\nwrote {args.out / 'sweep.csv'}, {args.out / 'tradeoff.png'}")
     return 0
 
 

@@ -142,25 +142,26 @@ def with_topology(jobs: list[Job], config: SynthConfig) -> list[Job]:
 @dataclass(frozen=True)
 class StarveConfig:
     """A starvation trace: a steady stream of 1-GPU jobs at `load` (offered GPU demand /
-    capacity of the stream alone; above 1 the stream always has jobs queued) and, after every
-    `every` small jobs, one large gang of whole nodes asking `gang_share` of the cluster.
+    capacity of the stream alone) and, after every `every` small jobs, one large gang of whole
+    nodes asking `gang_share` of the cluster (about 0.14 more load with the defaults).
 
-    Each GPU a small job frees is taken at once by a queued small one, so a large gang, which
-    needs whole nodes empty together, finds them only when the stream stops: without a guard
-    its wait grows with the trace's length. Small jobs' run times are log-normal but capped
-    (`max_run_time`), so a guard that drains nodes for a gang has a bounded drain."""
+    A small job finds a free GPU almost at once, and best fit packs it beside others, but a
+    large gang needs whole nodes empty together, which a steady stream never leaves: without a
+    guard it starts only when the stream stops, so its wait grows with the trace's length.
+    Small jobs' run times are log-normal but capped (`max_run_time`), so a guard that drains
+    nodes for a gang has a bounded drain."""
 
-    jobs: int = 200  # small jobs and gangs together
+    jobs: int = 120  # small jobs and gangs together
     nodes: int = 4
     gpus_per_node: int = 8
     seed: int = 1
-    load: float = 1.1
-    every: int = 40
+    load: float = 0.75
+    every: int = 50
     gang_share: float = 0.5
     gang_run_time: float = 1800.0
-    median_run_time: float = 1200.0
+    median_run_time: float = 2400.0
     run_time_sigma: float = 0.8
-    max_run_time: float = 7200.0
+    max_run_time: float = 14400.0
 
 
 def generate_starving(config: StarveConfig) -> list[Job]:
