@@ -208,7 +208,7 @@ class _Engine:
         async def finish(pod: dict) -> None:
             name = pod["metadata"]["name"]
             url = f"{self.sim.url}/api/v1/namespaces/{NAMESPACE}/pods/{name}/status"
-            async with self.session.patch(url, json=succeeded_status(pod, now_rfc3339()),
+            async with self.session.patch(url, json=succeeded_status(pod, now_rfc3339(self.kubelet.clock.epoch())),
                                           headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
                 body = await response.read()
                 if response.status >= 300:
