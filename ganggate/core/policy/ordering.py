@@ -112,40 +112,62 @@ def _free_gpu_anywhere(capacity: Capacity, pod: PodInfo) -> bool:
     return bool(index.levels) and index.levels[-1] > 0
 
 
-def _running_on(state: ClusterState, names: set[str]) -> dict[str, list[PodInfo]]:
-    """The bound, unfinished pods on the given nodes, by node."""
-    out: dict[str, list[PodInfo]] = {}
+@dataclass(frozen=True)
+class _Occupant:
+    """A pod that holds room on a node: when it surely ends (inf: unknown), and what it holds."""
+
+    end: float
+    request: Resources
+    key: str
+
+
+def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, list[_Occupant]]:
+    """The pods holding room on the given nodes, by node: bound unfinished pods, and released
+    pods not bound yet (promised: they bind by the promise's deadline, so with a deadline of
+    their own they surely end by the two added up)."""
+    out: dict[str, list[_Occupant]] = {}
     for pod in state.pods.values():
         if pod.node_name in names and not pod.terminated:
-            out.setdefault(pod.node_name, []).append(pod)
+            out.setdefault(pod.node_name, []).append(_Occupant(_end(pod, now), pod.request, pod.key))
+    for promise in state.promises.values():
+        if promise.node in names:
+            pod = state.pods.get(promise.pod_key)
+            seconds = pod.deadline_seconds if pod is not None else None
+            end = max(promise.deadline, now) + seconds if seconds is not None else float("inf")
+            out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key))
     return out
 
 
 def _end(pod: PodInfo, now: float) -> float:
-    """When the pod surely ends: now if it is being deleted, its deadline, else never (inf)."""
+    """When the pod surely ends: now if it is being deleted, startTime + its deadline, else
+    never (inf). A pod bound but not started yet (no startTime: the kubelet starts it within
+    moments) counts from now; else, for that instant, its node would look unusable and the
+    hold would move off the nodes it is draining."""
     if pod.terminating:
         return now
+    if pod.deadline_seconds is not None and not pod.started:
+        return now + pod.deadline_seconds
     ends = pod.ends_by
     return float("inf") if ends is None else max(ends, now)
 
 
-def _ready(pods: Sequence[PodInfo], free: Resources, running: list[PodInfo], now: float
-           ) -> tuple[float, list[PodInfo]] | None:
-    """When the node has room for all of `pods` (the earliest-ending running pods leave first),
-    and the pods that must end for it; None when it never has, even emptied."""
+def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant], now: float
+           ) -> tuple[float, list[_Occupant]] | None:
+    """When the node has room for all of `pods` (the earliest-ending occupants leave first),
+    and the occupants that must end for it; None when it never has, even emptied."""
     room = dict(free)
     need: Resources = {}
     for pod in pods:
         add_into(need, pod.request)
-    gone: list[PodInfo] = []
-    for pod in sorted(running, key=lambda p: _end(p, now)):
+    gone: list[_Occupant] = []
+    for occupant in sorted(occupants, key=lambda o: o.end):
         if fits(need, room):
             break
-        add_into(room, pod.request)
-        gone.append(pod)
+        add_into(room, occupant.request)
+        gone.append(occupant)
     if not fits(need, room):
         return None
-    return max((_end(p, now) for p in gone), default=now), gone
+    return max((o.end for o in gone), default=now), gone
 
 
 def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState, within: set[str] | None,
@@ -155,10 +177,10 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
     index = capacity.index(order[0])
     if any(p.constraint_key != order[0].constraint_key for p in order):
         return 0  # several constraints: keep it simple, no hold
-    smallest = min(p.gpu for p in order)
+    # Every node the gang may use: one whose room is partly promised to a released pod not yet
+    # bound counts too (that pod's end is known when it has a deadline: _occupants).
     names = {name for name in index.members if within is None or name in within}
-    names = {n for n in names if gpus(capacity.free[n]) + capacity.used_gpus(n, state) >= smallest}
-    running = _running_on(state, names)
+    running = _occupants(state, names, now)
     ranked = []
     for name in names:
         ready = _ready(order[:1], capacity.free[name], running.get(name, []), now)
@@ -172,8 +194,8 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
         if len(plan) >= need or not remaining:
             break
         room = dict(capacity.free[name])
-        for pod in running.get(name, []):
-            add_into(room, pod.request)
+        for occupant in running.get(name, []):
+            add_into(room, occupant.request)
         mine, left = [], []
         for pod in remaining:
             if len(plan) + len(mine) < need and fits(pod.request, room):
@@ -187,7 +209,7 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
         plan.extend((name, pod) for pod in mine)
         when, gone = _ready(mine, capacity.free[name], running.get(name, []), now) or (float("inf"), [])
         ready_at = max(ready_at, when)
-        waits.extend((_end(p, now), p.key) for p in gone)
+        waits.extend((o.end, o.key) for o in gone)
     if len(plan) < need:
         return -1
     taken = []
