@@ -252,6 +252,7 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
                       gpus: bool = False) -> str:
     """What `ganggate status` prints; lease (name, namespace) adds who leads; gpus: the GPU
     cards' shared memory instead (controller.gpushare_status)."""
+    from ganggate.controller.config import BLIND_SECONDS
     from ganggate.core.planner import decide
 
     state = await collect(api_client, scheduler_names, topology_levels=topology_levels)
@@ -261,7 +262,9 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
         return format_gpus(state)
     budgets = await list_budgets(api_client)
     now = time.time()
-    decisions, waitings = decide(state, now, policy=policy)
+    # The controller's default limits: a waiting gang's row says what the controller's Event says
+    # (room held back, and when it starts where pods have deadlines).
+    decisions, waitings = decide(state, now, policy=policy, blind_seconds=BLIND_SECONDS)
     text = format_status(state, decisions, waitings, now, namespace, budgets)
     if lease is not None:
         text = await read_lease_line(api_client, *lease) + "\n\n" + text
