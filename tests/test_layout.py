@@ -335,7 +335,7 @@ def test_kubesim_imports_nothing_of_the_product_it_stands_in_for() -> None:
 #: clock: what every component may import. The components themselves (the API server, the
 #: scheduler, the controllers, the kubelet) import none of each other: they talk over HTTP.
 SIM_LIBRARIES = {"apimachinery", "api", "helpers", "client", "clock"}
-SIM_COMPONENTS = {"apiserver", "scheduler", "controllers", "kubelet"}
+SIM_COMPONENTS = {"apiserver", "scheduler", "controllers", "kubelet", "autoscaler"}
 
 
 def _sim_part(module: str) -> str | None:

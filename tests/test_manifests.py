@@ -577,3 +577,24 @@ def test_make_image_builds_with_the_first_builder_that_works(tmp_path, builder, 
     assert result.returncode == 0, result.stderr
     version = re.search(r'^version = "(.+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
     assert record.read_text().split() == [verb, "--tag", f"ghcr.io/ganggate/ganggate:{version}", "."]
+
+
+@needs_kustomize
+def test_the_autoscaling_component_grants_provisioning_requests_and_turns_them_on(tmp_path):
+    """--autoscaling=provisioning-request needs ProvisioningRequests and PodTemplates; the base grants neither."""
+    objects = with_components(tmp_path, "self-signed", "autoscaling-provisioning-request")
+    grants = granted(objects, "ganggate-controller")
+    assert grants[("autoscaling.x-k8s.io", "provisioningrequests")] == {"get", "create", "delete"}
+    assert grants[("", "podtemplates")] == {"create", "delete"}
+    assert "--autoscaling=provisioning-request" in controller_args(objects)
+    assert ("autoscaling.x-k8s.io", "provisioningrequests") not in granted(base_objects(), "ganggate-controller")
+
+
+@needs_kustomize
+def test_the_placeholders_component_grants_pod_create_and_the_priority_class(tmp_path):
+    objects = with_components(tmp_path, "self-signed", "autoscaling-placeholders")
+    grants = granted(objects, "ganggate-controller")
+    assert {"create", "delete"} <= grants[("", "pods")]
+    assert grants[("scheduling.k8s.io", "priorityclasses")] == {"create"}
+    assert "--autoscaling=placeholders" in controller_args(objects)
+    assert "create" not in granted(base_objects(), "ganggate-controller")[("", "pods")]

@@ -55,6 +55,16 @@ def register(subparsers: Any) -> None:
                      help="also preempt bound pods of lower priority that belong to no gang")
     ctl.add_argument("--preemption-timeout", type=float, default=300.0, metavar="SECONDS",
                      help="how long the room freed by a preemption stays reserved for its gang (default 300)")
+    ctl.add_argument("--autoscaling", choices=["off", "provisioning-request", "placeholders"], default="off",
+                     help="provisioning-request: for a complete gang with no room, ask cluster-autoscaler for nodes "
+                     "with one ProvisioningRequest (autoscaling.x-k8s.io/v1) and release the gang whole once they "
+                     "join; placeholders: create lowest-priority placeholder pods of the gang's shapes that any "
+                     "autoscaler (Karpenter) adds nodes for, and release the gang on their nodes once all are "
+                     "bound. Each needs its RBAC component (deploy/components/autoscaling-*). Default off")
+    ctl.add_argument("--provisioning-class", choices=["best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                                                      "check-capacity.autoscaling.x-k8s.io"],
+                     default="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                     help="with --autoscaling provisioning-request: the request's class (default: all-or-nothing scale-up)")
     ctl.add_argument("--scheduler-name", action="append", metavar="NAME",
                      help="a scheduler whose pods ganggate serves (repeatable; default default-scheduler)")
     ctl.add_argument("--max-in-flight", type=int, default=32, help="concurrent release patches (default 32)")
@@ -123,6 +133,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
         on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
         planning=args.planning, rounds=args.rounds,
+        autoscaling=args.autoscaling, provisioning_class=args.provisioning_class,
     )
     if args.card_policy is not None:
         cfg.card_policy = args.card_policy

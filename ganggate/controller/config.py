@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ganggate.core.fit.gpushare import DEFAULT_POLICY
+from ganggate.core.policy.provisioning import CLASSES as PROVISIONING_CLASSES
 
 
 def parse_topology_levels(text: str) -> tuple[str, ...]:
@@ -94,6 +95,8 @@ class ControllerConfig:
     preempt_ordinary_pods: bool = False  # bound pods of no gang may be preempted
     preemption_timeout_seconds: float = 300.0  # how long freed room stays reserved for a preemptor
     card_policy: str = DEFAULT_POLICY  # GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (CARD_POLICIES)
+    autoscaling: str = "off"  # "off" | "provisioning-request" (controller.provisioner) | "placeholders" (controller.placeholders)
+    provisioning_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"  # core.policy.provisioning.CLASSES
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -101,7 +104,8 @@ class ControllerConfig:
                    "on_bind_timeout": ("member-loss", "wait", "recreate"),
                    "on_member_loss": ("restart", "none"), "preemption": ("gang", "off"),
                    "planning": ("thread", "loop"), "rounds": ("incremental", "full"),
-                   "card_policy": CARD_POLICIES}
+                   "card_policy": CARD_POLICIES, "autoscaling": ("off", "provisioning-request", "placeholders"),
+                   "provisioning_class": PROVISIONING_CLASSES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
-WARNING_REASONS = frozenset({"GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
+WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
                              "GangTimedOut"})
 
 

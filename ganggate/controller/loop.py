@@ -42,6 +42,8 @@ from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
 from ganggate.controller.metrics import Metrics, serve_metrics
 from ganggate.controller.preemptor import Preemptor
+from ganggate.controller.placeholders import Placeholders
+from ganggate.controller.provisioner import Provisioner
 from ganggate.controller.release import Releaser, ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.incremental import IncrementalRounds
@@ -95,6 +97,12 @@ class Controller:
             self.core, client.PolicyV1Api(api_client), self.state, self.events, self.metrics,
             options=PreemptionOptions(bare_pods=config.preempt_bare_pods, ordinary_pods=config.preempt_ordinary_pods),
             timeout_seconds=config.preemption_timeout_seconds, spawn=self._spawn, may_act=self._may_act)
+        self.provisioner = None if config.autoscaling != "provisioning-request" else Provisioner(
+            self.core, client.CustomObjectsApi(api_client), self.state, self.events,
+            provisioning_class=config.provisioning_class, spawn=self._spawn, may_act=self._may_act)
+        self.placeholders = None if config.autoscaling != "placeholders" else Placeholders(
+            self.core, client.SchedulingV1Api(api_client), self.state, self.events, release=self._start_release,
+            spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         # No store of objects besides the state (issue #11): a list is read page by page into
@@ -381,6 +389,10 @@ class Controller:
             self._start_release(decision, now)
         if self.preemptor is not None:  # after the releases' promises: controller.preemptor
             waitings = self.preemptor.round(waitings, now)
+        if self.provisioner is not None:  # ask cluster-autoscaler for the room: controller.provisioner
+            self.provisioner.round(waitings, now)
+        if self.placeholders is not None:  # or make it add nodes for placeholders: controller.placeholders
+            self.placeholders.round(waitings, now, {d.gang_key for d in decisions})
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
@@ -422,6 +434,8 @@ class Controller:
         gang = self.state.gangs.get(decision.gang_key)
         if gang is None:
             return
+        if self.provisioner is not None:  # the consume annotations of a provisioned gang
+            self.provisioner.annotate(decision)
         recorded = _decision_of_gang(gang) if decision.roll_forward else None
         if recorded is not None:
             decision_id = str(recorded["id"])

@@ -266,6 +266,11 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     # (room held back, and when it starts where pods have deadlines).
     decisions, waitings = decide(state, now, policy=policy, blind_seconds=BLIND_SECONDS)
     text = format_status(state, decisions, waitings, now, namespace, budgets)
+    from ganggate.controller.provisioning_status import format_requests, list_requests
+
+    asked = format_requests(await list_requests(api_client), namespace)
+    if asked:
+        text += "\n" + asked
     if lease is not None:
         text = await read_lease_line(api_client, *lease) + "\n\n" + text
     return text

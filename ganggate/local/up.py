@@ -40,6 +40,8 @@ class UpOptions:
     topology: Any = None  # a ganggate.sim.topology.TopologyShape: nodes in blocks and racks, and the controller's levels
     gpu_mem_per_card: int = 0  # GPU sharing: cards shared by memory (aliyun.com/gpu-mem), this much each
     node_specs: Any = None  # GPU sharing: nodes from the Alibaba node list (ganggate.sim.alibaba_nodes)
+    node_groups: Any = None  # autoscaling: ganggate.sim.autoscaler NodeGroups kubesim's cluster-autoscaler grows
+    autoscaler_options: Any = None  # its scan_seconds, unneeded_seconds
 
 
 async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
@@ -54,7 +56,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         from ganggate.controller.config import ControllerConfig
 
         config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None,
-                                  **_topology_settings(options))
+                                  **_topology_settings(options), **_autoscaling_settings(options))
         controller, task = start_controller(api, config)
         parts.push_async_callback(stop_task, task)
         if not await _until_leading(controller, task, stop):
@@ -72,6 +74,11 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         log.info("stopping: controller, webhook, kubesim")
 
 
+def _autoscaling_settings(options: UpOptions) -> dict[str, Any]:
+    """With node groups, kubesim runs a cluster-autoscaler: the controller asks it for room."""
+    return {"autoscaling": "provisioning-request"} if options.node_groups else {}
+
+
 def _topology_settings(options: UpOptions) -> dict[str, Any]:
     """The controller's --topology-levels from the cluster's shape (none without one)."""
     if options.topology is None:
@@ -85,7 +92,8 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
     sim = Simulator(nodes=options.nodes, gpus_per_node=options.gpus_per_node, cpu=options.cpu,
                     memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out,
                     topology=options.topology, gpu_mem_per_card=options.gpu_mem_per_card,
-                    node_specs=options.node_specs)
+                    node_specs=options.node_specs, node_groups=options.node_groups,
+                    autoscaler_options=options.autoscaler_options)
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:

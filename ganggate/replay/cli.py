@@ -64,9 +64,13 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--prefer-share", type=float, default=0.0, metavar="SHARE",
                         help="with --synth and --topology: this share (0-1) of the multi-pod jobs prefers one rack "
                              "(group-topology-preferred; default 0)")
+    from ganggate.sim.cli import add_autoscaler_arguments
+
+    add_autoscaler_arguments(replay)  # --node-group: an autoscaled cluster (replay/autoscaling.py)
     replay.add_argument("--modes", default="none,count,ganggate",
                         help="comma-separated admission modes: none, count, ganggate, free (planner admits, "
-                             "scheduler places), topology (needs --topology) (default none,count,ganggate)")
+                             "scheduler places), topology (needs --topology), provreq and placeholders (ganggate asking "
+                             "the autoscaler of --node-group for room) (default none,count,ganggate)")
     replay.add_argument("--out", type=Path, default=Path("replay-out"), help="output directory (default replay-out)")
     replay.add_argument("--title", default="", help="title of the plot")
     replay.add_argument("--disruptions", default="", metavar="KIND=N,...",
@@ -144,7 +148,7 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving
     from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
     from ganggate.replay.trace import TraceError, load_trace, with_deadlines, write_trace
-    from ganggate.sim.cli import topology_shape
+    from ganggate.sim.cli import node_groups, topology_shape
 
     _quiet_components(args)
     try:
@@ -187,7 +191,11 @@ def _replay(args: argparse.Namespace) -> int:
         if shape is not None:
             nodes = topology_nodes(shape, args.gpus_per_node, args.node_cpu, args.node_memory)
         planned = _disruptions(args, jobs, nodes)
-        scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else ())
+        groups, autoscaler_options = node_groups(args)
+        if any(m in ("provreq", "placeholders") for m in modes) and not groups:
+            raise ValueError("--modes provreq and placeholders ask an autoscaler for nodes: give --node-group")
+        scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else (),
+                                   node_groups=groups, autoscaler=autoscaler_options)
         engine.check_fits(scenario)
         sweep = parse_sweep(args.sweep) if args.sweep else None
     except (TraceError, ValueError, engine.ReplayError) as exc:
@@ -236,6 +244,11 @@ def _replay(args: argparse.Namespace) -> int:
         for mode, result in results.items():
             if mode != "none":
                 print(f"  {mode}: {score(result.events, result.records, result.epoch_offset).describe()}")
+    if scenario.node_groups:
+        from ganggate.replay.autoscaling import markdown_table as paid_table, paid
+
+        print("\nOn the autoscaled cluster (docs/replay.md):\n")
+        print(paid_table([paid(m, r.provisioned, r.samples, r.records, r.end) for m, r in results.items()]))
     if shape is not None:
         print("\nPlacement on the topology (docs/replay.md):\n")
         print(markdown_table([summarise_topology(r.summary, jobs, r.records, scenario.nodes, shape.rack_label,

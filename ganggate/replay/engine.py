@@ -78,6 +78,9 @@ class _Engine:
         self._pods_cache: tuple[int, tuple[list[PodView], int, int]] | None = None
         self._view_cache: dict[Any, tuple[str, PodView | None]] = {}
         self._starting = 0
+        self.autoscaler: Any = None  # kubesim's cluster-autoscaler, with the scenario's node groups
+        self.provisioned: list[tuple[float, int]] = []  # (time, GPUs of all nodes) from then on
+        self._last_progress = 0.0
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -108,6 +111,8 @@ class _Engine:
             self.kubelet = Kubelet(sim.url, clock=clock)
             tasks = [asyncio.create_task(self.scheduler.run(), name="replay-scheduler"),
                      asyncio.create_task(self.kubelet.run(), name="replay-kubelet")]
+            if self.scenario.node_groups:
+                tasks.append(await self._start_autoscaler(sim, clock))
             if self.mode != "none":
                 stack.api = sim.api_client()
                 await start_gate(stack, debounce=0.005, match_conditions=self.exact_webhook)
@@ -122,7 +127,7 @@ class _Engine:
             # Every step consumes an arrival, a node event or a job end (two per job at most),
             # or wakes a clock sleeper; the bound only guards against a component that would
             # keep sleeping on the clock for ever.
-            max_steps = 4 * (len(arrivals) + len(node_events)) + 1000
+            max_steps = 4 * (len(arrivals) + len(node_events)) + 1000 + self._autoscaler_steps(arrivals)
             while True:
                 if self.steps > max_steps:
                     raise ReplayError(f"the replay did not end within {max_steps} steps")
@@ -151,6 +156,8 @@ class _Engine:
                 await self._resume()
                 await self._settle()
                 self._observe(now, events)
+                if self.autoscaler is not None and self._autoscaled_run_is_over(now, events, a < len(arrivals)):
+                    break
                 candidates = [t for t in (
                     arrivals[a].submit_time if a < len(arrivals) else None,
                     node_events[n].time if n < len(node_events) else None,
@@ -178,7 +185,48 @@ class _Engine:
         return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
                          time.monotonic() - started, self.interruptions,
                          {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events,
-                         epoch_offset)
+                         self.provisioned, epoch_offset)
+
+    # ---- an autoscaled cluster (replay/autoscaling.py) -----------------------------------
+
+    async def _start_autoscaler(self, sim: Any, clock: Any) -> asyncio.Task:
+        """kubesim's cluster-autoscaler on the replay's clock, the groups' minimum nodes in place."""
+        from ganggate.sim.autoscaler.autoscaler import Autoscaler
+
+        for group in self.scenario.node_groups:
+            for index in range(group.min_size):
+                node = group.node(group.node_name(index))
+                await sim.add_node(node["metadata"]["name"], cpu=group.cpu, memory=group.memory, gpus=group.gpus,
+                                   labels=node["metadata"]["labels"], taints=list(group.taints))
+        self.autoscaler = Autoscaler(sim.url, node_groups=list(self.scenario.node_groups), clock=clock,
+                                     **self.scenario.autoscaler)
+        task = asyncio.create_task(self.autoscaler.run(), name="replay-autoscaler")
+        await self.autoscaler.ready.wait()
+        return task
+
+    def _autoscaler_steps(self, arrivals: list[Job]) -> int:
+        """Steps the autoscaler's scans add: one per scan over the trace and a quiet tail after it."""
+        if self.autoscaler is None or not arrivals:
+            return 0
+        span = arrivals[-1].submit_time - arrivals[0].submit_time + sum(j.run_time for j in arrivals)
+        return int(span / self.autoscaler.scan_seconds) + 10 * len(arrivals)
+
+    def _autoscaled_run_is_over(self, now: float, events: list[str], arrivals_left: bool) -> bool:
+        """With an autoscaler the clock never runs out of wake-ups (its scans): the run is over once
+        every job has arrived, none computes, and nothing has happened for longer than a node takes to
+        come and go, so a gang nobody will ever make room for does not keep it going for ever."""
+        gpus = sum(int(((s.obj.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu") or 0)
+                   for _, s in self.sim.store.iter("nodes"))
+        if not self.provisioned or self.provisioned[-1][1] != gpus:
+            self.provisioned.append((now, gpus))
+            self._last_progress = now
+        if events:
+            self._last_progress = now
+        if arrivals_left or self.active or self.finishes:
+            return False
+        groups = self.scenario.node_groups
+        quiet = self.autoscaler.unneeded_seconds + max(g.delay_seconds for g in groups) + 3 * self.autoscaler.scan_seconds
+        return now - self._last_progress > quiet
 
     # ---- acting on the cluster ---------------------------------------------------------
 
@@ -321,6 +369,8 @@ class _Engine:
             return "kubelet (watch)"
         if self.owners and (busy := job_controller_busy(self.sim, max_rv)):
             return busy
+        if self.autoscaler is not None and not self.autoscaler.idle:
+            return "autoscaler"
         controller = self.stack.controller
         if controller is not None:
             failed = self.stack.controller_failed()

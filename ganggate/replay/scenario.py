@@ -4,7 +4,7 @@ pods), a step's view and a run's result; plain data, shared by the engine, the d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from ganggate.core.fit.resources import parse_quantity
 from ganggate.replay.metrics import JobProgress, JobRecord, Sample, Summary
@@ -79,6 +79,10 @@ class Scenario:
     owners: bool = False
     #: Node label keys of the topology, widest first (mode `topology` passes them to the controller).
     topology_levels: tuple[str, ...] = ()
+    #: Node groups kubesim's cluster-autoscaler grows and shrinks (ganggate.sim.autoscaler), and its
+    #: options (scan_seconds, unneeded_seconds): an autoscaled cluster (replay/autoscaling.py).
+    node_groups: Sequence[Any] = ()
+    autoscaler: dict[str, Any] = field(default_factory=dict)
 
     @property
     def capacity(self) -> int:
@@ -115,6 +119,8 @@ class RunResult:
     #: The Events in the cluster at the end, as `kubectl get events` lists them:
     #: (reason, pod, message, count), sorted.
     events: list[tuple[str, str, str, int]] = field(default_factory=list)
+    #: With node groups: (time, GPUs of every node) whenever that changed (replay/autoscaling.py).
+    provisioned: list[tuple[float, int]] = field(default_factory=list)
     #: The Unix time of simulated time 0 (the controller and kubesim stamp Unix times).
     epoch_offset: float = 0.0
 
@@ -126,6 +132,7 @@ def uniform_nodes(count: int, gpus_per_node: int, cpu: str = "64", memory: str =
 def check_fits(scenario: Scenario) -> None:
     """Refuse a scenario with a pod larger than every node: it could never run in any mode."""
     nodes = list(scenario.nodes) + [e.node for e in scenario.node_events]
+    nodes += [NodeSpec(g.name, g.gpus, g.cpu, g.memory) for g in scenario.node_groups]
     for job in scenario.jobs:
         if not any(
             job.gpus_per_pod <= n.gpus

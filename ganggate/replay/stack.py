@@ -24,7 +24,7 @@ from typing import Any
 from ganggate.local.parts import (make_certificates, register_webhook, start_controller, start_tls_webhook,
                                   stop_task, webhook_configuration)
 
-MODES = ("none", "count", "ganggate", "free", "topology")
+MODES = ("none", "count", "ganggate", "free", "topology", "provreq", "placeholders")
 
 
 class SimulatedClock:
@@ -40,7 +40,9 @@ class SimulatedClock:
 
     async def sleep_until(self, when: float) -> None:
         await self.manual.sleep_until(self.manual.now() + (when - self.now()))
-POLICY = {"count": "count", "ganggate": "plan", "free": "plan", "topology": "plan"}
+POLICY = {"count": "count", "ganggate": "plan", "free": "plan", "topology": "plan", "provreq": "plan", "placeholders": "plan"}
+#: Modes that ask an autoscaler for room (replays with --node-group): controller.provisioner, controller.placeholders.
+AUTOSCALING = {"provreq": "provisioning-request", "placeholders": "placeholders"}
 PLACEMENT = {"free": "free"}  # every other gated mode pins (the controller's default)
 
 
@@ -97,6 +99,8 @@ async def start_gate(stack: Stack, *, debounce: float | None = None, match_condi
     config = ControllerConfig(policy=POLICY[stack.mode], leader_election=False, metrics_port=None,
                               placement=PLACEMENT.get(stack.mode, "pinned"),
                               **({} if debounce is None else {"debounce_seconds": debounce}),
-                              **topology_settings(stack.mode, stack.topology_levels), **stack.settings)
+                              **topology_settings(stack.mode, stack.topology_levels),
+                              **({"autoscaling": AUTOSCALING[stack.mode]} if stack.mode in AUTOSCALING else {}),
+                              **stack.settings)
     stack.controller, stack.controller_task = start_controller(stack.api, config, clock=stack.clock,
                                                                name=f"ganggate-controller-{stack.mode}")

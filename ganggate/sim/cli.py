@@ -29,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     serve.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
     add_topology_arguments(serve)
     add_gpushare_arguments(serve)
+    add_autoscaler_arguments(serve)
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
     serve.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                        help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
@@ -66,6 +67,31 @@ def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
                              "as NVIDIA's GPU feature discovery does (a level narrower than the rack; default 0: none)")
     parser.add_argument("--clique-label", default=topology.CLIQUE_LABEL,
                         help="with --nvlink-cliques: the clique label key")
+
+
+def add_autoscaler_arguments(parser: argparse.ArgumentParser) -> None:
+    """--node-group and the autoscaler's timings (ganggate/sim/autoscaler/); shared with `ganggate sim up`."""
+    from ganggate.sim.autoscaler.nodegroups import FLAG_HELP
+
+    parser.add_argument("--node-group", action="append", default=[], metavar="NAME:MIN:MAX[,...]",
+                        help=f"run kubesim's cluster-autoscaler with this node group (repeatable): {FLAG_HELP}")
+    parser.add_argument("--scale-down-unneeded-seconds", type=float, default=600.0, metavar="S",
+                        help="with --node-group: how long a group's node stays empty before it is removed "
+                        "(default: 600, cluster-autoscaler's --scale-down-unneeded-time)")
+    parser.add_argument("--autoscaler-scan-seconds", type=float, default=10.0, metavar="S",
+                        help="with --node-group: how often the autoscaler looks (default: 10, its --scan-interval)")
+
+
+def node_groups(args: argparse.Namespace) -> tuple[list, dict]:
+    """The --node-group groups and the autoscaler's options; ValueError says what is wrong."""
+    from ganggate.sim.autoscaler.nodegroups import parse_node_group
+
+    groups = [parse_node_group(text) for text in args.node_group]
+    if len({g.name for g in groups}) != len(groups):
+        raise ValueError("--node-group: two groups have the same name")
+    if args.scale_down_unneeded_seconds < 0 or args.autoscaler_scan_seconds <= 0:
+        raise ValueError("--scale-down-unneeded-seconds must not be negative and --autoscaler-scan-seconds must be positive")
+    return groups, {"unneeded_seconds": args.scale_down_unneeded_seconds, "scan_seconds": args.autoscaler_scan_seconds}
 
 
 def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,8 +176,12 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         shape = topology_shape(args)
         per_card, node_specs = gpushare_nodes(args)
+        groups, autoscaler_options = node_groups(args)
     except ValueError as exc:
         print(f"error: {exc}")
+        return 2
+    if groups and args.components_process:
+        print("error: --node-group runs the autoscaler on the API server's loop; leave out --components-process")
         return 2
     objects: list[dict] = []
     if args.load:
@@ -180,7 +210,7 @@ def _serve(args: argparse.Namespace) -> int:
             clock=WallClock(args.time_scale), watch_history=args.watch_history,
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
             kubeconfig_path=args.kubeconfig_out, topology=shape, gpu_mem_per_card=per_card, node_specs=node_specs,
-            components_process=args.components_process,
+            components_process=args.components_process, node_groups=groups, autoscaler_options=autoscaler_options,
         ) as sim:
             if objects:
                 from ganggate.sim.apiserver.load import load_objects

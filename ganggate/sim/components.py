@@ -37,7 +37,7 @@ class Components:
         self.shared: SharedInformers | None = None
 
     def start(self, url: str, *, scheduler: bool, kubelet: bool, controllers: bool,
-              kubelet_start_seconds: float = 0.0, clock: Any = None) -> None:
+              kubelet_start_seconds: float = 0.0, clock: Any = None, autoscaler: dict[str, Any] | None = None) -> None:
         if scheduler:
             self._start("ganggate.sim.scheduler.scheduler", "Scheduler", url)
         if kubelet:
@@ -50,6 +50,9 @@ class Components:
             self._start("ganggate.sim.controllers.garbagecollector", "GarbageCollector", url, shared=self.shared)
             self._start("ganggate.sim.controllers.nodelifecycle", "NodeLifecycleController", url, clock=clock, shared=self.shared)
             self._start("ganggate.sim.controllers.disruption", "DisruptionController", url, shared=self.shared)
+        if autoscaler:
+            # cluster-autoscaler, a process of its own beside the control plane in a real cluster
+            self._start("ganggate.sim.autoscaler.autoscaler", "Autoscaler", url, clock=clock, **autoscaler)
 
     def _start(self, module_name: str, class_name: str, url: str, **kwargs: Any) -> None:
         try:

@@ -15,7 +15,6 @@ import asyncio
 import logging
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,66 +24,13 @@ from ganggate.sim.apiserver import discovery
 from ganggate.sim.apiserver.requests import Target
 from ganggate.sim.apiserver.server import ApiServer
 from ganggate.sim.components import READY_LINE, Components, process_arguments
+from ganggate.sim.helpers.nodes import node_manifest  # noqa: F401  (tests build nodes with it)
 from ganggate.sim.apiserver.faults import FaultInjector
-from ganggate.sim.kubelet.deviceplugin import GPU_COUNT, GPU_MEM
 from ganggate.sim.kubeconfig import write_kubeconfig
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.topology import parse_shape
 
 log = logging.getLogger("ganggate.sim.simulator")
-
-
-def node_manifest(name: str, cpu: str = "64", memory: str = "512Gi", gpus: int = 8,
-                  labels: dict[str, str] | None = None, taints: list[dict[str, Any]] | None = None,
-                  ready: bool = True, pods: str = "110", gpu_mem_per_card: int = 0) -> dict[str, Any]:
-    """A Node as a kubelet registers it: hostname/os labels, capacity = allocatable, Ready condition.
-
-    With gpu_mem_per_card, its `gpus` cards are also shared as the gpushare device plugin advertises
-    them: `aliyun.com/gpu-mem` = gpus * gpu_mem_per_card and `aliyun.com/gpu-count` = gpus
-    (ganggate/sim/kubelet/deviceplugin.py)."""
-    capacity: dict[str, str] = {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)}
-    if gpus:
-        capacity["nvidia.com/gpu"] = str(gpus)
-    if gpus and gpu_mem_per_card > 0:
-        capacity[GPU_MEM] = str(gpus * gpu_mem_per_card)
-        capacity[GPU_COUNT] = str(gpus)
-    node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-    node_labels.update(labels or {})
-    from ganggate.sim.apiserver.store import now_rfc3339
-
-    now = now_rfc3339()
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": node_labels},
-        "spec": {"taints": list(taints)} if taints else {},
-        "status": {
-            "capacity": dict(capacity),
-            "allocatable": dict(capacity),
-            "conditions": [{
-                "type": "Ready",
-                "status": "True" if ready else "False",
-                "reason": "KubeletReady" if ready else "KubeletNotReady",
-                "message": "kubelet is posting ready status" if ready else "kubelet is not ready",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }],
-            "addresses": [{"type": "Hostname", "address": name}],
-            # NodeSystemInfo: every field is required in the API schema (clients validate it).
-            "nodeInfo": {
-                "architecture": "amd64",
-                "bootID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name + ".boot")),
-                "containerRuntimeVersion": "containerd://1.7.0-kubesim",
-                "kernelVersion": "6.1.0-kubesim",
-                "kubeProxyVersion": "v1.31.0-kubesim",
-                "kubeletVersion": "v1.31.0-kubesim",
-                "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
-                "operatingSystem": "linux",
-                "osImage": "kubesim",
-                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
-            },
-        },
-    }
 
 
 class Simulator:
@@ -111,6 +57,8 @@ class Simulator:
         gpu_mem_per_card: int = 0,
         node_specs: list[dict[str, Any]] | None = None,
         components_process: bool = False,
+        node_groups: list[Any] | None = None,
+        autoscaler_options: dict[str, Any] | None = None,
     ) -> None:
         # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
         # node count and labels each node with its zone, block and rack.
@@ -119,6 +67,11 @@ class Simulator:
         # dict per node, instead of `nodes` alike (the Alibaba node list: ganggate/sim/alibaba_nodes.py).
         # components_process: run the scheduler, kubelet and controller stand-ins in a process of
         # their own (ganggate/sim/components.py), not on this event loop; `components` is then empty.
+        # node_groups: NodeGroups (ganggate/sim/autoscaler/nodegroups.py) the autoscaler stand-in may
+        # grow and shrink; autoscaler_options: its scan_seconds, unneeded_seconds, reservation_seconds.
+        if node_groups and components_process:
+            raise ValueError("the autoscaler runs on the API server's loop: node groups cannot go with components_process")
+        self.autoscaler = {"node_groups": list(node_groups), **(autoscaler_options or {})} if node_groups else None
         if components_process and clock is not None and not hasattr(clock, "time_scale"):
             raise ValueError("components in their own process need the wall clock (a time scale), not a manual one")
         self.components_process = components_process
@@ -182,13 +135,17 @@ class Simulator:
             labels = None if self.topology is None else self.topology.labels(index)
             await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node,
                                 labels=labels, gpu_mem_per_card=self.gpu_mem_per_card)
+        for group in (self.autoscaler or {}).get("node_groups", []):  # the instance group holds its MinSize
+            for index in range(group.min_size):
+                await self.server.create_object(Target(discovery.by_key("nodes"), None, None, None),
+                                                group.node(group.node_name(index)))
         enabled = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
                        controllers=self.controllers_enabled, kubelet_start_seconds=self.kubelet_start_seconds)
         if self.components_process:
             await self._start_process(enabled)
             return
-        self._components.start(self.url, clock=self.clock, **enabled)
-        if self.controllers_enabled:
+        self._components.start(self.url, clock=self.clock, autoscaler=self.autoscaler, **enabled)
+        if self.controllers_enabled or self.autoscaler:
             await self._components.wait_ready()
 
     async def _start_process(self, enabled: dict[str, Any]) -> None:

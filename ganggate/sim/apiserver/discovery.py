@@ -75,6 +75,10 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",)),
     ResourceInfo("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True, ("pdb",),
                  {"status": ("PodDisruptionBudget", ("get", "patch", "update"))}),
+    ResourceInfo("", "v1", "podtemplates", "podtemplate", "PodTemplate", True),
+    # cluster-autoscaler's CRD (autoscaling.x-k8s.io_provisioningrequests.yaml), served as if installed
+    ResourceInfo("autoscaling.x-k8s.io", "v1", "provisioningrequests", "provisioningrequest", "ProvisioningRequest", True,
+                 ("provreq", "provreqs"), {"status": ("ProvisioningRequest", ("get", "patch", "update"))}),
 )
 
 _BY_PATH: dict[tuple[str, str, str], ResourceInfo] = {(r.group, r.version, r.plural): r for r in RESOURCES}

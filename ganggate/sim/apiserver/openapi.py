@@ -29,9 +29,9 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim.apiserver import openapi_schemas
+    from ganggate.sim.apiserver import openapi_crds, openapi_schemas
 
-    return openapi_schemas.load()
+    return {**openapi_schemas.load(), **openapi_crds.schemas()}
 
 
 @functools.lru_cache(maxsize=None)

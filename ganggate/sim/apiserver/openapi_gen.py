@@ -30,6 +30,7 @@ ROOTS = (
     "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration", "io.k8s.api.events.v1.Event",
     "io.k8s.api.core.v1.Binding", "io.k8s.api.policy.v1.Eviction",
     "io.k8s.api.scheduling.v1.PriorityClass", "io.k8s.api.policy.v1.PodDisruptionBudget",
+    "io.k8s.api.core.v1.PodTemplate",
 )
 META = ("Status", "DeleteOptions", "Patch", "WatchEvent", "APIResourceList")
 _PREFIX = "io.k8s.apimachinery.pkg.apis.meta.v1."

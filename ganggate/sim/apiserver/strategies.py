@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
+from ganggate.sim.apiserver.registry import provisioningrequest as provreq
 from ganggate.sim.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
@@ -41,6 +42,11 @@ _STRATEGIES: dict[str, Strategy] = {
                            priority.prepare_update, priority.validate, priority.validate_update),
     disruption.KEY: Strategy(disruption.default_pdb, disruption.prepare_create, disruption.prepare_update,
                              disruption.prepare_status_update, disruption.validate, disruption.validate_update),
+    provreq.KEY: Strategy(provreq.default, provreq.prepare_create, provreq.prepare_update,
+                          provreq.prepare_status_update, provreq.validate, provreq.validate_update),
+    provreq.PODTEMPLATES: Strategy(provreq.default, provreq.prepare_template_create, provreq.prepare_template_update,
+                                   provreq.prepare_template_update, provreq.validate_template,
+                                   provreq.validate_template_update),
 }
 
 

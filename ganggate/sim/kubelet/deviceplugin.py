@@ -25,8 +25,7 @@ from typing import Mapping
 from ganggate.sim.helpers.podrequests import resource_list
 from ganggate.sim.apimachinery.quantity import QuantityError, value
 
-GPU_MEM = "aliyun.com/gpu-mem"
-GPU_COUNT = "aliyun.com/gpu-count"
+from ganggate.sim.api.gpushare import GPU_COUNT, GPU_MEM  # noqa: E402,F401  (re-exported)
 WHOLE_GPU = "nvidia.com/gpu"
 CARD_INDEX = "ALIYUN_COM_GPU_MEM_IDX"
 POD_AMOUNT = "ALIYUN_COM_GPU_MEM_POD"
