@@ -126,8 +126,10 @@ async def main_async(args: argparse.Namespace) -> None:
         await ordinary("synthetic trace of docs/replay.md (500 jobs, seed 1, load 1.5)",
                        engine.Scenario(jobs, engine.uniform_nodes(64, 8)), not args.no_old)
     if "alibaba" in only and ALIBABA.exists():
-        await ordinary(f"Alibaba {ALIBABA.name}, first {args.alibaba_limit} pods, one job each",
-                       engine.Scenario(load_alibaba(ALIBABA, args.alibaba_limit), engine.uniform_nodes(16, 8)),
+        await ordinary(f"Alibaba {ALIBABA.name}, first {args.alibaba_limit} pods, one job each, "
+                       f"{args.alibaba_nodes} nodes",
+                       engine.Scenario(load_alibaba(ALIBABA, args.alibaba_limit),
+                                       engine.uniform_nodes(args.alibaba_nodes, 8, "128", "1Ti")),
                        not args.no_old)
     if "starve" in only or "starve-deadlines" in only:
         await starving(args.jobs, deadlines_only="starve" not in only)
@@ -147,6 +149,8 @@ def main() -> int:
     parser.add_argument("--no-old", action="store_true",
                         help="leave out the hold-back as it was (blind after 300 s) on the synthetic and Alibaba traces")
     parser.add_argument("--alibaba-limit", type=int, default=300, help="pods of the Alibaba list (default 300)")
+    parser.add_argument("--alibaba-nodes", type=int, default=16,
+                        help="nodes (8 GPUs, 128 CPUs, 1Ti each) for the Alibaba list (default 16, as docs/replay.md)")
     args = parser.parse_args()
     for name in ("gate", "webhook", "kubesim", "certs", "ganggate", "aiohttp"):
         logging.getLogger(name).setLevel(logging.ERROR)
