@@ -79,7 +79,7 @@ async def closed_loop(chain: AdmissionChain, label: str, payloads: list[dict], w
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each step")
     parser.add_argument("--concurrency", default="1,16", help="comma-separated admits in flight")
     args = parser.parse_args()

@@ -59,7 +59,7 @@ async def bench(name: str, scenario: engine.Scenario, modes: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the sample trace on 4 x 8 GPUs")
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--nodes", type=int, default=32)

@@ -56,7 +56,7 @@ async def bench(name: str, scenario: engine.Scenario) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the sample trace only")
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--nodes", type=int, default=64)

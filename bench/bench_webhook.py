@@ -127,7 +127,7 @@ async def closed_loop(session, url, payloads, workers: int, seconds: float, quie
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="200,500,1000", help="comma-separated request rates")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each step")
     parser.add_argument("--connections", type=int, default=4, help="keep-alive TLS connections")

@@ -29,8 +29,8 @@ from typing import Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_gpushare import (MILLI, TRACE, TracePod, node_object, pod_info, pod_object, read_pods, run,  # noqa: E402
-                                  workload_of)
+from bench.gpushare_trace import (MILLI, TRACE, TracePod, node_object, pod_info, pod_object, read_pods, run,  # noqa: E402
+                                   workload_of)
 from ganggate.contract import GPUSHARE_CARD_INDEX, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
 from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly  # noqa: E402
 
@@ -154,7 +154,7 @@ def _report(listed: list[dict], arrivals: list[TracePod], specs: list[dict], cap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=40)
     parser.add_argument("--fill", type=float, default=1.0, help="GPU demand as a share of the GPUs (default 1)")
     parser.add_argument("--policy", default="fgd", help="the controller's --card-policy (default fgd)")

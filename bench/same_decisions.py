@@ -99,8 +99,14 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     return out
 
 
+def counts(round_: dict) -> str:
+    """'N gangs / M pods released, K wait' of one dumped round."""
+    released = sum(len(d[1]) for d in round_["decisions"])
+    return f"{len(round_['decisions'])} gangs / {released} pods released, {len(round_['waiting'])} wait"
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("other", help="the other checkout's root (its ganggate is imported from there)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 7])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -121,10 +127,8 @@ def main() -> int:
         for name in mine:
             same = mine[name] == theirs[name]
             differ += not same
-            released = sum(len(d[1]) for d in mine[name]["decisions"])
-            print(f"seed {seed:3d} {name:26s} {'same' if same else 'DIFFERENT'}: "
-                  f"{len(mine[name]['decisions'])} gangs / {released} pods released, "
-                  f"{len(mine[name]['waiting'])} wait")
+            print(f"seed {seed:3d} {name:26s} {'same' if same else 'DIFFERENT'}: {counts(mine[name])}"
+                  + ("" if same else f" (the other checkout: {counts(theirs[name])})"))
     print("all the same" if not differ else f"{differ} rounds differ")
     return 1 if differ else 0
 

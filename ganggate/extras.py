@@ -14,6 +14,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "celpy": ("cel-python", "sim"),
     "numpy": ("numpy", "sim"),
     "matplotlib": ("matplotlib", "sim"),
+    "tqdm": ("tqdm", "sim"),
 }
 
 # Top-level command -> the extra it needs, checked before the command starts so that a long run

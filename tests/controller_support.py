@@ -113,8 +113,9 @@ class PatchCounter:
         async def counting(url: str, *args: Any, **kwargs: Any) -> Any:
             resp = await original(url, *args, **kwargs)
             query = dict(kwargs.get("query_params") or [])
-            if "/pods/" in url and 200 <= resp.status <= 299:
-                parts = url.split("/namespaces/", 1)[1].split("/")
+            parts = url.split("?", 1)[0].split("/namespaces/", 1)[-1].split("/")
+            # The pod itself, not a subresource (pods/<name>/status: the DisruptionTarget write).
+            if "/pods/" in url and len(parts) == 3 and 200 <= resp.status <= 299:
                 key = f"{parts[0]}/{parts[2]}"
                 (self.dry_runs if query.get("dryRun") else self.applied)[key] += 1
             return resp

@@ -33,7 +33,8 @@ async def test_a_100_pod_gang_waits_for_the_100th_gpu_then_starts_whole(tmp_path
     async with e2e_cluster(tmp_path, nodes=11, gpus_per_node=9) as env:
         controller, patches = await env.start_controller()
         await create_pods(env.core, [gang_pod(f"w-{i:03d}", "big", 100) for i in range(100)])
-        await wait_for(lambda: events_for(env, "GangUnschedulable"), what="GangUnschedulable")
+        # 99 GPUs in all: the gang can never fit this cluster as it is, and is told so.
+        await wait_for(lambda: events_for(env, "GangCannotFit"), what="GangCannotFit")
         # Ordinary pods keep being scheduled while the gang waits.
         await create_pods(env.core, [gang_pod("web", None, None, gpus=0)])
 
@@ -46,8 +47,9 @@ async def test_a_100_pod_gang_waits_for_the_100th_gpu_then_starts_whole(tmp_path
         assert len(gang) == 100 and all(is_gated(p) for p in gang)
         assert not any(p["spec"].get("nodeName") or decision(p) for p in gang)
         assert sum((await node_gpus_free(env)).values()) == 99  # no GPU held by the waiting gang
-        message = (await events_for(env, "GangUnschedulable"))[0]["message"]
-        assert "room for 99" in message
+        message = (await events_for(env, "GangCannotFit"))[0]["message"]
+        assert message.startswith("needs 100 pods of 1 GPU each, but the 11 nodes it may use hold only 99 even when "
+                                  "empty: it can never fit until nodes are added")
 
         env.log.mark("node added")
         await env.sim.add_node("gpu-extra", gpus=1)

@@ -46,10 +46,19 @@ def test_demo_tells_the_story_live_and_compares():
     assert summary_row(out, "small jobs done before the node joined (of 8)") == ["0", "8"]
     assert summary_row(out, "big job started") == ["minute", "40", "minute", "40"]
     assert "unexpected" not in out
+    # The story alone: no log line of the controller, webhook or kubesim, on either stream.
+    assert result.stderr == ""
+    assert not re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (INFO|WARNING|ERROR)", out)
 
 
-def test_demo_quiet_prints_only_the_summary():
-    result = run_demo("--quiet", "--no-color")
+def test_demo_quiet_prints_only_the_summary_and_keeps_the_log_in_the_file_it_names(tmp_path):
+    log = tmp_path / "demo.log"
+    result = run_demo("--quiet", "--no-color", "--log-file", str(log))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[default scheduler]" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0] == "== Summary (simulated time) ==" and len(lines) == 8, result.stdout
     assert summary_row(result.stdout, "GPUs held idle by an incomplete job (peak)") == ["99", "0"]
+    assert result.stderr == f"the components' log (controller, webhook, kubesim): {log}\n"
+    text = log.read_text()
+    # The big job's wait is logged once, not every round its free room moved.
+    assert text.count("GangUnschedulable default/train-100") == 1, text

@@ -50,10 +50,20 @@ def test_a_terminating_pod_holds_its_room_and_the_gang_that_needs_it_waits_sayin
 
 def test_a_gang_that_would_not_fit_even_without_the_terminating_pods_is_unschedulable() -> None:
     state = ClusterState()
+    running = make_pod("busy-0", gpus=4, node_name="n1", phase="Running")  # not going: room may free up later
+    state.reset([make_node("n1", gpus=8)], [running, terminating(make_pod("old-0", gpus=2, node_name="n1",
+                                                                          phase="Running"))])
+    state.apply_pod("ADDED", make_pod("next-0", gang="next", pod_num=1, gpus=8))
+    _, waitings = decide(state, T0)
+    assert [w.event_reason for w in waitings if w.gang_key == GANG] == ["GangUnschedulable"]
+
+
+def test_a_gang_larger_than_any_node_is_told_it_can_never_fit_not_to_wait_for_terminating_pods() -> None:
+    state = ClusterState()
     state.reset([make_node("n1", gpus=8)], [terminating(make_pod("old-0", gpus=2, node_name="n1", phase="Running"))])
     state.apply_pod("ADDED", make_pod("next-0", gang="next", pod_num=1, gpus=16))
     _, waitings = decide(state, T0)
-    assert [w.event_reason for w in waitings if w.gang_key == GANG] == ["GangUnschedulable"]
+    assert [w.event_reason for w in waitings if w.gang_key == GANG] == ["GangCannotFit"]
 
 
 def test_pods_being_deleted_are_not_members_so_replacements_make_the_gang_whole() -> None:
@@ -210,3 +220,32 @@ def test_a_deleted_pod_whose_owner_is_gone_or_being_deleted_is_a_gang_going_away
     assert owner_is_going(ref, {"metadata": {"name": "train", "uid": "another"}})  # a new Job of that name
     assert not owner_is_going(ref, job)  # alive: a pod deleted under it is a member lost
     assert controller_ref(released("b-0", owner=None)) is None
+
+
+def test_a_gang_that_lost_every_member_at_once_is_not_said_to_run_on() -> None:
+    state = ClusterState()
+    state.reset([make_node("n1", gpus=16)], [released(f"w-{i}", n=2) for i in range(2)])
+    for i in range(2):  # both lost with their node before the controller looks
+        state.apply_pod("MODIFIED", released(f"w-{i}", n=2, phase="Failed"))
+    loss = state.take_losses()[0]
+    text = judge_loss(state, loss).message("restart")
+    assert "it runs on" not in text
+    assert text.endswith("0 left, 2 needed: no member is left running, nothing to restart (pods recreated by "
+                         "their owner come back gated and wait to be admitted whole)")
+
+
+def test_a_member_on_a_node_not_ready_longer_than_node_lost_after_is_lost_and_the_gang_restarts() -> None:
+    from ganggate.controller.timers import PAST, next_due
+    from ganggate.core.policy.lifecycle import nodes_lost
+
+    lost = make_node("n1", gpus=16, ready=False)
+    lost["status"]["conditions"][0].update(status="Unknown", lastTransitionTime="2024-01-01T00:00:00Z")
+    state = ClusterState()
+    state.reset([lost, make_node("n2", gpus=16)], [released("w-0", n=2), released("w-1", n=2, node="n2")])
+    assert nodes_lost(state, T0 + 30, 60) == []  # not yet
+    assert next_due(state, T0 + 30, starvation_seconds=300, node_lost_after=60) == T0 + 60 + PAST
+    [loss] = nodes_lost(state, T0 + 61, 60)
+    assert (loss.pod_key, loss.cause) == ("default/w-0", "NodeLost")
+    breakage = judge_loss(state, loss)
+    assert breakage.below_min and [p.name for p in breakage.to_delete] == ["w-0", "w-1"]
+    assert "(NodeLost: its node has not been Ready for longer than --node-lost-after)" in breakage.message("restart")

@@ -83,7 +83,7 @@ async def test_sharing_pods_and_a_sharing_gang_run_on_cards_the_controller_chose
 
 async def _events(env, name: str):
     found = [e for e in await list_events(env.core) if e["involvedObject"].get("name") == name
-             and e.get("reason") == "GangUnschedulable"]
+             and e.get("reason") == "GangCannotFit"]  # larger than any card: a wait that cannot end
     return found or None
 
 

@@ -37,3 +37,15 @@ def test_two_shares_that_overfill_a_card_are_not_both_placed():
         result = run(nodes, pods, policy, 1, workload_of(pods), {p.name: pod_info(p) for p in pods}, order=pods)
         assert result.points == [(60.0, 60.0), (120.0, 60.0)]  # (arrived %, allocated %) after each pod
         assert result.failed == 1 and result.first_failure == 120.0
+
+
+def test_the_full_sharing_list_replaces_whole_gpu_pods_by_sharing_pods_of_the_list():
+    from bench.gpushare_trace import share_everything
+
+    pods = [TracePod("cpu", 8000, 1024, 0, 0), TracePod("whole", 12000, 4096, 2, 1000),
+            TracePod("share", 6000, 2048, 1, 460)]
+    made = share_everything(pods, seed=3)
+    assert [p.name for p in made] == ["cpu", "whole", "share"]
+    assert made[0] == pods[0] and made[2] == pods[2]
+    # the whole-GPU pod became a copy of the sharing pod: its share, CPU and memory together
+    assert (made[1].num_gpu, made[1].gpu_milli, made[1].cpu_milli, made[1].memory_mib) == (1, 460, 6000, 2048)

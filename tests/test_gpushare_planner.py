@@ -90,7 +90,10 @@ def test_a_pod_larger_than_any_card_is_told_it_can_never_fit() -> None:
     state = cluster([card_node("n1", 16, 2)], [sharing_pod("huge", 10)])
     decisions, waiting = decide(state, T0)
     assert decisions == []
-    assert "the largest card of the nodes it may use holds 8 (n1): it can never fit" in waiting[0].message
+    assert [w.event_reason for w in waiting] == ["GangCannotFit"]
+    assert waiting[0].message.startswith("a pod needs 10 aliyun.com/gpu-mem on one GPU card, but the largest card of "
+                                         "the nodes it may use holds 8 (n1): it can never fit until a node with "
+                                         "larger cards joins")
 
 
 def test_two_pods_in_one_round_never_oversubscribe_one_card() -> None:

@@ -198,7 +198,8 @@ def test_a_waiting_gang_after_one_that_takes_room_this_round_says_what_is_left()
     """`late` waited with room for 2 of its 3 pods; a higher-priority gang arrives and takes a
     node: `late` is planned again after it and says room for 1, not the stale 2."""
     state = ClusterState()
-    state.reset([make_node(f"n{i}", gpus=8) for i in range(2)], _gang("late", 3, 8))
+    busy = make_pod("busy", namespace="other", gpus=8, node_name="n2", phase="Running")  # may finish: room may free up
+    state.reset([make_node(f"n{i}", gpus=8) for i in range(3)], [busy, *_gang("late", 3, 8)])
     rounds = IncrementalRounds()
     assert "room for 2" in _both(state, rounds)[1]["late"]
     for pod in _gang("urgent", 1, 8, priority=100):

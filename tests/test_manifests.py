@@ -200,6 +200,7 @@ def test_every_component_builds_into_an_overlay(overlay, tmp_path):
 
 EXPECTED_CONTROLLER_RULES = {
     ("", "pods"): {"get", "list", "watch", "patch", "delete"},
+    ("", "pods/status"): {"patch"},
     ("policy", "poddisruptionbudgets"): {"list", "watch", "create", "delete"},
     ("", "nodes"): {"get", "list", "watch"},
     ("", "events"): {"create", "patch"},

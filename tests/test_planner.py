@@ -88,11 +88,15 @@ def test_min_available_starts_the_gang_with_what_fits_and_leaves_the_rest_gated(
     decisions, waiting = decide(state, T0)
     placement = by_gang(decisions)["elastic"]
     assert len(placement) == 6 and max(per_node(placement).values()) == 2
-    # Too little for min-available: nothing at all.
+    # Too little for min-available: nothing at all (and one node of 8 GPUs never holds 4 pods of 4).
     state = cluster(nodes[:1], gang("elastic", 8, 4, min_available=4))
     decisions, waiting = decide(state, T0)
     assert decisions == []
-    assert [w.event_reason for w in waiting] == ["GangUnschedulable"]
+    assert [w.event_reason for w in waiting] == ["GangCannotFit"]
+    # Too little now, while a running pod holds a node: it waits for room.
+    state = cluster(nodes[:2], [running("r", "n1", 4)] + gang("elastic", 8, 4, min_available=4))
+    decisions, waiting = decide(state, T0)
+    assert decisions == [] and [w.event_reason for w in waiting] == ["GangUnschedulable"]
 
 
 def test_extras_of_a_started_gang_go_one_by_one_as_room_appears() -> None:
@@ -137,9 +141,10 @@ def test_unfit_messages_say_what_is_short() -> None:
     state = cluster(nodes, [running("r", "n0", 2), running("s", "n1", 2)] + gang("big", 1, 8))
     assert decide(state, T0)[1][0].message == "needs 8 nvidia.com/gpu on one node; the largest free is 6"
     state = cluster(nodes, gang("fat", 1, 4, cpu="32"))
-    assert decide(state, T0)[1][0].message == (
-        "needs 32 cpu on one node; the largest free among nodes with 4 free GPU is 16"
-    )
+    assert decide(state, T0)[1][0].message.startswith(  # no node has 32 cpu at all: it can never fit
+        "a pod needs 32 cpu on one node, but the largest node it may use has 16 cpu allocatable")
+    state = cluster(nodes, [running("r", "n0", 0, cpu="10"), running("s", "n1", 0, cpu="10")] + gang("fit", 1, 4, cpu="8"))
+    assert decide(state, T0)[1][0].message == "needs 8 cpu on one node; the largest free among nodes with 4 free GPU is 6"
 
 
 # ---- baselines -------------------------------------------------------------------------------
@@ -255,10 +260,8 @@ def test_a_gang_that_can_never_fit_holds_nothing_back() -> None:
         state.apply_pod("ADDED", pod)
     decisions, waiting = decide(state, T0 + 1000, starvation_seconds=300)
     huge = next(w for w in waiting if w.gang_key[1] == "huge")
-    assert huge.message == (
-        "needs 16 nvidia.com/gpu on one node; the largest free is 4; "
-        "it would not fit even if the running pods on the nodes it may use finished"
-    )
+    assert (huge.event_reason, huge.message.split(":")[0]) == (
+        "GangCannotFit", "a pod needs 16 GPUs on one node, but the largest node it may use has 8 GPUs allocatable")
     assert set(by_gang(decisions)) == {"big", "quarter"}  # huge holds nothing back
 
 

@@ -132,7 +132,8 @@ def test_daemonset_pods_are_never_victims() -> None:
 
 
 def test_no_preemption_when_it_would_not_help() -> None:
-    pods = running_gang("low", ["n0"], 4) + waiting_gang("huge", 1, 16)
+    # n0 would hold `huge` empty, but `keep` (higher priority than huge) is no victim.
+    pods = running_gang("low", ["n0"], 4) + running_gang("keep", ["n0"], 4, priority=5000) + waiting_gang("huge", 1, 8)
     plan, reasons = preempt(state_of(nodes(1), pods))
     assert plan is None and "would still not make room" in reasons[0].reason
 

@@ -47,6 +47,7 @@ def test_replay_writes_summary_timeseries_and_plot(tmp_path):
     assert len(jobs) == 6 and sum(1 for r in jobs if r["start_s"] == "") == 5  # five never started
     assert {r["job"]: r["gpus"] for r in jobs}["a"] == "8"
     assert rows["none"]["max_wait_s"] != "" and "Job by job" in result.stdout
+    assert result.stderr == ""  # no log lines, no progress bar off a terminal
 
 
 def test_synthetic_replay_writes_its_trace(tmp_path):
@@ -103,3 +104,47 @@ def test_a_sweep_plots_utilisation_against_the_largest_gangs_max_wait(tmp_path):
     assert (out / "tradeoff.png").read_bytes()[:4] == b"\x89PNG"
     bad = ganggate("replay", "--synth", "--sweep", "starvation-minutes=5", "--out", str(out))
     assert bad.returncode == 2 and "unknown parameter 'starvation-minutes'" in bad.stderr
+
+
+def test_replay_quiet_prints_the_table_alone_and_verbose_adds_the_log(tmp_path):
+    trace = tmp_path / "six.csv"
+    trace.write_text(TRACE)
+    quiet = ganggate("replay", "--trace", str(trace), "--nodes", "2", "--gpus-per-node", "4", "--modes", "ganggate",
+                     "--out", str(tmp_path / "q"), "--quiet")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert quiet.stdout.splitlines()[0].startswith("| mode |") and len(quiet.stdout.splitlines()) == 3, quiet.stdout
+    assert quiet.stderr == ""
+    verbose = ganggate("replay", "--trace", str(trace), "--nodes", "2", "--gpus-per-node", "4", "--modes", "ganggate",
+                       "--out", str(tmp_path / "v"), "--verbose")
+    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
+    assert "INFO ganggate.controller" in verbose.stderr and "ganggate.controller" not in verbose.stdout
+
+
+def test_replay_shows_progress_on_a_terminal(tmp_path):
+    """Run on a pseudo-terminal, as a person would: a progress bar (tqdm) per mode on stderr."""
+    import pty
+    import struct
+    import termios
+    import fcntl
+
+    trace = tmp_path / "six.csv"
+    trace.write_text(TRACE)
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "ganggate", "replay", "--trace", str(trace), "--nodes", "2",
+                                "--gpus-per-node", "4", "--modes", "ganggate", "--out", str(tmp_path / "o")],
+                               cwd=ROOT, env=env, stdin=child, stdout=child, stderr=child)
+    os.close(child)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert process.wait(timeout=240) == 0, seen.decode(errors="replace")
+    text = seen.decode(errors="replace")
+    assert "  ganggate:" in text and "/6 [" in text and "job/s" in text, text

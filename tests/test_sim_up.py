@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import yaml
 
 from ganggate.local.parts import manifest_text
 
@@ -158,6 +159,42 @@ def test_status_lists_the_gang(cluster: Up) -> None:
 
 
 @needs_kubectl
+def test_a_gang_whose_selector_no_node_carries_says_it_can_never_fit(cluster: Up, tmp_path: Path) -> None:
+    """As an operator meets it: a typo'd nodeSelector key; `ganggate status` and the pods' Events
+    say the wait cannot end, and name the label the nodes carry."""
+    assert cluster.kubectl("create", "namespace", "typo").returncode == 0
+    pods = [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"typo-{i}", "annotations": {"scheduling.k8s.io/group-name": "typo",
+                                                                "scheduling.k8s.io/group-pod-num": "2"}},
+             "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostnam": "node-0"},
+                      "containers": [{"name": "main", "image": "busybox",
+                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}} for i in range(2)]
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(yaml.safe_dump_all(pods))
+    applied = cluster.kubectl("apply", "-n", "typo", "-f", str(manifest))
+    assert applied.returncode == 0, applied.stderr
+    hint = ("its pods' nodeSelector asks for the label kubernetes.io/hostnam=node-0, which no node carries "
+            "(did you mean kubernetes.io/hostname, which 12 nodes carry?)")
+
+    def row() -> str | None:
+        result = subprocess.run([sys.executable, "-m", "ganggate", "status", "--kubeconfig", str(cluster.kubeconfig),
+                                 "-n", "typo"], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return next((line for line in result.stdout.splitlines() if line.startswith("typo/typo ")), None)
+
+    line = eventually(lambda: (lambda r: r and "cannot-fit" in r and r)(row()), "the gang as cannot-fit")
+    assert f"GangCannotFit: {hint}" in line
+
+    def events() -> list[dict[str, Any]]:
+        result = cluster.kubectl("get", "events", "-n", "typo", "-o", "json")
+        assert result.returncode == 0, result.stderr
+        return [e for e in json.loads(result.stdout)["items"] if e["reason"] == "GangCannotFit"]
+
+    found = eventually(lambda: (lambda e: len(e) == 2 and e)(events()), "a GangCannotFit Event on each pod")
+    assert all(e["type"] == "Warning" and e["message"].startswith(hint) for e in found)
+
+
+@needs_kubectl
 def test_the_examples_directory_applies_with_validation(cluster: Up) -> None:
     """`kubectl apply -f examples/`: the Jobs' pods are gated then released whole, the invalid pod is
     denied, the Volcano pod is left alone."""
@@ -208,7 +245,8 @@ def test_a_taken_port_is_a_one_line_error(tmp_path: Path, flag: str, part: str) 
                                 capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[-1] == f"error: cannot serve {part} on 127.0.0.1:{port}: address already in use"
+    assert result.stderr.splitlines()[-1] == (f"error: cannot serve {part} on 127.0.0.1:{port}: address already in use "
+                                              f"(another cluster may be running there; {flag} 0 picks a free port)")
     assert READY not in result.stdout
 
 
@@ -233,3 +271,26 @@ def test_a_kubeconfig_kubesim_did_not_write_is_not_overwritten(tmp_path: Path) -
     assert result.returncode == 2
     assert result.stderr == f"error: --kubeconfig-out {mine} exists and was not written by kubesim; choose another file\n"
     assert "production" in mine.read_text()
+
+
+def test_a_second_sim_up_leaves_the_first_ones_kubeconfig_alone(tmp_path: Path) -> None:
+    """The kubeconfig of a cluster that still answers is not overwritten (its users would lose it);
+    once that cluster is gone, a command pointed at it says no cluster answers, not a raw error."""
+    first = start_up(tmp_path, "--nodes", "1")
+    before = first.kubeconfig.read_text()
+    try:
+        second = subprocess.run([sys.executable, "-m", "ganggate", "sim", "up", "--port", "0",
+                                 "--kubeconfig-out", str(first.kubeconfig)], capture_output=True, text=True, timeout=60)
+    finally:
+        assert first.stop() == 0
+    assert (second.returncode, second.stdout) == (2, "")
+    assert second.stderr == (
+        f"error: {first.kubeconfig} is the kubeconfig of a cluster that still answers at {first.api_url}; stop that "
+        f"one first, or write this one's elsewhere: --kubeconfig-out OTHER.kubeconfig (and --port 0 for a free "
+        f"port)\n")
+    assert first.kubeconfig.read_text() == before
+    status = subprocess.run([sys.executable, "-m", "ganggate", "status", "--kubeconfig", str(first.kubeconfig)],
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 1
+    assert status.stderr == (f"error: cannot list the cluster: no cluster answers at {first.api_url} "
+                             f"(is `ganggate sim up` running?)\n")

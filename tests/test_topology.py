@@ -81,8 +81,9 @@ def test_a_required_gang_that_fits_no_node_for_its_cpu_waits_naming_the_cpu_not_
     for pod in pods:
         pod["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = RACK
     _, waiting = decide(state(nodes, pods), NOW)
-    assert [w.message for w in waiting] == [
-        "needs 20 cpu on one node; the largest free among nodes with 4 free GPU is 16"
+    # No node has 20 cpu even empty: it can never fit, and says so (GangCannotFit).
+    assert [(w.event_reason, w.message.split(":")[0]) for w in waiting] == [
+        ("GangCannotFit", "a pod needs 20 cpu on one node, but the largest node it may use has 16 cpu allocatable")
     ]
 
 
@@ -116,7 +117,9 @@ def test_a_node_without_the_label_is_a_domain_of_its_own():
     nodes = [node("x0", None, None), node("x1", None, None)]
     decisions, waiting = decide(state(nodes, gang("ddp", 2, 8, required=RACK)), NOW)
     assert decisions == []
-    assert waiting[0].message.startswith("needs 16 GPUs in one rack; the largest free rack (node x")
+    assert waiting[0].event_reason == "GangCannotFit"  # no node holds 16 GPUs, even empty
+    assert waiting[0].message.startswith("needs 16 GPUs in one rack, but no node carries the label example.com/rack, "
+                                         "so each node is a rack of its own, and the largest (x0) has 8 GPUs")
 
 
 def test_a_required_level_works_without_configured_levels():

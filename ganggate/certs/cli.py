@@ -102,6 +102,8 @@ def run_inject(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # ApiException and connection errors: say what failed, exit non-zero
+        if isinstance(getattr(exc, "os_error", None), ConnectionRefusedError):
+            raise  # nothing listens there: `ganggate` says so in one line (ganggate.cli)
         status = getattr(exc, "status", None)
         reason = getattr(exc, "reason", None) or exc
         print(f"error: cannot patch MutatingWebhookConfiguration {args.webhook_configuration}: "

@@ -18,7 +18,8 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.lifecycle import MemberLoss
 from ganggate.controller.events import EventRecorder
 from ganggate.controller.metrics import Metrics
-from ganggate.kube.calls import ApiCallError, call_json
+from ganggate.controller.restart import delete_member
+from ganggate.kube.calls import ApiCallError
 
 log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
 
@@ -39,6 +40,7 @@ class BindTimeouts:
         self.on_loss = on_loss
         self.timeout_seconds = timeout_seconds
         self.spawn = spawn
+        self.advice: Any = None  # controller.restart.JobAdvice, set by attach_lifecycle
 
     def handle_expired(self, now: float) -> None:
         for gang_key, pod_keys in self.state.expired_promises(now):
@@ -52,10 +54,12 @@ class BindTimeouts:
                     continue
                 secs = int(self.timeout_seconds)
                 if action == "recreate" and pod.owned:
-                    self.events.emit(pod, "GangBindTimeout",
-                                     f"released with gang {gang} but not bound within {secs}s; deleting it so "
-                                     "its controller recreates it")
-                    self.spawn(self._delete(pod_key, pod.uid))
+                    message = (f"released with gang {gang} but not bound within {secs}s; deleting it so its "
+                               "controller recreates it")
+                    self.events.emit(pod, "GangBindTimeout", message)
+                    if self.advice is not None:
+                        self.advice.restarting(gang, [pod])
+                    self.spawn(self._delete(pod_key, pod.uid, f"ganggate: {message}"))
                 elif action == "recreate":
                     self.events.emit(pod, "GangBindTimeout",
                                      f"released with gang {gang} but not bound within {secs}s; not deleted: "
@@ -73,12 +77,10 @@ class BindTimeouts:
             if losses and self.on_loss is not None:
                 self.on_loss(losses)
 
-    async def _delete(self, pod_key: str, uid: str) -> None:
-        namespace, name = pod_key.split("/", 1)
+    async def _delete(self, pod_key: str, uid: str, why: str) -> None:
+        """DisruptionTarget, then the delete (controller.restart), so a Job can ignore it."""
         try:
-            await call_json(self.core.delete_namespaced_pod, name, namespace,
-                            body={"preconditions": {"uid": uid}}, verb="delete", metrics=self.metrics)
-            log.info("deleted %s (bind timeout, policy recreate)", pod_key)
+            if await delete_member(self.core, pod_key, uid, why, metrics=self.metrics):
+                log.info("deleted %s (bind timeout, policy recreate)", pod_key)
         except ApiCallError as exc:
-            if exc.status not in (404, 409):
-                log.warning("deleting %s: %s", pod_key, exc)
+            log.warning("deleting %s: %s", pod_key, exc)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ganggate.controller.config import BLIND_SECONDS, CARD_POLICIES
+from ganggate.controller.config import BLIND_SECONDS, CARD_POLICIES, NODE_LOST_HELP
 from ganggate.core.fit.gpushare import DEFAULT_POLICY as DEFAULT_CARD_POLICY
 from ganggate.kube.client import ConfigError, make_api_client
 
@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--on-member-loss", choices=["restart", "none"], default="restart",
                      help="when a released gang drops below min-available: restart (default) deletes its pods that "
                      "have an owning controller so the gang is admitted whole again; none only reports")
+    ctl.add_argument("--node-lost-after", type=float, default=None, metavar="SECONDS", help=NODE_LOST_HELP)
     ctl.add_argument("--protect-running-gangs", action=argparse.BooleanOptionalAction, default=True,
                      help="keep a PodDisruptionBudget (minAvailable = min-available) per released gang (default on)")
     ctl.add_argument("--bind-timeout", type=float, default=120.0, metavar="SECONDS",
@@ -132,7 +133,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
         on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
-        planning=args.planning, rounds=args.rounds,
+        planning=args.planning, rounds=args.rounds, node_lost_after_seconds=args.node_lost_after,
         autoscaling=args.autoscaling, provisioning_class=args.provisioning_class,
     )
     if args.card_policy is not None:

@@ -58,6 +58,17 @@ def card_policy_named(name: str):
     raise ValueError(f"card_policy must be one of {', '.join(CARD_POLICIES)}, not {name!r}")
 
 
+NODE_LOST_HELP = (
+    "restart a gang whole once one of its released members is on a node whose Ready condition has been "
+    "False or Unknown for longer than SECONDS (off by default: Kubernetes' taint manager then evicts the "
+    "pods after their not-ready/unreachable tolerationSeconds, 300 s unless set, and the loss is acted on "
+    "then). Trade-off: a node that is only cut off from the API server still runs its pods, which ganggate "
+    "cannot stop; the restarted gang then runs beside the old members until the node comes back or is "
+    "removed (two copies of a worker writing the same checkpoints), and the old pods keep their GPUs "
+    "counted. Set it only when the node's workloads are fenced (powered off, or the network partition "
+    "also isolates them from their peers and storage), and well above the node-monitor grace period (40 s)")
+
+
 @dataclass
 class ControllerConfig:
     """How the controller decides and behaves; see docs/controller.md."""
@@ -97,6 +108,9 @@ class ControllerConfig:
     card_policy: str = DEFAULT_POLICY  # GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (CARD_POLICIES)
     autoscaling: str = "off"  # "off" | "provisioning-request" (controller.provisioner) | "placeholders" (controller.placeholders)
     provisioning_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"  # core.policy.provisioning.CLASSES
+    # A gang with a member on a node not Ready this long is restarted whole (None: off, the
+    # taint manager's eviction decides); see NODE_LOST_HELP for the trade-off.
+    node_lost_after_seconds: float | None = None
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -114,6 +128,8 @@ class ControllerConfig:
                      "shutdown_grace_seconds", "preemption_timeout_seconds"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.node_lost_after_seconds is not None and not self.node_lost_after_seconds > 0:
+            raise ValueError("node_lost_after_seconds must be positive")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         check_topology_levels(self.topology_levels)

@@ -26,8 +26,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPONENT = "ganggate-controller"
-WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable", "GangBindTimeout", "GangNotGated", "GangBroken",
-                             "GangTimedOut"})
+WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable",
+                             "GangCannotFit", "GangBindTimeout", "GangNotGated", "GangBroken", "GangTimedOut",
+                             "GangExcessMember", "GangRestartCountsAsFailure"})
+#: The prefix client-go's EventAggregator gives an Event that stands for similar ones (same
+#: object and reason, other messages), once it has seen `AGGREGATE_MAX` distinct messages within
+#: `AGGREGATE_SECONDS` (EventAggregatorByReasonMessageFunc, defaultAggregateMaxEvents = 10,
+#: defaultAggregateIntervalInSeconds = 600: k8s.io/client-go/tools/record/events_cache.go).
+COMBINED = "(combined from similar events): "
+AGGREGATE_MAX = 10
+AGGREGATE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,8 @@ class PodRef:
     namespace: str
     name: str
     uid: str
+    kind: str = "Pod"  # another kind (a Job) for the Events about a pod's owner
+    api_version: str = "v1"
 
     @classmethod
     def from_pod(cls, pod: dict) -> "PodRef":
@@ -64,6 +74,16 @@ class _Sent:
     name: str
     count: int
     first: str
+    #: The distinct messages sent in the current aggregation window, and when it began.
+    messages: set[str] = field(default_factory=set)
+    window: float = 0.0
+
+    def shown(self, message: str, now: float) -> str:
+        """The message to write: prefixed COMBINED once the window holds AGGREGATE_MAX of them."""
+        if now - self.window > AGGREGATE_SECONDS:
+            self.messages, self.window = set(), now
+        self.messages.add(message)
+        return COMBINED + message if len(self.messages) >= AGGREGATE_MAX else message
 
 
 class EventRecorder:
@@ -112,7 +132,10 @@ class EventRecorder:
         key = (ref, reason)
         sent = self._sent.get(key)
         if sent is not None:
-            patch = {"count": sent.count + 1, "message": message, "lastTimestamp": now}
+            # One Event per pod and reason stands for its repeats (EventCorrelator: count and
+            # lastTimestamp bumped); one whose message moved says it combines similar ones.
+            shown = sent.shown(message, self.clock.now())
+            patch = {"count": sent.count + 1, "message": shown[:1024], "lastTimestamp": now}
             try:
                 await call_json(self.core.patch_namespaced_event, sent.name, ref.namespace, patch,
                                 verb="patch", metrics=self.metrics)
@@ -127,7 +150,7 @@ class EventRecorder:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": ref.namespace},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": ref.namespace,
+            "involvedObject": {"kind": ref.kind, "apiVersion": ref.api_version, "namespace": ref.namespace,
                                "name": ref.name, "uid": ref.uid},
             "reason": reason,
             "message": message[:1024],
@@ -141,14 +164,15 @@ class EventRecorder:
         }
         try:
             await call_json(self.core.create_namespaced_event, ref.namespace, body, verb="create", metrics=self.metrics)
-            self._sent[key] = _Sent(name, 1, now)
+            self._sent[key] = _Sent(name, 1, now, {message}, self.clock.now())
         except ApiCallError as exc:
             if exc.status != 409:
                 raise
             # Sent by an earlier run or another replica: continue its count.
             existing = await call_json(self.core.read_namespaced_event, name, ref.namespace, verb="get",
                                        metrics=self.metrics)
-            self._sent[key] = _Sent(name, int(existing.get("count") or 1), existing.get("firstTimestamp") or now)
+            self._sent[key] = _Sent(name, int(existing.get("count") or 1), existing.get("firstTimestamp") or now,
+                                    window=self.clock.now())
             await self.send(ref, reason, message)
 
     async def run(self) -> None:
@@ -173,46 +197,69 @@ class EventRecorder:
 @dataclass
 class _GangNotice:
     reason: str
+    kind: str
     message: str
     at: float
     told: set[str] = field(default_factory=set)  # pod uids that heard this reason
 
 
-class WaitNotifier:
-    """Chooses which pods get a GangWaiting/GangUnschedulable Event, keeping their number small.
+@dataclass
+class Notice:
+    """What to do about a waiting gang this round: the pods to send its Event to, and whether
+    the wait changed in kind (then it is logged at INFO/WARNING; a repeat only at DEBUG)."""
 
-    A new reason for a gang goes to every pod; a new message with the same reason goes to the
-    gang's first pod and to pods that have not heard this reason yet; an unchanged message is
-    repeated on the first pod every `repeat_seconds`.
+    pods: "list[PodInfo]"
+    changed: bool
+
+
+class WaitNotifier:
+    """Chooses which pods get a waiting gang's Event, and when its wait is worth a log line.
+
+    A wait is told when it changes in kind: its Event reason, or `Waiting.kind` (what it is
+    about apart from its counts: "room", "nodes", "contended", "never:label", ...). A new reason
+    goes to every pod; a new kind of the same reason to the gang's first pod and to pods that
+    have not heard this reason yet; both are logged once. A repeat of the same kind (a count in
+    the message moved: "room for 1", "room for 2"; or the same text) is logged only at DEBUG and
+    folded into the first pod's Event, whose count the recorder bumps, as client-go's
+    EventCorrelator folds repeats (k8s.io/client-go/tools/record/events_cache.go): at most every
+    `aggregate_seconds` when its message moved, every `repeat_seconds` when it did not. A kind of
+    "" stands for the message itself (every new text is a change).
     """
 
-    def __init__(self, repeat_seconds: float = 300.0) -> None:
+    def __init__(self, repeat_seconds: float = 300.0, aggregate_seconds: float = 30.0) -> None:
         self.repeat_seconds = repeat_seconds
+        self.aggregate_seconds = aggregate_seconds
         self._notices: dict[tuple[str, str], _GangNotice] = {}
 
-    def targets(self, gang_key: tuple[str, str], reason: str, message: str,
-                pods: "list[PodInfo]", now: float) -> "list[PodInfo]":
-        """The pods to send this (reason, message) to now (possibly none), oldest first;
-        records the sending."""
+    def tell(self, gang_key: tuple[str, str], reason: str, message: str, pods: "list[PodInfo]", now: float,
+             kind: str = "") -> Notice:
+        """The Notice for this wait now; records the sending."""
         if not pods:
-            return []
+            return Notice([], False)
+        kind = kind or message
         ordered = sorted(pods, key=lambda p: (p.created, p.name))
         first = ordered[0]
         notice = self._notices.get(gang_key)
         if notice is None or notice.reason != reason:
-            self._notices[gang_key] = _GangNotice(reason, message, now, {p.uid for p in ordered})
-            return ordered
+            self._notices[gang_key] = _GangNotice(reason, kind, message, now, {p.uid for p in ordered})
+            return Notice(ordered, True)
         out: list[PodInfo] = []
-        if notice.message != message or now - notice.at >= self.repeat_seconds:
+        changed = notice.kind != kind
+        wait = self.aggregate_seconds if notice.message != message else self.repeat_seconds
+        if changed or now - notice.at >= wait:
             out.append(first)
-            notice.message = message
-            notice.at = now
+            notice.kind, notice.message, notice.at = kind, message, now
         for pod in ordered:
             if pod.uid not in notice.told:
                 notice.told.add(pod.uid)
                 if pod is not first or not out:
                     out.append(pod)
-        return out
+        return Notice(out, changed)
+
+    def targets(self, gang_key: tuple[str, str], reason: str, message: str,
+                pods: "list[PodInfo]", now: float, kind: str = "") -> "list[PodInfo]":
+        """The pods to send this (reason, message) to now (possibly none), oldest first."""
+        return self.tell(gang_key, reason, message, pods, now, kind).pods
 
     def forget_except(self, live: Iterable[tuple[str, str]]) -> None:
         """Drop notices of gangs no longer waiting."""

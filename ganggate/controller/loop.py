@@ -37,6 +37,7 @@ from ganggate.controller.config import ControllerConfig, card_policy_named, whol
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.core.placement.explain import plural
 from ganggate.controller.events import EventRecorder, WaitNotifier
+from ganggate.controller.excess import ExcessReporter
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
@@ -105,6 +106,7 @@ class Controller:
             spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
+        self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.excess
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
         max_pod_num = config.max_pod_num
@@ -375,7 +377,7 @@ class Controller:
                 "blind_seconds": self.config.starvation_blind_seconds,
                 "timed_out": self.lifecycle.timed_out_gangs(),
                 "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy,
-                "rounds": self.incremental}
+                "rounds": self.incremental, "node_lost_after": self.config.node_lost_after_seconds}
 
     def _before_round(self, now: float, timeouts: bool = True) -> None:
         self.rounds += 1
@@ -396,6 +398,7 @@ class Controller:
         self._report_waiting(waitings, now)
         self.bind_timeouts.handle_expired(now)
         self._report_bypassed()
+        self.excess.report(self.state)
         if gauges:
             self._update_gauges()
         self._wake_at(due)
@@ -544,10 +547,13 @@ class Controller:
                 continue
             live.append(waiting.gang_key)
             pods = [p for p in gang.pods.values() if not p.terminated]
-            targets = self.notifier.targets(waiting.gang_key, waiting.event_reason, waiting.message, pods, now)
-            if targets:
+            notice = self.notifier.tell(waiting.gang_key, waiting.event_reason, waiting.message, pods, now,
+                                        waiting.kind)
+            if notice.changed:  # once per change in kind; a count that moved is a DEBUG line
                 level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
                 log.log(level, "%s %s/%s: %s", waiting.event_reason, *waiting.gang_key, waiting.message)
-            for pod in targets:
+            elif notice.pods:
+                log.debug("%s %s/%s (again): %s", waiting.event_reason, *waiting.gang_key, waiting.message)
+            for pod in notice.pods:
                 self.events.emit(pod, waiting.event_reason, waiting.message, log_it=False)
         self.notifier.forget_except(live)

@@ -30,8 +30,10 @@ from ganggate.controller.owners import OwnerLookup
 from ganggate.controller.protection import Protection
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
-from ganggate.core.policy.lifecycle import MemberLoss, gangs_timed_out, judge_loss
-from ganggate.kube.calls import ApiCallError, call_json
+from ganggate.controller.restart import JobAdvice, delete_member
+from ganggate.core.policy.lifecycle import MemberLoss, gangs_timed_out, judge_loss, nodes_lost
+from ganggate.kube.calls import ApiCallError
+from ganggate.kube.clock import WALL, Clock
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,12 @@ def attach_lifecycle(controller: Any) -> "GangLifecycle":
                   if config.protect_running_gangs else None)
     lifecycle = GangLifecycle(controller.core, controller.state, controller.events, controller.metrics,
                               policy=config.on_member_loss, spawn=controller._spawn, protection=protection,
-                              owners=OwnerLookup(controller.api_client, controller.metrics))
+                              owners=OwnerLookup(controller.api_client, controller.metrics),
+                              advice=JobAdvice(controller.api_client, controller.events, controller._spawn,
+                                               controller.metrics),
+                              clock=controller.clock)
+    controller.bind_timeouts.advice = lifecycle.advice
+    lifecycle.node_lost_after = config.node_lost_after_seconds
     controller.bind_timeouts.on_loss = lifecycle.handle_losses
     return lifecycle
 
@@ -75,7 +82,7 @@ class GangLifecycle:
 
     def __init__(self, core: Any, state: ClusterState, events: EventRecorder, metrics: Any, *, policy: str,
                  spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task], protection: Protection | None = None,
-                 owners: OwnerLookup | None = None) -> None:
+                 owners: OwnerLookup | None = None, advice: JobAdvice | None = None, clock: Clock = WALL) -> None:
         if policy not in POLICIES:
             raise ValueError(f"on_member_loss must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.core = core
@@ -86,6 +93,9 @@ class GangLifecycle:
         self.spawn = spawn
         self.protection = protection
         self.owners = owners
+        self.advice = advice  # once per Job whose podFailurePolicy would count a restart: controller.restart
+        self.node_lost_after: float | None = None  # --node-lost-after (attach_lifecycle sets it)
+        self.clock = clock
         self._checking: dict[GangKey, int] = {}  # gangs with losses whose owner is being looked up
         self._reported = _Seen()  # loss uids reported
         self._deleting = _Seen()  # uids this controller deleted (their own loss is no news)
@@ -118,6 +128,8 @@ class GangLifecycle:
         """Act on the losses the state recorded, then on timeouts (unless the caller looks for
         them off the loop: `due_timeouts`, `report_timeouts`); keep the budgets in step."""
         self.handle_losses(self.state.take_losses())
+        if self.node_lost_after is not None:  # opt-in: controller.config NODE_LOST_HELP
+            self.handle_losses(nodes_lost(self.state, now, self.node_lost_after))
         if timeouts:
             self.report_timeouts(self.due_timeouts(now))
         if self.protection is not None:
@@ -169,20 +181,22 @@ class GangLifecycle:
             return
         if breakage.to_delete:
             self._restarting.add(loss.gang_key)
+            if self.advice is not None:
+                self.advice.restarting(f"{loss.gang_key[0]}/{loss.gang_key[1]}", breakage.to_delete)
         for victim in breakage.to_delete:
             if self._deleting.add(victim.uid):
                 self.spawn(self._delete(victim.key, victim.uid, loss))
 
     async def _delete(self, pod_key: str, uid: str, loss: MemberLoss) -> None:
-        namespace, name = pod_key.split("/", 1)
+        """DisruptionTarget, then the delete (controller.restart), so a Job can ignore it."""
+        why = (f"ganggate: gang {loss.gang_key[0]}/{loss.gang_key[1]} lost pod {loss.pod_key.split('/', 1)[1]} "
+               f"({loss.cause}); restarting the gang whole")
         try:
-            await call_json(self.core.delete_namespaced_pod, name, namespace,
-                            body={"preconditions": {"uid": uid}}, verb="delete", metrics=self.metrics)
-            log.info("deleted %s: gang %s/%s lost %s (%s), --on-member-loss=restart", pod_key, *loss.gang_key,
-                     loss.pod_key, loss.cause)
+            if await delete_member(self.core, pod_key, uid, why, metrics=self.metrics, clock=self.clock):
+                log.info("deleted %s: gang %s/%s lost %s (%s), --on-member-loss=restart", pod_key, *loss.gang_key,
+                         loss.pod_key, loss.cause)
         except ApiCallError as exc:
-            if exc.status not in (404, 409):
-                log.warning("deleting %s: %s", pod_key, exc)
+            log.warning("deleting %s: %s", pod_key, exc)
 
     def due_timeouts(self, now: float) -> list[tuple[GangKey, int]]:
         """Gangs past their timeout and not reported yet (a read of every gang: it may run in

@@ -13,7 +13,9 @@ For one `PreemptionPlan` at a time, in this order:
    disruptions than that victim has pods under it, nothing at all is evicted, and that victim is
    left out of plans for `--preemption-timeout`.
 3. **Evict.** Every live pod of every victim: POST pods/<name>/eviction (policy/v1 Eviction with
-   a uid precondition); 429 (a budget, or an API server under load) and 5xx are retried with
+   a uid precondition; the API server marks the pod DisruptionTarget, reason EvictionByEvictionAPI,
+   before it deletes it: pkg/registry/core/pod/storage/eviction.go addConditionAndDeletePod, so a
+   Job's podFailurePolicy rule that ignores DisruptionTarget covers preemption too); 429 (a budget, or an API server under load) and 5xx are retried with
    backoff, honouring Retry-After; 404 and 409 (gone, or a new pod of that name) count as gone.
 4. **Say so.** Events `GangPreempted` on each victim pod (naming the preemptor) and `Preempting`
    on each preemptor pod (`PreemptionBlocked` when a foreign budget refused);
@@ -73,7 +75,7 @@ class Preemptor:
             self.in_flight = plan
             self.spawn(self._run(plan, now))
         notes = {r.gang_key: r.reason for r in reasons if not r.reason.startswith(_QUIET_PREFIX)}
-        return [Waiting(w.gang_key, w.event_reason, f"{w.message}; no preemption: {notes[w.gang_key]}")
+        return [Waiting(w.gang_key, w.event_reason, f"{w.message}; no preemption: {notes[w.gang_key]}", w.kind)
                 if w.gang_key in notes and w.event_reason == "GangUnschedulable" else w for w in waitings]
 
     async def _run(self, plan: PreemptionPlan, now: float) -> None:

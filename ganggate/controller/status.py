@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ganggate.controller.bypass import BypassTracker, describe
-from ganggate.core.placement.explain import plural
+from ganggate.core.placement.explain import excess_note, plural
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import parse_time
 from ganggate.core.fit.resources import GPU
@@ -92,13 +92,17 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
         if not reason and gang.state == "released":
             bound = sum(1 for p in live if p.node_name)
             reason = f"{bound} of {plural(len(live), 'pod')} bound"
-        if not reason and gang.state == "started" and spec is not None:
+        if not reason and gang.state == "started" and spec is not None and gang.release_room:
             reason = f"started with {len(gang.released_pods())} of {spec.pod_num} pods; extras wait for room"
+        if note := excess_note(gang):
+            reason = f"{reason}; {note}" if reason else note
         if budgets and gang.released_count and (names := foreign_budgets_over(gang, budgets)):
             note = f"protected by PodDisruptionBudget {', '.join(names)} (not ganggate's)"
             reason = f"{reason}; {note}" if reason else note
-        rows.append(GangRow(f"{key[0]}/{key[1]}", lifecycle_state(gang, now), len(live), needed, _gpus(gpus),
-                            since, reason))
+        state_text = lifecycle_state(gang, now)
+        if reason.startswith("GangCannotFit:") and state_text == "waiting":
+            state_text = "cannot-fit"  # waits that cannot end stand out from waits for room
+        rows.append(GangRow(f"{key[0]}/{key[1]}", state_text, len(live), needed, _gpus(gpus), since, reason))
     return rows
 
 

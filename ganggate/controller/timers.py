@@ -1,5 +1,6 @@
 """When the controller must next run a round even if nothing in the cluster changes: the earliest
-promise deadline (bind timeout), gang timeout or start of a starvation hold-back still ahead.
+promise deadline (bind timeout), gang timeout, start of a starvation hold-back or node becoming
+lost (--node-lost-after) still ahead.
 
 The controller sleeps on its clock until then (ganggate.kube.clock), so on a simulated clock a
 replay jumps straight to that instant instead of missing it, and on the wall clock a bind
@@ -12,7 +13,7 @@ from typing import Iterable
 
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
-from ganggate.core.policy.lifecycle import waiting_timeout
+from ganggate.core.policy.lifecycle import node_lost_due, waiting_timeout
 
 # The core's tests are strict ("waited more than"): a round at the due instant itself would not
 # act yet, so the wake-up comes this much after it.
@@ -20,13 +21,17 @@ PAST = 0.001
 
 
 def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
-             timed_out: Iterable[GangKey] = (), blind_seconds: float | None = None) -> float | None:
+             timed_out: Iterable[GangKey] = (), blind_seconds: float | None = None,
+             node_lost_after: float | None = None) -> float | None:
     """The earliest instant after `now` at which a round would act on time alone, or None.
 
     timed_out: gangs already reported as timed out (they are not reported again).
+    node_lost_after: --node-lost-after, when set (a node not Ready becomes lost then).
     """
     reported = set(timed_out)
     due = [p.deadline for p in state.promises.values()]
+    if node_lost_after is not None and (lost := node_lost_due(state, now, node_lost_after)) is not None:
+        due.append(lost + PAST)
     for key, gang in state.gangs.items():
         if gang.state == "waiting" and gang.complete_since is not None:
             due.append(gang.complete_since + starvation_seconds + PAST)

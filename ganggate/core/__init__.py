@@ -5,9 +5,9 @@ in this list (tests/test_layout.py checks it):
   fit         what fits where: quantities (resources), node matching (nodematch), GPU cards (gpushare)
   state       what the controller keeps: pods, gangs, losses, cluster, outcome, snapshot
   placement   where one gang goes: capacity, explain, domains, topology, packing, gpushare_fgd,
-              gpushare_round
+              gpushare_round; whether it ever can (feasibility: GangCannotFit)
   policy      which gang goes first and what it may take: contention, lifecycle, ordering,
-              reservation, preemption, budgets, baseline
+              reservation, preemption, budgets, disruption, baseline
 and on top of them:
   planner     decide(): one round over the cluster; re-exports the public names
   incremental IncrementalRounds: a round that re-plans only the gangs whose inputs changed

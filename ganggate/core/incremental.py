@@ -167,9 +167,9 @@ class IncrementalRounds:
         if gang is None:
             return
         if gang.state == "conflict":
-            self._status[key] = Waiting(key, "GangConflict", gang.conflict or "pods disagree")
+            self._status[key] = Waiting(key, "GangConflict", gang.conflict or "pods disagree", "conflict")
         elif gang.state == "incomplete":
-            self._status[key] = Waiting(key, "GangWaiting", gang.waiting_message())
+            self._status[key] = Waiting(key, "GangWaiting", gang.waiting_message(), "incomplete")
         elif gang.state in READY_STATES:
             self._ready[key] = gang
             self._unkept.add(key)

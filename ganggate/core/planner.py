@@ -22,11 +22,12 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.placement.domains import placement_domain
 from ganggate.core.placement.explain import contested_message, decision_reason, plural
+from ganggate.core.placement.feasibility import CANNOT_FIT, never_fits
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.policy.lifecycle import waits_for_terminating
-from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, round_key, round_order
+from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, release_in_flight, round_key, round_order
 from ganggate.core.state.outcome import Decision, Unfit, Waiting
 from ganggate.core.placement.packing import plan_gang
 from ganggate.core.state.pods import PodInfo
@@ -77,9 +78,9 @@ def decide(
     ready: list[Gang] = []
     for gang in state.gangs.values():
         if gang.state == "conflict":
-            waiting.append(Waiting(gang.key, "GangConflict", gang.conflict or "pods disagree"))
+            waiting.append(Waiting(gang.key, "GangConflict", gang.conflict or "pods disagree", "conflict"))
         elif gang.state == "incomplete":
-            waiting.append(Waiting(gang.key, "GangWaiting", gang.waiting_message()))
+            waiting.append(Waiting(gang.key, "GangWaiting", gang.waiting_message(), "incomplete"))
         elif gang.state in ("waiting", "partial", "started"):
             ready.append(gang)
     rolls = round_order(g for g in ready if g.state == "partial")
@@ -142,7 +143,7 @@ def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
     """The pods a round may release for the gang; None when there are none, or a release is
     in flight (its promises hold). Reads the gang and its promises alone, not the capacity."""
     pods = release_candidates(gang)
-    if not pods or (state.promises and any(p.key in state.promises for p in pods)):
+    if not pods or release_in_flight(gang, state.promises):
         return None
     return pods
 
@@ -187,7 +188,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
             result = with_cards(pods, result, capacity)
         if isinstance(result, Unfit):
             hold(capacity, state, reserved[gang.key])
-            return Waiting(gang.key, "GangWaiting", result.message)
+            return Waiting(gang.key, "GangWaiting", result.message, "preempting")
         return _decision(gang, result, capacity, False, now)
     result, contested = place_uncontested(pods, capacity, need, rivals)
     if not isinstance(result, Unfit):
@@ -199,13 +200,16 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
     capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
     if contested:
         if gang.state != "started":  # a started gang's extras wait quietly
-            return Waiting(gang.key, "GangWaiting", contested_message(contested))
+            return Waiting(gang.key, "GangWaiting", contested_message(contested), "contended")
         return None
     if gang.state == "started":
         return None  # extras wait quietly until one fits
+    if gang.state == "waiting" and (never := never_fits(pods, need, state)) is not None:
+        return Waiting(gang.key, CANNOT_FIT, never.message, f"never:{never.cause}")  # no hold-back for it
     message, reason = result.message, "GangUnschedulable"
+    kind = "nodes" if message.startswith("0/") else "room"
     if (held_by_going := waits_for_terminating(pods, capacity, need, state)) is not None:
-        message, reason = f"{held_by_going} ({message})", "GangWaiting"
+        message, reason, kind = f"{held_by_going} ({message})", "GangWaiting", "terminating"
     if gang.state == "partial":
         message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
     waited = now - (gang.complete_since if gang.complete_since is not None else now)
@@ -221,6 +225,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
             message += f"; waited {waited:.0f}s, capacity held back on {plural(held.nodes, 'node')}"
             if first_in_line(gang, state, holding.decided):  # else an older gang may take the room first
                 message += start_message(held)
+            kind += "+held"
             if gang.state != "partial":
                 holding.gang, holding.hold = gang.key, held
         elif held < 0:
@@ -228,7 +233,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
     elif waited > starvation_seconds and holding_for is not None:
         message += (f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, "
                     "for which capacity is held back")
-    return Waiting(gang.key, reason, message)
+    return Waiting(gang.key, reason, message, kind)
 
 
 def _backfill(gang: Gang, pods: list[PodInfo], need: int, capacity: Capacity, rivals: Rivals, holding: HoldBack,

@@ -20,6 +20,30 @@ import aiohttp
 log = logging.getLogger(__name__)
 
 RETRYABLE_CODES = frozenset({0, 429, 500, 502, 503, 504})
+#: The reason of an ApiCallError whose connection was refused: nothing listens at the server's URL.
+NO_CLUSTER = "ConnectionRefused"
+
+
+def no_cluster_message(url: str) -> str:
+    """What a refused connection means to a user, and the likely fix: on loopback, where `ganggate
+    sim up` serves, that it is not running (elsewhere the cause is the operator's to find)."""
+    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    local = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    return f"no cluster answers at {url}" + (" (is `ganggate sim up` running?)" if local else "")
+
+
+def _server_url(fn: Callable[..., Any], exc: aiohttp.ClientConnectorError) -> str:
+    """The URL the call went to: its ApiClient's host, else the host and port that refused."""
+    host = getattr(getattr(getattr(getattr(fn, "__self__", None), "api_client", None), "configuration", None),
+                   "host", None)
+    return host if isinstance(host, str) and host else f"{exc.host}:{exc.port}"
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a transport error is a refused connection (not a TLS or DNS failure)."""
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError):
+        return isinstance(exc.os_error, ConnectionRefusedError)
+    return False
 
 
 class ApiCallError(Exception):
@@ -27,7 +51,8 @@ class ApiCallError(Exception):
 
     def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None,
                  body: dict | None = None) -> None:
-        super().__init__(f"{status} {reason}: {message}")
+        # A refused connection says so in words a user acts on, not "0 ClientConnectorError: ...".
+        super().__init__(message if reason == NO_CLUSTER else f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
@@ -85,6 +110,9 @@ async def call_json(fn: Callable[..., Awaitable[Any]], *args: Any, verb: str = "
     except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
         if metrics is not None:
             metrics.api_error(verb, 0)
+        if _refused(exc):
+            assert isinstance(exc, aiohttp.ClientConnectorError)
+            raise ApiCallError(0, NO_CLUSTER, no_cluster_message(_server_url(fn, exc))) from exc
         raise ApiCallError(0, type(exc).__name__, str(exc)) from exc
 
 

@@ -33,7 +33,7 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     up.add_argument("--webhook-port", type=int, default=0, help="webhook HTTPS port (default: 0, a free one)")
     up.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                     help="where to write the kubeconfig (default: ./kubesim.kubeconfig); an existing file "
-                    "is overwritten only if kubesim wrote it")
+                    "is overwritten only if kubesim wrote it and its cluster no longer answers")
     up.add_argument("--certs-dir", metavar="DIR",
                     help="keep the webhook's CA and certificate here (default: a temporary directory, removed "
                     "on exit)")
@@ -69,7 +69,7 @@ def _check_kubeconfig_out(path: Path) -> str | None:
     """Refuse to overwrite a kubeconfig kubesim did not write (~/.kube/config, say)."""
     import yaml
 
-    from ganggate.sim.kubeconfig import CONTEXT
+    from ganggate.sim.kubeconfig import CONTEXT, in_use
 
     if path.is_dir():
         return f"--kubeconfig-out {path} is a directory"
@@ -81,7 +81,7 @@ def _check_kubeconfig_out(path: Path) -> str | None:
         current = None
     if current != CONTEXT:
         return f"--kubeconfig-out {path} exists and was not written by kubesim; choose another file"
-    return None
+    return in_use(path)
 
 
 def _up(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import tempfile
@@ -97,7 +98,8 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:
-        raise UpError(f"cannot serve the API on 127.0.0.1:{options.port}: {_reason(exc)}") from None
+        raise UpError(f"cannot serve the API on 127.0.0.1:{options.port}: {_reason(exc)}"
+                      f"{_port_hint(exc, '--port')}") from None
     log.info("kubesim up: API server %s with %s of %s each, scheduler and kubelet running",
              sim.url, plural(options.nodes, "node"), plural(options.gpus_per_node, "GPU"))
     return sim
@@ -114,7 +116,8 @@ async def _start_webhook(parts: contextlib.AsyncExitStack, api, options: UpOptio
     try:
         webhook = await start_tls_webhook(certs, options.webhook_port)
     except OSError as exc:
-        raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: {_reason(exc)}") from None
+        raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: {_reason(exc)}"
+                      f"{_port_hint(exc, '--webhook-port')}") from None
     parts.push_async_callback(webhook.close)
     await register_webhook(api, webhook_configuration(webhook.url, certs.ca_file.read_bytes()))
     return webhook.url, certs_dir
@@ -142,6 +145,11 @@ async def _until_leading(controller, task: asyncio.Task, stop: asyncio.Event) ->
 def _reason(exc: OSError) -> str:
     """An OSError's reason alone ("address already in use"), without asyncio's restatement."""
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+
+
+def _port_hint(exc: OSError, flag: str) -> str:
+    """For a port in use: how to get a free one."""
+    return f" (another cluster may be running there; {flag} 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
 
 
 def _raise_if_stopped(task: asyncio.Task) -> None:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-COMPONENT_LOGGERS = ("gate", "webhook", "kubesim", "certs", "ganggate.webhook", "aiohttp")
 
 
 def register(subparsers: Any) -> None:
@@ -22,8 +20,11 @@ def register(subparsers: Any) -> None:
             "alone, then with ganggate. Prints a line per step and a comparison at the end."
         ),
     )
+    from ganggate.replay.output import add_output_arguments
+
     demo.add_argument("--quiet", action="store_true", help="print only the summary")
     demo.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
+    add_output_arguments(demo)
     demo.set_defaults(func=_demo)
 
     replay = subparsers.add_parser(
@@ -90,6 +91,9 @@ def register(subparsers: Any) -> None:
                         help="give every pod spec.activeDeadlineSeconds = F x its job's run time (F >= 1: a run-time "
                              "bound users state, as Slurm's time limits; the starvation guard lets jobs that surely "
                              "end in time use room it holds). Default: no deadlines")
+    replay.add_argument("--quiet", action="store_true",
+                        help="print only the results table (no progress, no per-mode lines)")
+    add_output_arguments(replay)
     replay.set_defaults(func=_replay)
 
 
@@ -113,18 +117,27 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _quiet_components(args: argparse.Namespace) -> None:
-    """The components' own INFO/WARNING logs would drown the view; --log-level DEBUG keeps them."""
-    if getattr(args, "log_level", "INFO") != "DEBUG":
-        for name in COMPONENT_LOGGERS:
-            logging.getLogger(name).setLevel(logging.ERROR)
+def _component_log(args: argparse.Namespace) -> Any:
+    """The components' log as the flags ask (replay.output): none, stderr, a file."""
+    from ganggate.replay.output import ComponentLog
+
+    return ComponentLog(verbose=args.verbose, path=args.log_file, level=getattr(args, "log_level", "INFO"))
+
+
+def _end_note(logs: Any, quiet: bool) -> None:
+    """Where the log went, or how many errors went unseen: last on stdout (stderr with --quiet)."""
+    note = logs.note()
+    if note:
+        print(note, file=sys.stderr if quiet else sys.stdout)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from ganggate.replay.demo import run
 
-    _quiet_components(args)
-    return run(quiet=args.quiet, color=False if args.no_color else None)
+    with _component_log(args) as logs:
+        code = run(quiet=args.quiet, color=False if args.no_color else None)
+    _end_note(logs, args.quiet)
+    return code
 
 
 def parse_modes(text: str) -> list[str]:
@@ -150,7 +163,6 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.replay.trace import TraceError, load_trace, with_deadlines, write_trace
     from ganggate.sim.cli import node_groups, topology_shape
 
-    _quiet_components(args)
     try:
         modes = parse_modes(args.modes)
         shape = topology_shape(args)
@@ -206,27 +218,37 @@ def _replay(args: argparse.Namespace) -> int:
         write_trace(jobs, args.out / "trace.csv")
     if sweep is not None:
         return _sweep(sweep, scenario, args, f"{len(jobs)} jobs ({source})")
-    print(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
-          f"modes: {', '.join(modes)}", flush=True)
+    say = (lambda *_a, **_k: None) if args.quiet else print  # --quiet: the results table alone
+    say(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
+        f"modes: {', '.join(modes)}", flush=True)
 
     async def run_all() -> dict[str, engine.RunResult]:
+        from ganggate.replay.output import progress_bar
+
         results = {}
         for mode in modes:
             settings = {} if args.starvation_seconds is None else {"starvation_seconds": args.starvation_seconds}
             if args.starvation_blind_seconds is not None:
                 settings["starvation_blind_seconds"] = args.starvation_blind_seconds
-            result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings)
+            bar = None if args.quiet else progress_bar(len(jobs), mode)  # on a terminal only
+            try:
+                result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings,
+                                                   on_step=bar)
+            finally:
+                if bar is not None:
+                    bar.close()  # type: ignore[attr-defined]
             lost = f", {result.interruptions} runs lost to disruptions" if planned else ""
-            print(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
-                  f"completed{lost}, {result.wall_seconds:.1f} s", flush=True)
+            say(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
+                f"completed{lost}, {result.wall_seconds:.1f} s", flush=True)
             results[mode] = result
         return results
 
-    try:
-        results = asyncio.run(run_all())
-    except engine.ReplayError as exc:
-        print(f"ganggate replay: {exc}", file=sys.stderr)
-        return 1
+    with _component_log(args) as logs:
+        try:
+            results = asyncio.run(run_all())
+        except engine.ReplayError as exc:
+            print(f"ganggate replay: {exc}", file=sys.stderr)
+            return 1
     summaries = [r.summary for r in results.values()]
     report.write_summary_csv(summaries, args.out / "summary.csv")
     report.write_timeseries_csv({m: r.samples for m, r in results.items()}, args.out / "timeseries.csv")
@@ -234,16 +256,16 @@ def _replay(args: argparse.Namespace) -> int:
     plot_modes({m: r.samples for m, r in results.items()}, scenario.capacity, args.out / "replay.png",
                title=args.title or f"{len(jobs)} jobs on {args.nodes} x {args.gpus_per_node} GPUs",
                ends={m: r.end for m, r in results.items()})
-    print()
+    say()
     print(report.markdown_table(summaries))
-    print("\nJob by job (wait: submit -> all pods running; a job never started waits until the end):\n")
-    print(report.jobs_table(summaries))
+    say("\nJob by job (wait: submit -> all pods running; a job never started waits until the end):\n")
+    say(report.jobs_table(summaries))
     if args.deadline_factor is not None:
         from ganggate.replay.predictions import score
 
         for mode, result in results.items():
             if mode != "none":
-                print(f"  {mode}: {score(result.events, result.records, result.epoch_offset).describe()}")
+                say(f"  {mode}: {score(result.events, result.records, result.epoch_offset).describe()}")
     if scenario.node_groups:
         from ganggate.replay.autoscaling import markdown_table as paid_table, paid
 
@@ -257,9 +279,9 @@ def _replay(args: argparse.Namespace) -> int:
             print()
             for mode, result in results.items():
                 print(f"  {mode}: {required_line(jobs, result.records, scenario.nodes)}")
-    print(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'jobs.csv'}, {args.out / 'timeseries.csv'}, "
-          f"{args.out / 'replay.png'}"
-          + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
+    say(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'jobs.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
+        + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
+    _end_note(logs, args.quiet)
     return 0
 
 

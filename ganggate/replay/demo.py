@@ -180,11 +180,12 @@ def run(quiet: bool = False, color: bool | None = None, pace: float | None = Non
     if pace is None:
         pace = 0.08 if out.isatty() and not quiet else 0.0
     style = Style(color)
-    print(style.bold("ganggate demo: 13 nodes x 8 GPUs, 5 GPUs used by an inference server (99 free); "
-                     f"a {BIG_JOB} job of 100 pods x 1 GPU, {SMALL_JOBS} small 2-pod jobs, a node added at "
-                     "minute 40"), file=out, flush=True)
+    if not quiet:
+        print(style.bold("ganggate demo: 13 nodes x 8 GPUs, 5 GPUs used by an inference server (99 free); "
+                         f"a {BIG_JOB} job of 100 pods x 1 GPU, {SMALL_JOBS} small 2-pod jobs, a node added at "
+                         "minute 40"), file=out, flush=True)
     without, with_gate = asyncio.run(play(out, quiet=quiet, style=style, pace=pace))
-    print(style.bold("\n== Summary (simulated time) =="), file=out)
+    print(style.bold(("" if quiet else "\n") + "== Summary (simulated time) =="), file=out)
     print(summary_table(without, with_gate, style), file=out, flush=True)
     problems = story_problems(without, with_gate)
     for problem in problems:

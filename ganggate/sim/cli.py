@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     add_autoscaler_arguments(serve)
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
     serve.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
-                       help="where to write the kubeconfig (default: ./kubesim.kubeconfig)")
+                       help="where to write the kubeconfig (default: ./kubesim.kubeconfig); not over one whose "
+                       "cluster still answers")
     serve.add_argument("--no-scheduler", action="store_true", help="do not run the default-scheduler stand-in")
     serve.add_argument("--no-kubelet", action="store_true", help="do not run the kubelet stand-in")
     serve.add_argument("--components-process", action="store_true",
@@ -183,6 +184,11 @@ def _serve(args: argparse.Namespace) -> int:
     if groups and args.components_process:
         print("error: --node-group runs the autoscaler on the API server's loop; leave out --components-process")
         return 2
+    from ganggate.sim.kubeconfig import in_use
+
+    if (busy := in_use(args.kubeconfig_out)) is not None:
+        print(f"error: {busy}")
+        return 2
     objects: list[dict] = []
     if args.load:
         from ganggate.sim.apiserver.load import read_objects, resource_of
@@ -239,6 +245,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(run())
     except OSError as exc:
-        print(f"error: cannot serve on {args.host}:{args.port}: {exc}")
+        import errno
+
+        hint = " (another cluster may be running there; --port 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
+        print(f"error: cannot serve on {args.host}:{args.port}: {exc}{hint}")
         return 1
     return 0

@@ -130,7 +130,8 @@ async def _run_process(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="kubesim's scheduler, kubelet and controllers against an API server URL")
+    parser = argparse.ArgumentParser(description="kubesim's scheduler, kubelet and controllers against an API server URL",
+                                     allow_abbrev=False)
     parser.add_argument("url")
     parser.add_argument("--no-scheduler", action="store_true")
     parser.add_argument("--no-kubelet", action="store_true")

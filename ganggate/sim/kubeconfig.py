@@ -8,6 +8,8 @@ current-context (clientcmd/api/v1 Config).
 from __future__ import annotations
 
 import os
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +44,35 @@ def write_kubeconfig(path: str | os.PathLike[str], server: str, name: str = CONT
         handle.write(text)
     os.replace(partial, target)
     return target
+
+
+def kubesim_server(path: str | os.PathLike[str]) -> str | None:
+    """The server URL of a kubeconfig kubesim wrote (its current-context is CONTEXT), else None."""
+    try:
+        config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        if config.get("current-context") != CONTEXT:
+            return None
+        return str(config["clusters"][0]["cluster"]["server"])
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError, LookupError, TypeError):
+        return None
+
+
+def still_answers(server: str, timeout: float = 1.0) -> bool:
+    """Whether an API server answers at the URL now (any HTTP answer to GET /version counts)."""
+    try:
+        with urllib.request.urlopen(f"{server.rstrip('/')}/version", timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answered, if with an error
+    except (OSError, ValueError):
+        return False
+
+
+def in_use(path: str | os.PathLike[str]) -> str | None:
+    """Why the kubeconfig at `path` must not be overwritten: a cluster kubesim serves still
+    answers at the URL it names (another `sim up` or `sim serve`), whose users would lose it."""
+    server = kubesim_server(path) if Path(path).is_file() else None
+    if server is None or not still_answers(server):
+        return None
+    return (f"{path} is the kubeconfig of a cluster that still answers at {server}; stop that one first, or "
+            f"write this one's elsewhere: --kubeconfig-out OTHER.kubeconfig (and --port 0 for a free port)")

@@ -27,6 +27,23 @@ def node_is_ready(node: Mapping) -> bool:
     return False
 
 
+def not_ready_since(node: Mapping) -> float | None:
+    """When a node that is not Ready (False or Unknown) stopped being Ready: its Ready condition's
+    lastTransitionTime, as Unix seconds; None when it is Ready or the time is not given."""
+    from datetime import datetime, timezone
+
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            if condition.get("status") == "True":
+                return None
+            try:
+                moment = datetime.strptime(str(condition.get("lastTransitionTime")), "%Y-%m-%dT%H:%M:%SZ")
+            except ValueError:
+                return None
+            return moment.replace(tzinfo=timezone.utc).timestamp()
+    return None
+
+
 def node_hostname(node: Mapping | None, node_name: str) -> str:
     """The value to pin with: the node's kubernetes.io/hostname label, else its name."""
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}

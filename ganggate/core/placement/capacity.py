@@ -262,6 +262,19 @@ class Capacity:
             self._join(names, found)
         return found
 
+    def drop_scope(self, scope: str) -> None:
+        """Forget the indexes made for the scope of this name (topology's one-off unions of
+        domains): its nodes stop being re-filed in them at every later take of the round."""
+        for key in [key for key in self._scoped if key[1] == scope]:
+            index = self._scoped.pop(key)
+            node_indexes, left = self._node_indexes, {}
+            for name in index.members:
+                old = node_indexes[name]
+                new = left.get(old)
+                if new is None:
+                    new = left[old] = tuple(i for i in old if i is not index)
+                node_indexes[name] = new
+
     def _join(self, names: Iterable[str], index: NodeIndex) -> None:
         """File these nodes as members of `index` too. Nodes that were in the same indexes
         share one tuple of them: a round keeps no container per node for it."""

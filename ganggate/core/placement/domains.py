@@ -17,9 +17,18 @@ from ganggate.core.placement.capacity import Capacity
 
 
 def level_name(level: str) -> str:
-    """How a message names a level: its label key's name part ('example.com/rack' -> 'rack')."""
+    """How a message names a level: its label key's name part, singular, so that a sentence
+    reads 'in one rack' ('example.com/rack' and 'example.com/racks' -> 'rack')."""
     name = level.rsplit("/", 1)[-1].rsplit(".", 1)[-1]  # nvidia.com/gpu.clique -> clique
-    return "node" if name == "hostname" else name
+    if name == "hostname":
+        return "node"
+    if name.endswith("ies") and len(name) > 4:
+        return name[:-3] + "y"
+    if name.endswith(("ches", "shes", "xes", "sses")):
+        return name[:-2]
+    if name.endswith("s") and not name.endswith(("ss", "us", "is")) and len(name) > 3:
+        return name[:-1]
+    return name
 
 
 def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:
@@ -174,7 +183,7 @@ class LevelFree:
         self.capacity = capacity
         self.seen = len(capacity.changed)
         self.groups = domains(capacity, level)
-        self.domain_of_node = _domain_of_node(capacity, level)
+        self.domain_of_node = domain_of_node(capacity, level)
         self.gpus = {name: max(level, 0) for name, level in capacity.level.items()}  # negative: none
         self.moved: list[tuple[str, int, int]] = []  # (domain, before, after) of each node that moved
         self.views: dict[int, DomainFree] = {}
@@ -238,15 +247,29 @@ def placement_domain(capacity: Capacity, placement: Mapping[str, str | None]) ->
         if None not in common and all(values[:depth] == common for values in others):
             level = levels[depth - 1]
             if level in capacity.topology_cache:  # the round's map names it already
-                return _domain_of_node(capacity, level)[first]
+                return domain_of_node(capacity, level)[first]
             return domain_of(all_nodes[first], level, levels)
     return None
 
 
-def _domain_of_node(capacity: Capacity, level: str) -> dict[str, str]:
+def domain_of_node(capacity: Capacity, level: str) -> dict[str, str]:
     """node -> its domain at the level (cached for the round)."""
     key = f"{level}\x00nodes"
     found = capacity.topology_free.get(key)
     if not isinstance(found, dict):
         found = capacity.topology_free[key] = {n: d for d, names in domains(capacity, level).items() for n in names}
+    return found
+
+
+def children_of(capacity: Capacity, parent: str, child: str) -> dict[str, list[str]]:
+    """Each domain of level `parent` -> the domains of the narrower level `child` inside it
+    (cached for the round)."""
+    key = f"{parent}\x00{child}\x00children"
+    found = capacity.topology_free.get(key)
+    if not isinstance(found, dict):
+        of_node = domain_of_node(capacity, parent)
+        found = {}
+        for domain, names in domains(capacity, child).items():
+            found.setdefault(of_node[names[0]], []).append(domain)
+        capacity.topology_free[key] = found
     return found

@@ -13,12 +13,23 @@ from typing import Mapping, Sequence
 from ganggate.core.placement.capacity import Capacity, NodeIndex
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.fit.resources import GPU, Resources, format_amount, gpus
+from ganggate.core.fit.resources import GPU, PODS, Resources, format_amount, gpus
 
 
 def plural(count: int, noun: str) -> str:
     """'1 pod', '2 pods': every count a user reads goes through here."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def amount_text(resource: str, milli: int) -> str:
+    """An amount of a resource as a sentence says it: '1 GPU', '6 GPUs', '0.5 GPU', '2 pods',
+    '64 cpu', '512Gi memory', '2 example.com/fpga'."""
+    if resource == PODS:
+        return plural(milli // 1000, "pod")
+    shown = format_amount(resource, milli)
+    if resource == GPU:
+        return f"{shown} GPU" if milli <= 1000 else f"{shown} GPUs"
+    return f"{shown} {resource}"
 
 
 def scope_note(index: NodeIndex, rejected: Counter[str]) -> str:
@@ -109,3 +120,23 @@ def decision_reason(gang: Gang, placement: Mapping[str, str]) -> str:
     if gang.state == "started":
         return f"{plural(len(placement), 'more pod')} of a started gang on {plural(nodes, 'node')}"
     return f"{plural(len(placement), 'pod')} on {plural(nodes, 'node')}"
+
+
+def excess_message(gang: Gang, pod: PodInfo) -> str:
+    """The GangExcessMember text: a pod beyond the gang's group-pod-num, and when it goes."""
+    declared = gang.spec.pod_num if gang.spec is not None else 0
+    return (f"pod {pod.name} is beyond the {plural(declared, 'pod')} gang {gang.namespace}/{gang.name} declares "
+            f"(scheduling.k8s.io/group-pod-num), with {plural(gang.live_count, 'live pod')} of which "
+            f"{gang.released_count} released; it stays gated, holding nothing, and is released (oldest first) "
+            "when a live member ends")
+
+
+def excess_note(gang: Gang) -> str:
+    """The `ganggate status` note of a gang with pods beyond its group-pod-num, or ""."""
+    extra = gang.excess_pods()
+    if not extra:
+        return ""
+    names = ", ".join(p.name for p in extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+    declared = gang.spec.pod_num if gang.spec is not None else 0
+    return (f"GangExcessMember: {plural(len(extra), 'pod')} beyond group-pod-num {declared} held gated ({names}) "
+            "until a live member ends")

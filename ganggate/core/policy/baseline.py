@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import Gang
-from ganggate.core.policy.ordering import release_candidates
+from ganggate.core.policy.ordering import release_candidates, release_in_flight
 from ganggate.core.state.outcome import Decision, Waiting
 from ganggate.core.fit.resources import GPU, Resources, add_into, fits, format_amount, gpus, total
 
@@ -48,7 +48,7 @@ def decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision]
     waiting: list[Waiting] = []
     for gang in gangs:
         pods = release_candidates(gang)
-        if not pods or any(p.key in state.promises for p in pods):
+        if not pods or release_in_flight(gang, state.promises):
             continue
         requests = [p.request for p in pods]
         if not count_only_fits(requests, free):
@@ -61,6 +61,7 @@ def decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision]
                         "GangUnschedulable",
                         f"count check: {len(pods)} pods of {format_amount(GPU, per_pod)} GPU, "
                         f"free GPUs have room for {room}",
+                        "room",
                     )
                 )
             continue

@@ -27,6 +27,7 @@ from ganggate.core.state.losses import (  # noqa: F401  (re-exported)
     is_below_min,
     loss_of,
     losses_after_relist,
+    owner_of,
     survivors,
 )
 from ganggate.core.state.outcome import Unfit
@@ -50,7 +51,13 @@ class Breakage:
         gang = f"{self.gang_key[0]}/{self.gang_key[1]}"
         head = f"gang {gang} lost pod {self.loss.pod_key.split('/', 1)[1]} ({self.loss.cause}: {self.loss.cause_text})"
         if not self.below_min:
-            return f"{head}; {self.left} left, at least {self.min_available} needed: it runs on"
+            if self.left >= self.min_available:
+                return f"{head}; {self.left} left, at least {self.min_available} needed: it runs on"
+            # No released member is left (all lost at once, e.g. with their node): nothing runs
+            # on and nothing is left to restart; pods their owner recreates come back gated.
+            rest = "the others have finished" if self.left else "no member is left running"
+            return (f"{head}; {self.left} left, {self.min_available} needed: {rest}, nothing to restart "
+                    "(pods recreated by their owner come back gated and wait to be admitted whole)")
         head += f"; {self.left} left, {self.min_available} needed"
         if policy != "restart":
             return f"{head}; not restarted (--on-member-loss={policy})"
@@ -71,12 +78,48 @@ def judge_loss(state: ClusterState, loss: MemberLoss) -> Breakage:
         return Breakage(loss.gang_key, loss, below_min=False)
     # A gang not all bound within the bind timeout is as good as broken: it holds what is
     # bound while the rest cannot start, so it is rolled back as a whole.
-    below = is_below_min(gang) or loss.cause == "BindTimeout"
+    # So is one with a member on a node lost longer than --node-lost-after (nodes_lost).
+    below = is_below_min(gang) or loss.cause in ("BindTimeout", "NodeLost")
     out = Breakage(loss.gang_key, loss, below_min=below, left=survivors(gang), min_available=gang.spec.min_available)
     if below:
         for pod in sorted(gang.released_pods(), key=lambda p: p.key):
             (out.to_delete if pod.owned else out.bare).append(pod)
     return out
+
+
+# ---- nodes lost (--node-lost-after) ------------------------------------------------------
+
+
+def lost_nodes(state: ClusterState, now: float, after: float) -> set[str]:
+    """Nodes whose Ready condition has been False or Unknown for longer than `after` seconds."""
+    return {name for name, node in state.nodes.items()
+            if not node.ready and node.not_ready_since is not None and now - node.not_ready_since > after}
+
+
+def nodes_lost(state: ClusterState, now: float, after: float) -> list[MemberLoss]:
+    """A loss (cause NodeLost) for each released, live member bound to a node lost for longer
+    than `after` seconds: judge_loss restarts its gang whole, without waiting for the taint
+    manager's eviction (the pods' not-ready/unreachable toleration, 300 s by default)."""
+    lost = lost_nodes(state, now, after)
+    if not lost:
+        return []
+    out: list[MemberLoss] = []
+    for key, gang in state.gangs.items():
+        if not gang.released_count:
+            continue
+        for pod in sorted(gang.released_pods(), key=lambda p: p.key):
+            if pod.node_name in lost:
+                decision = pod.decision.get("id") if isinstance(pod.decision, dict) else None
+                out.append(MemberLoss(key, pod.key, pod.uid, "NodeLost", None if decision is None else str(decision),
+                                      owner_of(pod)))
+    return out
+
+
+def node_lost_due(state: ClusterState, now: float, after: float) -> float | None:
+    """The earliest instant after `now` at which a node not Ready becomes lost, or None."""
+    due = [node.not_ready_since + after for node in state.nodes.values()
+           if not node.ready and node.not_ready_since is not None and node.not_ready_since + after > now]
+    return min(due) if due else None
 
 
 # ---- terminating pods hold room ---------------------------------------------------------

@@ -18,7 +18,7 @@ gang could start. Without deadlines nothing may use held room, as before.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
@@ -41,11 +41,22 @@ def round_order(gangs: Iterable[Gang]) -> list[Gang]:
 
 
 def release_candidates(gang: Gang) -> list[PodInfo]:
-    """The gated pods a decision for the gang may release (at most pod_num when waiting)."""
+    """The gated pods a decision for the gang may release: the oldest ones, no more than
+    group-pod-num minus the live members released already (Gang.release_room), whatever the
+    gang's state, so that a gang never has more live members released than it declares; the
+    rest (Gang.excess_pods) wait gated for a member to end."""
     gated = gang.gated_pods()
-    if gang.state == "waiting" and gang.spec is not None:
-        return gated[: gang.spec.pod_num]
-    return list(gated)  # (a copy: gated_pods is the gang's own, kept between rounds)
+    if gang.spec is None:
+        return list(gated)  # (a copy: gated_pods is the gang's own, kept between rounds)
+    return gated[: gang.release_room]
+
+
+def release_in_flight(gang: Gang, promises: Mapping[str, object]) -> bool:
+    """Whether a gated pod of the gang holds a promise (a release in flight): the gang is not
+    decided again until its release is seen, so that the pods it releases count against
+    group-pod-num before any other gated pod becomes a candidate. Any gated pod, not only the
+    candidates: creation order ties (one-second timestamps) may put a promised pod after them."""
+    return bool(promises) and any(p.key in promises for p in gang.gated_pods())
 
 
 @dataclass

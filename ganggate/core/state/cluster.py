@@ -27,7 +27,7 @@ from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, Gang
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import NodeCards, node_cards, node_totals
 from ganggate.core.state.losses import MemberLoss, loss_of, losses_after_relist
-from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready
+from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready, not_ready_since
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.state.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
@@ -56,6 +56,8 @@ class NodeInfo:
     cordoned: bool = False
     #: The value to pin a pod with: the kubernetes.io/hostname label, else the name.
     hostname: str = ""
+    #: When a node not Ready stopped being Ready (Unix seconds), if its status says (--node-lost-after).
+    not_ready_since: float | None = None
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -80,7 +82,8 @@ class NodeInfo:
         allocatable = node_allocatable(node)
         return cls(name=name, view=view, allocatable=_NODE_PARTS.one(tuple(allocatable.items()), lambda: allocatable),
                    used={}, promised={}, filter_key=filter_key, card_totals=_NODE_PARTS.one(node_totals(node)),
-                   ready=ready, cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)))
+                   ready=ready, cordoned=node_is_cordoned(node), hostname=sys.intern(node_hostname(node, name)),
+                   not_ready_since=None if ready else not_ready_since(node))
 
 
 _READY_STATUS = {"conditions": [{"type": "Ready", "status": "True"}]}
@@ -162,6 +165,9 @@ class ClusterState:
         self.dirty_nodes: set[str] = set()
         self.dirty_gangs: set[GangKey] = set()
         self.layout_version = 0
+        #: Gangs with more live pods than their group-pod-num (Gang.excess_pods may be non-empty),
+        #: kept as gangs refresh, so that reporting them reads these gangs only.
+        self.over_declared: set[GangKey] = set()
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -213,6 +219,7 @@ class ClusterState:
         self._used, self._promised = {}, {}
         self._bound_cards, self._promised_cards = {}, {}
         self.dirty_nodes, self.dirty_gangs = set(), set()
+        self.over_declared = set()
         for node in nodes:
             self._put_node(node)
         touched: set[GangKey] = set()
@@ -376,12 +383,15 @@ class ClusterState:
         if self.track_changes:
             self.dirty_gangs.add(key)
         gang = self.gangs.get(key)
+        self.over_declared.discard(key)
         if gang is None:
             return
         if not gang.pods:
             del self.gangs[key]
             return
         gang.refresh()
+        if gang.spec is not None and gang.live_count > gang.spec.pod_num:
+            self.over_declared.add(key)
 
     @staticmethod
     def _awaits_binding(pod: PodInfo) -> bool:

@@ -136,6 +136,23 @@ class Gang:
         return self._live
 
     @property
+    def release_room(self) -> int:
+        """How many more pods may be released now: group-pod-num minus the live members
+        released already (bound or not). Never more than declared, in every state (issue #19):
+        a failed or deleted member stops counting, which makes room for its replacement."""
+        if self.spec is None:
+            return 0
+        return max(0, self.spec.pod_num - self._released)
+
+    def excess_pods(self) -> list[PodInfo]:
+        """Gated live pods beyond group-pod-num: those after the first `release_room` gated
+        ones, by creation (then name). They stay gated until a live member ends; none while
+        the gang is incomplete or in conflict."""
+        if self.spec is None or self._state in ("incomplete", "conflict") or self._live <= self.spec.pod_num:
+            return []
+        return self.gated_pods()[self.release_room:]
+
+    @property
     def still_needed(self) -> int:
         """How many more pods must be released before min-available have been (partial)."""
         if self.spec is None:

@@ -14,21 +14,27 @@ from ganggate.core.state.pods import PodInfo
 
 #: The DisruptionTarget condition reasons Kubernetes sets (k8s.io/api/core/v1 types.go); a
 #: loss's cause is one of these, else Failed, Deleted, BindTimeout or Disrupted (an unknown
-#: DisruptionTarget reason), so that the metric's label has few values.
+#: DisruptionTarget reason) or NodeLost (--node-lost-after), so that the metric's label has few values.
 DISRUPTION_REASONS = frozenset(
     {"PreemptionByScheduler", "DeletionByTaintManager", "EvictionByEvictionAPI", "DeletionByPodGC",
-     "TerminationByKubelet"}
+     "TerminationByKubelet", "DeletionByGanggate"}
 )
-CAUSES = ("Failed", "Deleted", "BindTimeout", "Disrupted", *sorted(DISRUPTION_REASONS))
+#: The DisruptionTarget reason ganggate writes on a pod before it deletes it (a whole-gang
+#: restart, a bind timeout's recreate), named as Kubernetes names its own (DeletionByTaintManager,
+#: DeletionByPodGC): see ganggate.core.policy.disruption.
+GANGGATE_REASON = "DeletionByGanggate"
+CAUSES = ("Failed", "Deleted", "BindTimeout", "NodeLost", "Disrupted", *sorted(DISRUPTION_REASONS))
 _CAUSE_TEXT = {
     "PreemptionByScheduler": "preempted by the scheduler",
     "DeletionByTaintManager": "evicted by a NoExecute taint (e.g. its node was lost)",
     "EvictionByEvictionAPI": "evicted through the Eviction API (e.g. a node drain)",
     "DeletionByPodGC": "deleted by the pod garbage collector (e.g. its node is gone)",
     "TerminationByKubelet": "terminated by the kubelet (e.g. node pressure or shutdown)",
+    "DeletionByGanggate": "deleted by ganggate to restart its gang whole",
     "Failed": "failed",
     "Deleted": "deleted",
     "BindTimeout": "not bound within the bind timeout",
+    "NodeLost": "its node has not been Ready for longer than --node-lost-after",
     "Disrupted": "disrupted",
 }
 

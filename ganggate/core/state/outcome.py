@@ -28,8 +28,12 @@ class Waiting:
     """A gang that stays gated this round, and the Event that says why."""
 
     gang_key: GangKey
-    event_reason: str  # "GangWaiting" | "GangUnschedulable" | "GangConflict"
+    event_reason: str  # "GangWaiting" | "GangUnschedulable" | "GangCannotFit" | "GangConflict"
     message: str
+    #: What the wait is about, apart from its counts ("room", "nodes", "contended", "never:label",
+    #: ...): the shell logs and events a wait when this (or the reason) changes, not when a
+    #: count in the message moves ("room for 1", "room for 2").
+    kind: str = ""
 
 
 @dataclass

@@ -178,3 +178,12 @@ def not_supported(path: str, value: Any, supported: list[str]) -> Cause:
 
 def too_long(path: str, limit: int) -> Cause:
     return Cause(path, "FieldValueTooLong", f"Too long: must have at most {limit} bytes")
+
+
+def too_many(path: str, actual: int, limit: int) -> Cause:
+    return Cause(path, "FieldValueTooMany", f"Too many: {actual}: must have at most {limit} items")
+
+
+def invalid_omitted(path: str, detail: str) -> Cause:
+    """field.Invalid(path, field.OmitValueType{}, detail): the value is not shown."""
+    return Cause(path, "FieldValueInvalid", f"Invalid value: {detail}")

@@ -30,6 +30,7 @@ from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver import validation
 from ganggate.sim.apiserver import faults as faults_module
+from ganggate.sim.apiserver.hangup import ClientGone, client_hung_up, read_body
 from ganggate.sim.apiserver.faults import FaultInjector
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import clone
@@ -275,6 +276,8 @@ class ApiServer(Reads, Writes):
             raise errors.method_not_allowed(request.method, target.info.plural)
         except errors.ApiError as error:
             return error_response(error)
+        except ClientGone as gone:  # the client hung up while its body was read
+            return client_hung_up(request, gone)
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug in kubesim: answer as the real server does, and log it
@@ -282,7 +285,7 @@ class ApiServer(Reads, Writes):
             return error_response(errors.internal_error(str(exc)))
 
     async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
+        raw = await read_body(request)
         content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower()
         if request.method == "PATCH":
             if content_type == patching.APPLY_PATCH or content_type not in patching.SUPPORTED:
@@ -296,7 +299,7 @@ class ApiServer(Reads, Writes):
             raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
 
     async def _delete_options(self, request: web.Request, query: dict[str, str]) -> dict[str, Any]:
-        raw = await request.read()
+        raw = await read_body(request)
         if not raw.strip():
             return {}
         try:

@@ -10,11 +10,19 @@ once enough pods succeeded; writes status.active/ready/succeeded/failed/startTim
 completedIndexes through the status subresource. Controller expectations (controller_utils.go
 ControllerExpectations) stop it from acting again before it has seen its own creates and deletes.
 
+A failed pod is matched against the Job's `podFailurePolicy` (controllers.pod_failure_policy,
+from pkg/controller/job/pod_failure_policy.go): an Ignore rule leaves it out of status.failed and
+the backoff limit, a FailJob rule fails the Job at once (FailureTarget and Failed, reason
+PodFailurePolicy), Count or no match counts it. Under `podReplacementPolicy: Failed` (the default
+with a podFailurePolicy) a terminating pod is not replaced until it has Failed (manageJob counts
+terminating pods against parallelism, and firstPendingIndexes their indexes, when
+onlyReplaceFailedPods); status.terminating counts them (JobPodReplacementPolicy, on by default).
+
 Simplifications: no pod finalizers (`batch.kubernetes.io/job-tracking`): terminated and deleted
 pods are counted from the watch, in memory, so a pod deleted before it finished counts as failed
-(as with the finalizer) and the counts do not survive a restart of the controller; no
-podFailurePolicy, backoffLimitPerIndex, activeDeadlineSeconds, ttlSecondsAfterFinished, pod
-backoff delay or adoption of orphans.
+(as with the finalizer; matched against the podFailurePolicy as last seen) and the counts do not
+survive a restart of the controller; no backoffLimitPerIndex (nor the FailIndex action),
+activeDeadlineSeconds, ttlSecondsAfterFinished, pod backoff delay or adoption of orphans.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Any
 
 import aiohttp
 
-from ganggate.sim.controllers import job_pods
+from ganggate.sim.controllers import job_pods, pod_failure_policy
 from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.workqueue import WorkQueue, put_status
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
@@ -46,7 +54,8 @@ class JobController:
         self._pods: Reflector | None = None
         self._queue = WorkQueue(retry_seconds)
         self._expect: dict[str, set[str]] = {}  # job key -> names (creates) and uids (deletes) not yet seen
-        self._finished: dict[str, dict[str, tuple[str, int | None]]] = {}  # job uid -> pod uid -> (phase, index)
+        # job uid -> pod uid -> (phase, index, the pod as last seen: what a podFailurePolicy matches)
+        self._finished: dict[str, dict[str, tuple[str, int | None, dict]]] = {}
         self.ready = asyncio.Event()
         """Set once the pods and the Jobs have been listed."""
 
@@ -83,9 +92,9 @@ class JobController:
         finished = self._finished.setdefault(ref.get("uid", ""), {})
         if meta.get("uid") not in finished:
             if phase in job_pods.TERMINAL:
-                finished[meta["uid"]] = (phase, job_pods.pod_index(pod))
+                finished[meta["uid"]] = (phase, job_pods.pod_index(pod), pod)
             elif kind == "DELETED":
-                finished[meta["uid"]] = ("Failed", job_pods.pod_index(pod))  # removed before it finished
+                finished[meta["uid"]] = ("Failed", job_pods.pod_index(pod), pod)  # removed before it finished
         self.enqueue(key)
 
     # -- one sync ------------------------------------------------------------------------
@@ -100,18 +109,26 @@ class JobController:
         pods = [p for p in (self._pods.store.values() if self._pods else [])
                 if (job_pods.controller_ref(p) or {}).get("uid") == uid]
         active = [p for p in pods if job_pods.is_active(p)]
+        terminating = [p for p in pods if job_pods.is_terminating(p)]
         finished = self._finished.get(uid, {})
-        failed = sum(1 for phase, _ in finished.values() if phase == "Failed")
+        matches = [pod_failure_policy.match(spec.get("podFailurePolicy"), pod)
+                   for phase, _, pod in finished.values() if phase == "Failed"]
+        failed = sum(1 for m in matches if m.counts)
+        fail_job = next((m.fail_message for m in matches if m.fail_message), None)
         indexed = spec.get("completionMode") == "Indexed"
-        succeeded_indexes = {i for phase, i in finished.values() if phase == "Succeeded" and i is not None}
-        succeeded = len(succeeded_indexes) if indexed else sum(1 for phase, _ in finished.values() if phase == "Succeeded")
+        succeeded_indexes = {i for phase, i, _ in finished.values() if phase == "Succeeded" and i is not None}
+        succeeded = len(succeeded_indexes) if indexed else sum(1 for phase, _, _ in finished.values() if phase == "Succeeded")
         status = dict(job.get("status") or {})
         now = now_rfc3339()
         conditions = list(status.get("conditions") or [])
         completions = spec.get("completions")
         done = (succeeded >= int(completions)) if completions is not None else (succeeded > 0 and not active)
         to_delete: list[dict] = []
-        if failed > int(spec.get("backoffLimit", 6)):
+        if fail_job is not None:  # a FailJob rule matched (getFailJobMessage): the Job fails at once
+            reason = pod_failure_policy.REASON
+            conditions += [job_pods.condition(t, reason, fail_job, now) for t in ("FailureTarget", "Failed")]
+            to_delete = active
+        elif failed > int(spec.get("backoffLimit", 6)):
             message = "Job has reached the specified backoff limit"
             conditions += [job_pods.condition(t, "BackoffLimitExceeded", message, now) for t in ("FailureTarget", "Failed")]
             to_delete = active
@@ -127,13 +144,16 @@ class JobController:
         else:
             status.setdefault("startTime", now)
             to_delete = list(job_pods.excess_active(job, active, succeeded))
-            for index in job_pods.plan_creates(job, active, succeeded_indexes, succeeded):
+            # onlyReplaceFailedPods: a terminating pod holds its place (and index) until it has Failed.
+            busy = active + terminating if pod_failure_policy.only_replace_failed(job) else active
+            for index in job_pods.plan_creates(job, busy, succeeded_indexes, succeeded):
                 await self._create(key, job, index)
         for pod in to_delete:
             await self._delete(key, pod)
         gone = {p["metadata"]["uid"] for p in to_delete}
         still = [p for p in active if p["metadata"]["uid"] not in gone]
         status.update({"active": len(still), "ready": sum(1 for p in still if job_pods.is_ready(p)),
+                       "terminating": len(terminating),
                        "succeeded": succeeded, "failed": failed, "uncountedTerminatedPods": {}})
         if conditions:
             status["conditions"] = conditions

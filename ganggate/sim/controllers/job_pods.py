@@ -39,6 +39,12 @@ def is_active(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL and not (pod.get("metadata") or {}).get("deletionTimestamp")
 
 
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """controller.FilterTerminatingPods: being deleted and not yet Succeeded or Failed."""
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) and \
+        (pod.get("status") or {}).get("phase") not in TERMINAL
+
+
 def is_ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 

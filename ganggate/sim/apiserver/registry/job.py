@@ -10,7 +10,8 @@
   uid; PrepareForUpdate keeps the status and bumps generation when the spec changes; the status
   strategy keeps the spec; DefaultGarbageCollectionPolicy orphans the pods of a batch/v1 Job
   deleted without a propagationPolicy);
-- validation: pkg/apis/batch/validation/validation.go ValidateJob / ValidateJobUpdate, the essentials.
+- validation: pkg/apis/batch/validation/validation.go ValidateJob / ValidateJobUpdate, the essentials;
+  podFailurePolicy and podReplacementPolicy in full (registry.job_failure_policy).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ganggate.sim.api.batch import (  # noqa: F401  (re-exported for the strateg
     COMPLETION_INDEX, CONTROLLER_UID, JOB_NAME, LEGACY_CONTROLLER_UID, LEGACY_JOB_NAME,
 )
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
+from ganggate.sim.apiserver.registry import job_failure_policy
 from ganggate.sim.apiserver.validation import validate_object_meta
 from ganggate.sim.apiserver.watch import clone
 
@@ -46,6 +48,7 @@ def default_job(job: dict[str, Any]) -> None:
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    job_failure_policy.default(spec)
     template = spec.get("template")
     if isinstance(template, dict):
         labels = (template.get("metadata") or {}).get("labels")
@@ -149,6 +152,7 @@ def validate(job: Mapping[str, Any]) -> list[Cause]:
     pod_spec = template.get("spec")
     if not isinstance(pod_spec, dict):
         return causes + [required("spec.template.spec")]
+    causes += job_failure_policy.validate(spec)
     policy = pod_spec.get("restartPolicy") or ""
     if policy in ("", "Always"):
         causes.append(required("spec.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))
