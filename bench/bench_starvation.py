@@ -142,7 +142,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--quick", action="store_true", help="the sample trace and the 1x starvation trace only")
     parser.add_argument("--only", default="", help="comma-separated: sample, synth, alibaba, starve, starve-deadlines (its deadline rows only)")
     parser.add_argument("--jobs", type=int, default=120, help="jobs of the 1x starvation trace (default 120)")
