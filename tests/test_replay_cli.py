@@ -43,6 +43,10 @@ def test_replay_writes_summary_timeseries_and_plot(tmp_path):
     assert max(int(r["held_idle_gpus"]) for r in series if r["mode"] == "none") == 8
     assert (out / "replay.png").read_bytes()[:4] == b"\x89PNG"
     assert "| none | 1/6 | 5 |" in result.stdout and "| ganggate | 6/6 | 0 | 0.0 |" in result.stdout
+    jobs = [r for r in csv.DictReader((out / "jobs.csv").open()) if r["mode"] == "none"]
+    assert len(jobs) == 6 and sum(1 for r in jobs if r["start_s"] == "") == 5  # five never started
+    assert {r["job"]: r["gpus"] for r in jobs}["a"] == "8"
+    assert rows["none"]["max_wait_s"] != "" and "Job by job" in result.stdout
     assert result.stderr == ""  # no log lines, no progress bar off a terminal
 
 
@@ -88,6 +92,18 @@ def test_replay_on_a_topology_prints_the_placement_table(tmp_path):
     assert result.returncode == 2 and "needs a cluster with a topology" in result.stderr
     result = ganggate("replay", "--trace", str(trace), "--topology", "2x2", "--out", str(tmp_path / "o"))
     assert result.returncode == 2 and "BLOCKSxRACKSxNODES" in result.stderr
+
+
+def test_a_sweep_plots_utilisation_against_the_largest_gangs_max_wait(tmp_path):
+    out = tmp_path / "sweep"
+    result = ganggate("replay", "--synth", "--starve", "--jobs", "12", "--nodes", "2",
+                      "--sweep", "starvation-blind-seconds=600", "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [r["setting"] for r in csv.DictReader((out / "sweep.csv").open())]
+    assert rows == ["count", "ganggate, guard off", "ganggate, default", "starvation-blind-seconds=600"]
+    assert (out / "tradeoff.png").read_bytes()[:4] == b"\x89PNG"
+    bad = ganggate("replay", "--synth", "--sweep", "starvation-minutes=5", "--out", str(out))
+    assert bad.returncode == 2 and "unknown parameter 'starvation-minutes'" in bad.stderr
 
 
 def test_replay_quiet_prints_the_table_alone_and_verbose_adds_the_log(tmp_path):

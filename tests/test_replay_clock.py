@@ -26,8 +26,10 @@ def starving_scenario() -> Scenario:
 
 
 async def test_a_starving_gang_gets_capacity_held_back_after_the_simulated_starvation_limit():
-    held = await run_scenario(starving_scenario(), "ganggate", controller_settings={"starvation_seconds": 300})
-    never = await run_scenario(starving_scenario(), "ganggate", controller_settings={"starvation_seconds": 1e9})
+    # No pod has a deadline here, so the hold is blind: its limit is the blind one (#20).
+    held = await run_scenario(starving_scenario(), "ganggate",
+                              controller_settings={"starvation_seconds": 300, "starvation_blind_seconds": 300})
+    never = await run_scenario(starving_scenario(), "ganggate", controller_settings={"starvation_seconds": 300})
     started = {mode: {r.job_id: r.started_at for r in result.records} for mode, result in
                (("held", held), ("never", never))}
     assert all(r.finished_at is not None for r in held.records)
@@ -37,7 +39,10 @@ async def test_a_starving_gang_gets_capacity_held_back_after_the_simulated_starv
     assert started["held"]["big"] < max(t for t in started["held"].values())
     messages = [m for reason, pod, m, _ in held.events if reason == "GangUnschedulable" and pod.startswith("big-")]
     assert any("capacity held back on 2 nodes" in m for m in messages), messages
-    assert not any("held back" in m for reason, pod, m, _ in never.events if pod.startswith("big-"))
+    assert not any("capacity held back" in m for reason, pod, m, _ in never.events if pod.startswith("big-"))
+    # With the default blind limit (6 h) the gang's Event says why nothing is held yet.
+    assert any("not every pod there has a deadline: held after 21600s" in m
+               for reason, pod, m, _ in never.events if pod.startswith("big-"))
 
 
 async def test_a_gang_waiting_past_its_timeout_gets_gangtimedout_at_that_simulated_time():

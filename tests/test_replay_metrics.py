@@ -130,3 +130,20 @@ def test_an_extra_sample_that_changes_nothing_changes_no_total(steps, tail, data
     assert busy_gpu_hours(split, end) == pytest.approx(busy_gpu_hours(samples, end))
     assert held_idle_gpu_hours(split, end) == pytest.approx(held_idle_gpu_hours(samples, end))
     assert held_idle_gpu_hours(samples, end) <= 64 * end / 3600 + 1e-9
+
+
+def test_job_figures_count_a_job_that_never_started_as_waiting_until_the_end():
+    from ganggate.replay.metrics import figures
+
+    records = [
+        JobRecord("small", 0, 1, started_at=60, finished_at=660),  # waited 1 min, ran 10 min
+        JobRecord("mid", 0, 8, started_at=0, finished_at=60),  # ran 1 min: slowdown floored at 10 min
+        JobRecord("big", 100, 64),  # never started: waits until the end (10,100 s)
+    ]
+    f = figures(records, end=10_200)
+    assert f.max_wait == 10_100 and f.never_started == 1
+    by_class = {c.name: c for c in f.classes}
+    assert by_class["1 GPU"].max_wait == 60 and by_class["2-8"].max_wait == 0
+    assert by_class["9-32"].jobs == 0 and by_class[">32"].max_wait == 10_100
+    assert f.largest_class() is by_class[">32"]
+    assert f.max_slowdown == (60 + 600) / 600 and f.mean_slowdown == ((60 + 600) / 600 + 60 / 600) / 2

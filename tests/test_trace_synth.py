@@ -57,3 +57,14 @@ def test_pod_shapes():
 def test_generated_trace_is_a_valid_csv():
     jobs = generate(SynthConfig(jobs=50, nodes=4, seed=11))
     assert read_trace(io.StringIO(format_trace(jobs))) == jobs
+
+
+def test_the_starvation_trace_puts_a_half_cluster_gang_after_every_fifty_one_gpu_jobs():
+    from ganggate.replay.synth import StarveConfig, generate_starving
+
+    jobs = generate_starving(StarveConfig(jobs=153, nodes=4, gpus_per_node=8, seed=3))
+    gangs = [j for j in jobs if j.job_id.startswith("gang-")]
+    assert [j.gpus for j in gangs] == [16, 16, 16] and all(j.gpus_per_pod == 8 for j in gangs)
+    assert all(j.gpus == 1 and j.run_time <= 14400 for j in jobs if j not in gangs)
+    assert [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs)
+    assert generate_starving(StarveConfig(jobs=153, seed=3)) == jobs  # the same seed, the same trace

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ganggate.controller.config import CARD_POLICIES, NODE_LOST_HELP
+from ganggate.controller.config import BLIND_SECONDS, CARD_POLICIES, NODE_LOST_HELP
 from ganggate.core.fit.gpushare import DEFAULT_POLICY as DEFAULT_CARD_POLICY
 from ganggate.kube.client import ConfigError, make_api_client
 
@@ -41,7 +41,11 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--bind-timeout", type=float, default=120.0, metavar="SECONDS",
                      help="how long capacity stays promised to a released pod (default 120)")
     ctl.add_argument("--starvation-seconds", type=float, default=300.0, metavar="SECONDS",
-                     help="after this long complete and waiting, a gang gets capacity held back (default 300)")
+                     help="after this long complete and waiting, a gang gets capacity held back on nodes whose "
+                          "pods all have deadlines (activeDeadlineSeconds; default 300)")
+    ctl.add_argument("--starvation-blind-seconds", type=float, default=BLIND_SECONDS, metavar="SECONDS",
+                     help="after this long, capacity is held back even where pods have no deadline, idling it "
+                          f"until they end (default {BLIND_SECONDS:.0f}: see docs/controller.md)")
     ctl.add_argument("--topology-levels", default="", metavar="LABEL,...",
                      help="node label keys naming topology levels, widest first (e.g. topology.kubernetes.io/zone,"
                      "example.com/block,example.com/rack,kubernetes.io/hostname): gangs go into as few domains as "
@@ -125,6 +129,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     cfg = ControllerConfig(
         policy=args.policy, placement=args.placement, nominate=args.nominate, on_bind_timeout=args.on_bind_timeout,
         bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
+        starvation_blind_seconds=args.starvation_blind_seconds,
         topology_levels=parse_topology_levels(args.topology_levels),
         scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,
         max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,

@@ -30,6 +30,9 @@ def check_topology_levels(levels: tuple[str, ...]) -> None:
 #: The card policies for GPU sharing (docs/gpu-sharing.md): "fgd" is engineer B's
 #: fragmentation-aware policy (core.gpushare_fgd), the others core.gpushare's.
 CARD_POLICIES = ("best-fit", "random", "fgd")
+#: The default --starvation-blind-seconds: a hold on nodes whose pods have no deadline idles
+#: its room until they end, so it comes late (docs/controller.md, "The starvation guard").
+BLIND_SECONDS = 6 * 3600.0
 
 
 def whole_gpu_policy_named(name: str):
@@ -79,6 +82,8 @@ class ControllerConfig:
     on_bind_timeout: str = "member-loss"  # "member-loss" | "wait" | "recreate"
     bind_timeout_seconds: float = 120.0
     starvation_seconds: float = 300.0
+    #: After this long, room is held back even where pods have no deadline (core.ordering).
+    starvation_blind_seconds: float = BLIND_SECONDS
     topology_levels: tuple[str, ...] = ()  # node label keys, widest first (core.topology)
     scheduler_names: tuple[str, ...] = ("default-scheduler",)
     max_pod_num: int = 10000
@@ -122,7 +127,8 @@ class ControllerConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
-        for name in ("bind_timeout_seconds", "starvation_seconds", "lease_duration_seconds", "renew_seconds",
+        for name in ("bind_timeout_seconds", "starvation_seconds", "starvation_blind_seconds",
+                     "lease_duration_seconds", "renew_seconds",
                      "shutdown_grace_seconds", "preemption_timeout_seconds"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

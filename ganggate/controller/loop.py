@@ -410,6 +410,7 @@ class Controller(Releasing):
 
     def _plan_settings(self) -> dict[str, Any]:
         return {"policy": self.config.policy, "starvation_seconds": self.config.starvation_seconds,
+                "blind_seconds": self.config.starvation_blind_seconds,
                 "timed_out": self.lifecycle.timed_out_gangs(),
                 "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy,
                 "rounds": self.incremental, "node_lost_after": self.config.node_lost_after_seconds}

@@ -62,20 +62,22 @@ class ChangeBuffer:
 
 
 def plan(state: ClusterState, now: float, *, policy: str, starvation_seconds: float,
-         timed_out: Any = (), card_policy: Any = None, whole_gpu_policy: Any = None,
-         rounds: Any = None, node_lost_after: float | None = None) -> tuple[list[Any], list[Any], float | None]:
+         blind_seconds: float | None = None, timed_out: Any = (), card_policy: Any = None,
+         whole_gpu_policy: Any = None, rounds: Any = None,
+         node_lost_after: float | None = None) -> tuple[list[Any], list[Any], float | None]:
     """One round's decisions and waits, and when a round is next due on time alone. With
     `rounds` (a core.incremental.IncrementalRounds) the plan policy re-plans only what changed."""
     from ganggate.core.planner import decide
 
     if rounds is not None and policy == "plan":
-        decisions, waitings = rounds.decide(state, now, starvation_seconds=starvation_seconds,
+        decisions, waitings = rounds.decide(state, now, starvation_seconds=starvation_seconds, blind_seconds=blind_seconds,
                                             card_policy=card_policy, whole_gpu_policy=whole_gpu_policy)
     else:
         decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds,
+                                     blind_seconds=blind_seconds,
                                      card_policy=card_policy, whole_gpu_policy=whole_gpu_policy)
     return decisions, waitings, next_due(state, now, starvation_seconds=starvation_seconds, timed_out=timed_out,
-                                         node_lost_after=node_lost_after)
+                                         blind_seconds=blind_seconds, node_lost_after=node_lost_after)
 
 
 async def plan_in_thread(state: ClusterState, now: float, *, then: Callable[[], Any] | None = None,

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
+from ganggate.controller.config import BLIND_SECONDS
 from ganggate.core.placement.explain import plural
 
 #: The gang states the what-if reports on: every gang with a pod still gated.
@@ -54,6 +55,7 @@ def plan_snapshot(
     scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES,
     now: float | None = None,
     starvation_seconds: float = 300.0,
+    blind_seconds: float | None = None,
     max_pod_num: int = DEFAULT_MAX_POD_NUM,
     policy: str = "plan",
     topology_levels: tuple[str, ...] = (),
@@ -65,7 +67,8 @@ def plan_snapshot(
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
     state.reset(nodes, pods)
     now = time.time() if now is None else now
-    decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds)
+    decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds,
+                                 blind_seconds=blind_seconds)
     decided = {d.gang_key: d for d in decisions}
     waiting = {w.gang_key: w for w in waitings}
     rows: list[GangPlan] = []
@@ -153,7 +156,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output", "-o", choices=["table", "json"], default="table", help="default: table")
     parser.add_argument("--starvation-seconds", type=float, default=300.0, metavar="SECONDS",
                         help="as the controller's flag: complete gangs waiting longer get capacity held "
-                        "back (default 300)")
+                        "back on nodes whose pods all have deadlines (default 300)")
+    parser.add_argument("--starvation-blind-seconds", type=float, default=None, metavar="SECONDS",
+                        help="as the controller's flag: after this long, held back even where pods have no "
+                        "deadline (default: the controller's, 21600)")
     parser.add_argument("--policy", choices=["plan", "count"], default="plan",
                         help="plan: ganggate's planner (default); count: the seed's GPU count check, "
                         "for comparison (no placement)")
@@ -187,6 +193,7 @@ def run_plan(args: argparse.Namespace) -> int:
         pods,
         scheduler_names=tuple(args.scheduler_name or DEFAULT_SCHEDULER_NAMES),
         starvation_seconds=args.starvation_seconds,
+        blind_seconds=BLIND_SECONDS if args.starvation_blind_seconds is None else args.starvation_blind_seconds,
         max_pod_num=args.max_pod_num,
         policy=args.policy,
         topology_levels=levels,

@@ -273,6 +273,7 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     """What `ganggate status` prints; lease (name, namespace) adds who leads; gpus: the GPU
     cards' shared memory instead (controller.gpushare_status). topology_levels None: the levels the
     leading controller records on its lease (topology_view), else none."""
+    from ganggate.controller.config import BLIND_SECONDS
     from ganggate.core.planner import decide
 
     head, source = "", "--topology-levels"
@@ -289,7 +290,9 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
         return format_gpus(state)
     budgets = await list_budgets(api_client)
     now = time.time()
-    decisions, waitings = decide(state, now, policy=policy)
+    # The controller's default limits: a waiting gang's row says what the controller's Event says
+    # (room held back, and when it starts where pods have deadlines).
+    decisions, waitings = decide(state, now, policy=policy, blind_seconds=BLIND_SECONDS)
     text = format_status(state, decisions, waitings, now, namespace, budgets)
     from ganggate.controller.provisioning_status import format_requests, list_requests
 

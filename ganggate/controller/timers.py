@@ -21,7 +21,8 @@ PAST = 0.001
 
 
 def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
-             timed_out: Iterable[GangKey] = (), node_lost_after: float | None = None) -> float | None:
+             timed_out: Iterable[GangKey] = (), blind_seconds: float | None = None,
+             node_lost_after: float | None = None) -> float | None:
     """The earliest instant after `now` at which a round would act on time alone, or None.
 
     timed_out: gangs already reported as timed out (they are not reported again). Read from the
@@ -29,6 +30,9 @@ def next_due(state: ClusterState, now: float, *, starvation_seconds: float,
     node_lost_after: --node-lost-after, when set (a node not Ready becomes lost then).
     """
     due = state.tallies.next_due(state, now, starvation_seconds, PAST, timed_out)
+    if blind_seconds is not None:  # a hold where the pods have no deadline starts then
+        blind = state.tallies.next_due(state, now, blind_seconds, PAST, timed_out)
+        due = blind if due is None else due if blind is None else min(due, blind)
     if node_lost_after is not None and (lost := node_lost_due(state, now, node_lost_after)) is not None \
             and lost + PAST > now:
         due = lost + PAST if due is None else min(due, lost + PAST)

@@ -106,12 +106,12 @@ class IncrementalRounds:
         self.turns = 0
 
     def decide(self, state: ClusterState, now: float, *, starvation_seconds: float = 300.0,
-               card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None,
+               blind_seconds: float | None = None, card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None,
                ) -> tuple[list[Decision], list[Waiting]]:
         """The round `planner.decide(state, now, starvation_seconds=..., card_policy=...,
         whole_gpu_policy=...)` would return. The card policies matter only on nodes with GPU
         cards, where every round is a full one."""
-        policies = {"card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy}
+        policies = {"card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy, "blind_seconds": blind_seconds}
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
@@ -129,7 +129,7 @@ class IncrementalRounds:
             return self._fallback(state, now, starvation_seconds, **policies)
         rivals = find_rivals(state)
         context = (
-            starvation_seconds,
+            starvation_seconds, blind_seconds,
             tuple((r.constraint_key, tuple(sorted(r.request.items())), tuple(keys)) for r, keys in rivals),
             tuple(sorted(state.terminating)),
         )
@@ -149,7 +149,7 @@ class IncrementalRounds:
         # No gang changed since the last round: if none is planned either, the Waitings are the
         # last round's, handed back as the same list (the shell's report then has nothing to read).
         quiet = stale is not None and not dirty_gangs and self._last_waitings is not None
-        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds, quiet)
+        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds, quiet, blind_seconds)
         if quiet and not self.turns:
             assert self._last_waitings is not None and not decisions
             return decisions, self._last_waitings
@@ -158,12 +158,13 @@ class IncrementalRounds:
 
     def _fallback(self, state: ClusterState, now: float, starvation_seconds: float,
                   card_policy: CardPolicy | None, whole_gpu_policy: WholeGpuPolicy | None,
-                  ) -> tuple[list[Decision], list[Waiting]]:
+                  blind_seconds: float | None = None) -> tuple[list[Decision], list[Waiting]]:
         """A part this module does not track is in play: a plain full round, nothing kept."""
         self._forget()
         self.full_rounds += 1
         self.turns = len(self._ready)
-        return decide(state, now, starvation_seconds=starvation_seconds, card_policy=card_policy,
+        return decide(state, now, starvation_seconds=starvation_seconds, blind_seconds=blind_seconds,
+                      card_policy=card_policy,
                       whole_gpu_policy=whole_gpu_policy)
 
     def _see(self, key: GangKey, gang: Gang | None) -> None:
@@ -237,7 +238,8 @@ class IncrementalRounds:
         return out
 
     def _round(self, state: ClusterState, now: float, stale: set[str] | None, rivals: list,
-               starvation_seconds: float, quiet: bool = False) -> tuple[list[Decision], list[Waiting]]:
+               starvation_seconds: float, quiet: bool = False,
+               blind_seconds: float | None = None) -> tuple[list[Decision], list[Waiting]]:
         """Plan the gangs that need it, in round order, and reuse the rest's last Waiting (not
         gathered when `quiet` and no gang was planned: the caller has them)."""
         capacity = self.capacity
@@ -261,7 +263,7 @@ class IncrementalRounds:
             turn = heapq.heappop(order)
             gang = self._ready[turn[-1]]
             turns.add(gang.key)
-            outcome = plan_one(gang, state, now, capacity, {}, rivals, starvation_seconds, holding)
+            outcome = plan_one(gang, state, now, capacity, {}, rivals, starvation_seconds, holding, blind_seconds)
             if isinstance(outcome, Decision):
                 decisions.append(outcome)
             elif outcome is not None:

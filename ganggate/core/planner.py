@@ -12,7 +12,8 @@ Unfit, Capacity, plan_gang, gpus, count_only_fits, totals_only_fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Mapping
 
 from ganggate.core.policy.baseline import count_only_fits, decide_count, totals_only_fits
@@ -26,7 +27,7 @@ from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.policy.lifecycle import waits_for_terminating
-from ganggate.core.policy.ordering import hold_back, release_candidates, release_in_flight, round_order
+from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, release_in_flight, round_key, round_order
 from ganggate.core.state.outcome import Decision, Unfit, Waiting
 from ganggate.core.placement.packing import plan_gang
 from ganggate.core.state.pods import PodInfo
@@ -56,6 +57,7 @@ def decide(
     *,
     policy: str = "plan",
     starvation_seconds: float = 300.0,
+    blind_seconds: float | None = None,
     card_policy: CardPolicy | None = None,
     workload: Workload | None = None,
     whole_gpu_policy: WholeGpuPolicy | None = None,
@@ -65,7 +67,11 @@ def decide(
     A pod asking a share of one GPU card gets its card from `card_policy` (default best fit),
     which may weigh `workload` (default: the mix of GPU pods the cluster holds, observed_workload);
     whole-GPU pods on nodes with cards go where `whole_gpu_policy` says, when one is given. A
-    sharing pod's decision carries the gpushare annotations, with `now` as the assume time."""
+    sharing pod's decision carries the gpushare annotations, with `now` as the assume time.
+
+    A gang that waited longer than `starvation_seconds` gets room held back where the pods
+    there have deadlines (the hold ends by a known time and lends its room); where some have
+    none, only once it waited longer than `blind_seconds` (None: the same limit)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
     waiting: list[Waiting] = []
@@ -101,7 +107,7 @@ def decide(
     decisions: list[Decision] = []
     holding = HoldBack()
     for gang in rolls + rest:
-        outcome = plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding)
+        outcome = plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding, blind_seconds)
         if isinstance(outcome, Decision):
             decisions.append(outcome)
         elif outcome is not None:
@@ -121,6 +127,16 @@ class HoldBack:
     gang at once lets them block each other and everything behind them."""
 
     gang: GangKey | None = None
+    hold: Hold | None = None  # what was held for it, and its earliest start when known
+    decided: set[GangKey] = field(default_factory=set)  # gangs released so far this round
+
+
+def first_in_line(gang: Gang, state: ClusterState, decided: set[GangKey]) -> bool:
+    """No older (or higher-priority) gang still waits: none may take the room freed for this
+    one before its turn in a later round, so the start a hold promises can hold."""
+    key = round_key(gang)
+    return not any(other.state == "waiting" and other.key not in decided and round_key(other) < key
+                   for other in state.gangs.values())
 
 
 def releasable(gang: Gang, state: ClusterState) -> list[PodInfo] | None:
@@ -141,9 +157,20 @@ def plan_one(
     rivals: Rivals,
     starvation_seconds: float,
     holding: HoldBack,
+    blind_seconds: float | None = None,
 ) -> Decision | Waiting | None:
     """One gang's turn in a round: its release (taken from `capacity`), why it waits, or None
     (nothing to release, a release in flight, or a started gang's extras waiting quietly)."""
+    outcome = _plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding, blind_seconds)
+    if isinstance(outcome, Decision):
+        holding.decided.add(gang.key)
+    return outcome
+
+
+def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, reserved: Mapping[GangKey, Reservation],
+              rivals: Rivals, starvation_seconds: float, holding: HoldBack, blind_seconds: float | None,
+              ) -> Decision | Waiting | None:
+    """plan_one without the bookkeeping."""
     pods = releasable(gang, state)
     if pods is None:
         return None
@@ -168,6 +195,8 @@ def plan_one(
         result = with_cards(pods, result, capacity)
     if not isinstance(result, Unfit):
         return _decision(gang, result, capacity, gang.state == "partial", now)
+    if (backfilled := _backfill(gang, pods, need, capacity, rivals, holding, now)) is not None:
+        return backfilled
     capacity.release_cards(p.key for p in pods)  # cards a given-up plan may still hold
     if contested:
         if gang.state != "started":  # a started gang's extras wait quietly
@@ -186,18 +215,56 @@ def plan_one(
     waited = now - (gang.complete_since if gang.complete_since is not None else now)
     holding_for = holding.gang
     if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
-        held = hold_back(pods, capacity, need, state)
-        if held > 0:
-            message += f"; waited {waited:.0f}s, capacity held back on {plural(held, 'node')}"
+        held = hold_back(pods, capacity, need, state, now)
+        blind = starvation_seconds if blind_seconds is None else blind_seconds
+        if isinstance(held, Hold) and held.ready_at is None and gang.state != "partial" and waited <= blind:
+            held.give_back(capacity)  # a blind hold idles its room for as long as the pods there run
+            message += (f"; waited {waited:.0f}s; room would be held back on {plural(held.nodes, 'node')}, "
+                        f"but not every pod there has a deadline: held after {blind:.0f}s")
+        elif isinstance(held, Hold):
+            message += f"; waited {waited:.0f}s, capacity held back on {plural(held.nodes, 'node')}"
+            if first_in_line(gang, state, holding.decided):  # else an older gang may take the room first
+                message += start_message(held)
             kind += "+held"
             if gang.state != "partial":
-                holding.gang = gang.key
+                holding.gang, holding.hold = gang.key, held
         elif held < 0:
             message += "; it would not fit even if the running pods on the nodes it may use finished"
     elif waited > starvation_seconds and holding_for is not None:
         message += (f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, "
                     "for which capacity is held back")
     return Waiting(gang.key, reason, message, kind)
+
+
+def _backfill(gang: Gang, pods: list[PodInfo], need: int, capacity: Capacity, rivals: Rivals, holding: HoldBack,
+              now: float) -> Decision | None:
+    """The gang's release into room held for a starving gang, when it provably leaves before
+    that gang could start (Hold.admits: every pod's deadline ends by its earliest start)."""
+    hold = holding.hold
+    if hold is None or gang.state != "waiting" or not hold.admits(pods[:need], now):
+        return None
+    hold.give_back(capacity)
+    result, _ = place_uncontested(pods, capacity, need, rivals)
+    if not isinstance(result, Unfit):
+        result = with_cards(pods, result, capacity)
+    if isinstance(result, Unfit):
+        capacity.release_cards(p.key for p in pods)
+    hold.give_back(capacity, 1)
+    if isinstance(result, Unfit):
+        return None
+    decision = _decision(gang, result, capacity, False, now)
+    assert holding.gang is not None
+    return replace(decision, reason=f"{decision.reason}, backfilled into room held for "
+                                   f"{holding.gang[0]}/{holding.gang[1]} (it ends before that gang could start)")
+
+
+def start_message(hold: Hold) -> str:
+    """When a held gang can start, when the pods it waits for have deadlines."""
+    if hold.ready_at is None:
+        return ""
+    when = datetime.fromtimestamp(hold.ready_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    after = f" after {', '.join(hold.waits_for)} end" if hold.waits_for else ""
+    return f"; starts{after}, by {when} at the latest"
 
 
 def _decision(gang: Gang, placement: dict[str, str], capacity: Capacity, roll_forward: bool, now: float) -> Decision:

@@ -46,8 +46,12 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--limit", type=_positive_int, help="with --alibaba: the first N pods by creation time")
     replay.add_argument("--jobs", type=_positive_int, default=200, help="jobs of a synthetic trace (default 200)")
     replay.add_argument("--seed", type=int, default=1, help="seed of a synthetic trace (default 1)")
-    replay.add_argument("--load", type=_positive_float, default=0.9,
-                        help="offered load of a synthetic trace, GPU demand / capacity (default 0.9)")
+    replay.add_argument("--load", type=_positive_float, default=None,
+                        help="offered load of a synthetic trace, GPU demand / capacity (default 0.9; with --starve, "
+                             "of the small jobs' stream alone, default 0.75)")
+    replay.add_argument("--starve", action="store_true",
+                        help="with --synth: a starvation trace, a steady stream of 1-GPU jobs with a gang of half "
+                             "the cluster's nodes after every 50 of them (replay/synth.py StarveConfig)")
     replay.add_argument("--nodes", type=_positive_int, default=4, help="GPU nodes of the cluster (default 4)")
     replay.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (default 8)")
     replay.add_argument("--node-cpu", default="64", help="CPU of each node (default 64)")
@@ -76,6 +80,17 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--starvation-seconds", type=_positive_float, default=None, metavar="SECONDS",
                         help="the controller's starvation limit in simulated seconds (default: the controller's "
                              "own, 300): a gang that waits longer gets capacity held back")
+    replay.add_argument("--starvation-blind-seconds", type=_positive_float, default=None, metavar="SECONDS",
+                        help="the controller's limit for a hold where pods have no deadline (default: the "
+                             "controller's own, 21600)")
+    replay.add_argument("--sweep", default="", metavar="NAME=V1,V2,...",
+                        help="instead of --modes: run ganggate once per value of starvation-seconds or "
+                             "starvation-blind-seconds, and count, the guard off and the defaults, and plot mean "
+                             "utilisation against the largest gang class's max wait (tradeoff.png, sweep.csv)")
+    replay.add_argument("--deadline-factor", type=float, default=None, metavar="F",
+                        help="give every pod spec.activeDeadlineSeconds = F x its job's run time (F >= 1: a run-time "
+                             "bound users state, as Slurm's time limits; the starvation guard lets jobs that surely "
+                             "end in time use room it holds). Default: no deadlines")
     replay.add_argument("--quiet", action="store_true",
                         help="print only the results table (no progress, no per-mode lines)")
     add_output_arguments(replay)
@@ -142,9 +157,10 @@ def _replay(args: argparse.Namespace) -> int:
     from ganggate.core.fit.resources import QuantityError, parse_quantity
     from ganggate.replay import engine, report
     from ganggate.replay.plot import plot_modes
-    from ganggate.replay.synth import SynthConfig, generate
+    from ganggate.replay.sweep import parse_sweep
+    from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving
     from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
-    from ganggate.replay.trace import TraceError, load_trace, write_trace
+    from ganggate.replay.trace import TraceError, load_trace, with_deadlines, write_trace
     from ganggate.sim.cli import node_groups, topology_shape
 
     try:
@@ -154,7 +170,9 @@ def _replay(args: argparse.Namespace) -> int:
             args.nodes = shape.nodes
         elif "topology" in modes:
             raise ValueError("--modes topology needs a cluster with a topology: --topology BLOCKSxRACKSxNODES")
-        if (args.require_share or args.prefer_share) and (shape is None or not args.synth):
+        if args.starve and not args.synth:
+            raise ValueError("--starve needs --synth")
+        if (args.require_share or args.prefer_share) and (shape is None or not args.synth or args.starve):
             raise ValueError("--require-share and --prefer-share need --synth and --topology (the racks to keep to)")
         for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
             try:
@@ -171,12 +189,18 @@ def _replay(args: argparse.Namespace) -> int:
                 raise ValueError(f"cannot read {args.alibaba}: no such file. {TRACE_HINT}")
             jobs = load_alibaba(args.alibaba, args.limit)
             source = f"{args.alibaba}, one job per pod"
+        elif args.starve:
+            jobs = generate_starving(StarveConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                                                  seed=args.seed, load=args.load or 0.75))
+            source = f"starvation trace: {args.jobs} jobs, seed {args.seed}, stream load {args.load or 0.75:g}"
         else:
+            args.load = args.load or 0.9
             jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                                         seed=args.seed, load=args.load, require_share=args.require_share,
                                         prefer_share=args.prefer_share,
                                         topology_level=shape.rack_label if shape else "ganggate.io/rack"))
             source = f"synthetic: {args.jobs} jobs, seed {args.seed}, load {args.load:g}"
+        jobs = with_deadlines(jobs, args.deadline_factor)
         nodes = engine.uniform_nodes(args.nodes, args.gpus_per_node, args.node_cpu, args.node_memory)
         if shape is not None:
             nodes = topology_nodes(shape, args.gpus_per_node, args.node_cpu, args.node_memory)
@@ -187,12 +211,15 @@ def _replay(args: argparse.Namespace) -> int:
         scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else (),
                                    node_groups=groups, autoscaler=autoscaler_options)
         engine.check_fits(scenario)
+        sweep = parse_sweep(args.sweep) if args.sweep else None
     except (TraceError, ValueError, engine.ReplayError) as exc:
         print(f"ganggate replay: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     if args.trace is None:
         write_trace(jobs, args.out / "trace.csv")
+    if sweep is not None:
+        return _sweep(sweep, scenario, args, f"{len(jobs)} jobs ({source})")
     say = (lambda *_a, **_k: None) if args.quiet else print  # --quiet: the results table alone
     say(f"replaying {len(jobs)} jobs ({source}) on {args.nodes} nodes x {args.gpus_per_node} GPUs; "
         f"modes: {', '.join(modes)}", flush=True)
@@ -203,6 +230,8 @@ def _replay(args: argparse.Namespace) -> int:
         results = {}
         for mode in modes:
             settings = {} if args.starvation_seconds is None else {"starvation_seconds": args.starvation_seconds}
+            if args.starvation_blind_seconds is not None:
+                settings["starvation_blind_seconds"] = args.starvation_blind_seconds
             bar = None if args.quiet else progress_bar(len(jobs), mode)  # on a terminal only
             try:
                 result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings,
@@ -225,11 +254,20 @@ def _replay(args: argparse.Namespace) -> int:
     summaries = [r.summary for r in results.values()]
     report.write_summary_csv(summaries, args.out / "summary.csv")
     report.write_timeseries_csv({m: r.samples for m, r in results.items()}, args.out / "timeseries.csv")
+    report.write_jobs_csv({m: r.records for m, r in results.items()}, args.out / "jobs.csv")
     plot_modes({m: r.samples for m, r in results.items()}, scenario.capacity, args.out / "replay.png",
                title=args.title or f"{len(jobs)} jobs on {args.nodes} x {args.gpus_per_node} GPUs",
                ends={m: r.end for m, r in results.items()})
     say()
     print(report.markdown_table(summaries))
+    say("\nJob by job (wait: submit -> all pods running; a job never started waits until the end):\n")
+    say(report.jobs_table(summaries))
+    if args.deadline_factor is not None:
+        from ganggate.replay.predictions import score
+
+        for mode, result in results.items():
+            if mode != "none":
+                say(f"  {mode}: {score(result.events, result.records, result.epoch_offset).describe()}")
     if scenario.node_groups:
         from ganggate.replay.autoscaling import markdown_table as paid_table, paid
 
@@ -243,9 +281,38 @@ def _replay(args: argparse.Namespace) -> int:
             print()
             for mode, result in results.items():
                 print(f"  {mode}: {required_line(jobs, result.records, scenario.nodes)}")
-    say(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
+    say(f"\nwrote {args.out / 'summary.csv'}, {args.out / 'jobs.csv'}, {args.out / 'timeseries.csv'}, {args.out / 'replay.png'}"
         + (f", {args.out / 'trace.csv'}" if args.trace is None else ""))
     _end_note(logs, args.quiet)
+    return 0
+
+
+def _sweep(sweep: Any, scenario: Any, args: argparse.Namespace, source: str) -> int:
+    """replay --sweep: the baselines and one ganggate run per value; sweep.csv and tradeoff.png."""
+    import asyncio
+    from dataclasses import replace
+
+    from ganggate.replay import engine, report
+    from ganggate.replay.sweep import run_sweep
+
+    print(f"sweeping {sweep.parameter} over {', '.join(f'{v:g}' for v in sweep.values)} on {source}", flush=True)
+
+    async def run(mode: str, settings: dict) -> Any:
+        result = await engine.run_scenario(scenario, mode, exact_webhook=False, controller_settings=settings)
+        print(f"  {mode} {settings or '(defaults)'}: {result.wall_seconds:.1f} s", flush=True)
+        return result.summary
+
+    try:
+        rows = asyncio.run(run_sweep(sweep, run, args.out, title=args.title or source))
+    except engine.ReplayError as exc:
+        print(f"ganggate replay: {exc}", file=sys.stderr)
+        return 1
+    summaries = [replace(summary, mode=label) for label, summary in rows]  # the row's label in the tables
+    print()
+    print(report.markdown_table(summaries))
+    print()
+    print(report.jobs_table(summaries))
+    print(f"\nwrote {args.out / 'sweep.csv'}, {args.out / 'tradeoff.png'}")
     return 0
 
 

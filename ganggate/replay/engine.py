@@ -169,6 +169,7 @@ class _Engine:
                     break
                 clock.advance_to(max(min(candidates), now))
             end = clock.now()
+            epoch_offset = clock.epoch() - end
             events = await self._events()
         finally:
             await session.close()
@@ -184,7 +185,7 @@ class _Engine:
         return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
                          time.monotonic() - started, self.interruptions,
                          {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events,
-                         self.provisioned)
+                         self.provisioned, epoch_offset)
 
     # ---- an autoscaled cluster (replay/autoscaling.py) -----------------------------------
 
@@ -255,7 +256,7 @@ class _Engine:
         async def finish(pod: dict) -> None:
             name = pod["metadata"]["name"]
             url = f"{self.sim.url}/api/v1/namespaces/{NAMESPACE}/pods/{name}/status"
-            async with self.session.patch(url, json=succeeded_status(pod, now_rfc3339()),
+            async with self.session.patch(url, json=succeeded_status(pod, now_rfc3339(self.kubelet.clock.epoch())),
                                           headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
                 body = await response.read()
                 if response.status >= 300:

@@ -10,6 +10,15 @@ so the values hold until the next sample) and one `JobRecord` per job. From thos
 - deadlocked jobs: jobs that never complete by the end of the run;
 - queueing delay: submit -> all pods running; makespan: first submit -> last completion
   (none, i.e. never, when a job deadlocked).
+
+Job by job (`JobFigures`): a mean over all jobs hides the few large gangs a starvation guard
+exists for. A job that never started by the end of the run waited *at least* until the end:
+its wait counts as end - submit (censored), so a gang that starves shows in the max wait
+instead of vanishing from the figures.
+- max wait and p99 wait over all jobs;
+- wait by gang-size class (1 GPU, 2-8, 9-32, >32 GPUs): jobs, p95 and max wait;
+- bounded slowdown, (wait + run) / max(run, 10 min), mean, p95 and max (Feitelson's bounded
+  slowdown: the 10-minute floor keeps a short job's tiny run from blowing its ratio up).
 """
 
 from __future__ import annotations
@@ -58,6 +67,80 @@ class JobRecord:
     nodes: tuple[str, ...] = ()  # the nodes its pods ran on when it first started
 
 
+#: (name, smallest GPUs, largest GPUs) of each gang-size class.
+SIZE_CLASSES: tuple[tuple[str, int, float], ...] = (
+    ("1 GPU", 0, 1), ("2-8", 2, 8), ("9-32", 9, 32), (">32", 33, float("inf")),
+)
+#: The bounded slowdown's floor on run time, seconds.
+SLOWDOWN_FLOOR = 600.0
+
+
+@dataclass(frozen=True)
+class ClassWait:
+    """The waits of one gang-size class."""
+
+    name: str
+    jobs: int
+    p95_wait: float | None
+    max_wait: float | None
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """The job-by-job figures of one run."""
+
+    max_wait: float | None
+    p99_wait: float | None
+    classes: tuple[ClassWait, ...]
+    mean_slowdown: float | None
+    p95_slowdown: float | None
+    max_slowdown: float | None
+    never_started: int
+
+    def largest_class(self) -> ClassWait | None:
+        """The largest gang-size class that has jobs (what a starvation guard is for)."""
+        return next((c for c in reversed(self.classes) if c.jobs), None)
+
+
+def size_class(gpus: int) -> str:
+    """The name of the gang-size class of a job of `gpus` GPUs."""
+    return next(name for name, low, high in SIZE_CLASSES if low <= gpus <= high)
+
+
+def wait_of(record: JobRecord, end: float) -> float:
+    """Submit -> start; a job that never started waited until `end` at least."""
+    start = record.started_at if record.started_at is not None else end
+    return max(start - record.submit_time, 0.0)
+
+
+def run_of(record: JobRecord) -> float | None:
+    """Start -> end (restarts after a disruption included); None until it has finished."""
+    if record.started_at is None or record.finished_at is None:
+        return None
+    return record.finished_at - record.started_at
+
+
+def slowdown(wait: float, run: float) -> float:
+    """Bounded slowdown: (wait + run) / max(run, SLOWDOWN_FLOOR)."""
+    return (wait + run) / max(run, SLOWDOWN_FLOOR)
+
+
+def figures(records: Sequence[JobRecord], end: float) -> JobFigures:
+    """The job-by-job figures of a run that ended at simulated time `end`."""
+    waits = [wait_of(r, end) for r in records]
+    classes = []
+    for name, _, _ in SIZE_CLASSES:
+        mine = [w for r, w in zip(records, waits) if size_class(r.gpus) == name]
+        classes.append(ClassWait(name, len(mine), percentile(mine, 95), max(mine, default=None)))
+    slowdowns = [slowdown(w, run) for r, w in zip(records, waits) if (run := run_of(r)) is not None]
+    return JobFigures(
+        max_wait=max(waits, default=None), p99_wait=percentile(waits, 99), classes=tuple(classes),
+        mean_slowdown=mean(slowdowns), p95_slowdown=percentile(slowdowns, 95),
+        max_slowdown=max(slowdowns, default=None),
+        never_started=sum(1 for r in records if r.started_at is None),
+    )
+
+
 @dataclass(frozen=True)
 class Summary:
     """The figures of one replay run (one admission mode)."""
@@ -73,6 +156,7 @@ class Summary:
     mean_queue_delay: float | None
     p95_queue_delay: float | None
     makespan: float | None
+    jobs_figures: JobFigures | None = None  # job by job: max and p99 wait, by class, slowdown
 
 
 def split_gpus(jobs: Iterable[JobProgress]) -> tuple[int, int]:
@@ -168,4 +252,5 @@ def summarise(
         mean_queue_delay=mean(delays),
         p95_queue_delay=percentile(delays, 95),
         makespan=makespan(records),
+        jobs_figures=figures(records, end),
     )

@@ -70,6 +70,7 @@ def pod_manifest(job: Job, index: int, namespace: str, *, gang: bool = True, tim
             "schedulerName": "default-scheduler",
             "terminationGracePeriodSeconds": 0,
             "containers": [{"name": "worker", "image": "ganggate/replay-worker", "resources": resources}],
+            **({"activeDeadlineSeconds": job.deadline_seconds} if job.deadline_seconds else {}),
         },
     }
 

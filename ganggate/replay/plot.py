@@ -70,3 +70,35 @@ def plot_modes(
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def plot_tradeoff(points: Sequence[tuple[str, float, float]], baselines: Sequence[tuple[str, float, float]],
+                  path: str | Path, *, title: str = "", parameter: str = "") -> Path:
+    """Save a PNG of mean utilisation against the max wait of the largest gang-size class:
+    one labelled point per setting of a swept policy parameter (joined in order), and the
+    baselines as distinct markers. Each point is (label, max wait in seconds, utilisation 0-1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    if points:
+        axis.plot([p[1] / 3600 for p in points], [p[2] * 100 for p in points], "o-", color="#1565c0",
+                  label=parameter or "setting")
+        for label, wait, util in points:
+            axis.annotate(label, (wait / 3600, util * 100), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    for (label, wait, util), marker in zip(baselines, "s^Dv*"):
+        axis.plot([wait / 3600], [util * 100], marker, markersize=9, label=label, linestyle="none")
+    axis.set_xlabel("max wait of the largest gang-size class (hours)")
+    axis.set_ylabel("mean GPU utilisation (%)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    if title:
+        axis.set_title(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

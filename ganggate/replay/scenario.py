@@ -121,6 +121,8 @@ class RunResult:
     events: list[tuple[str, str, str, int]] = field(default_factory=list)
     #: With node groups: (time, GPUs of every node) whenever that changed (replay/autoscaling.py).
     provisioned: list[tuple[float, int]] = field(default_factory=list)
+    #: The Unix time of simulated time 0 (the controller and kubesim stamp Unix times).
+    epoch_offset: float = 0.0
 
 
 def uniform_nodes(count: int, gpus_per_node: int, cpu: str = "64", memory: str = "512Gi") -> list[NodeSpec]:

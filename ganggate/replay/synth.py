@@ -137,3 +137,54 @@ def with_topology(jobs: list[Job], config: SynthConfig) -> list[Job]:
             job = replace(job, topology_preferred=config.topology_level)
         out.append(job)
     return out
+
+
+@dataclass(frozen=True)
+class StarveConfig:
+    """A starvation trace: a steady stream of 1-GPU jobs at `load` (offered GPU demand /
+    capacity of the stream alone) and, after every `every` small jobs, one large gang of whole
+    nodes asking `gang_share` of the cluster (about 0.14 more load with the defaults).
+
+    A small job finds a free GPU almost at once, and best fit packs it beside others, but a
+    large gang needs whole nodes empty together, which a steady stream never leaves: without a
+    guard it starts only when the stream stops, so its wait grows with the trace's length.
+    Small jobs' run times are log-normal but capped (`max_run_time`), so a guard that drains
+    nodes for a gang has a bounded drain."""
+
+    jobs: int = 120  # small jobs and gangs together
+    nodes: int = 4
+    gpus_per_node: int = 8
+    seed: int = 1
+    load: float = 0.75
+    every: int = 50
+    gang_share: float = 0.5
+    gang_run_time: float = 1800.0
+    median_run_time: float = 2400.0
+    run_time_sigma: float = 0.8
+    max_run_time: float = 14400.0
+
+
+def generate_starving(config: StarveConfig) -> list[Job]:
+    """Draw a starvation trace of `config.jobs` jobs, sorted by submit time; the large gangs
+    are named `gang-...`, the small jobs `job-...`."""
+    if config.jobs < 1 or config.nodes < 1 or config.gpus_per_node < 1 or config.every < 1:
+        raise ValueError("jobs, nodes, gpus_per_node and every must be at least 1")
+    if config.load <= 0 or not 0 < config.gang_share <= 1:
+        raise ValueError("load must be positive and gang_share from 0 (excluded) to 1")
+    rng = random.Random(f"starve-{config.seed}")
+    gang_nodes = max(1, round(config.nodes * config.gang_share))
+    mu = math.log(config.median_run_time)
+    mean_run = math.exp(mu + config.run_time_sigma ** 2 / 2)  # of the log-normal, before the cap
+    rate = config.load * config.nodes * config.gpus_per_node / mean_run  # small jobs per second
+    jobs: list[Job] = []
+    now = 0.0
+    for index in range(config.jobs):
+        if (index + 1) % (config.every + 1) == 0:
+            jobs.append(Job(f"gang-{index:05d}", float(round(now)), gang_nodes, config.gpus_per_node,
+                            str(4 * config.gpus_per_node), f"{16 * config.gpus_per_node}Gi",
+                            config.gang_run_time))
+            continue
+        run = min(config.max_run_time, max(60.0, rng.lognormvariate(mu, config.run_time_sigma)))
+        jobs.append(Job(f"job-{index:05d}", float(round(now)), 1, 1, "4", "16Gi", float(round(run))))
+        now += rng.expovariate(rate)
+    return jobs

@@ -19,7 +19,7 @@ import csv
 import io
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, TextIO
 
@@ -67,6 +67,9 @@ class Job:
     #: Topology levels (node label keys) the gang requires / prefers to sit in one domain of.
     topology_required: str | None = None
     topology_preferred: str | None = None
+    #: The pods' spec.activeDeadlineSeconds (a run-time bound the user states; replay
+    #: --deadline-factor sets it from run_time), None: none.
+    deadline_seconds: int | None = None
 
     @property
     def gpus(self) -> int:
@@ -222,3 +225,14 @@ def write_trace(jobs: Iterable[Job], path: str | Path) -> None:
 
 def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.3f}".rstrip("0")
+
+
+def with_deadlines(jobs: list[Job], factor: float | None) -> list[Job]:
+    """The jobs with deadline_seconds = ceil(factor x run_time) (None: unchanged); a factor
+    below 1 would kill jobs before they finish, and is refused (ValueError)."""
+    if factor is None:
+        return jobs
+    if not factor >= 1:
+        raise ValueError(f"--deadline-factor {factor:g}: must be at least 1 (a deadline before a job's run time "
+                         "ends it unfinished)")
+    return [replace(job, deadline_seconds=max(1, math.ceil(factor * job.run_time))) for job in jobs]

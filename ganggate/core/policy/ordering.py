@@ -3,10 +3,21 @@
 Gangs go by priority (higher first) and age (older first); a gang that does not fit does not
 block the ones behind it (backfill) until it has waited longer than the starvation limit,
 and then the capacity it needs on the nodes its plan would use is held back (`hold_back`).
+
+The hold, as Slurm's backfill reserves for its top job (slurm.schedmd.com/sched_config.html,
+bf_* options): nodes are chosen by what is known of when they empty. A pod with
+spec.activeDeadlineSeconds and a startTime ends by startTime + deadline (the kubelet kills it
+then); a node's ready time is when enough of its pods have surely ended for the gang's pods
+there to fit (unknown when one of them has no deadline). Nodes go by ready time, then by how
+few pods must end, then by the most free GPU now. The held gang's earliest start is the
+latest of its nodes' ready times; while it is known, a gang whose pods all carry deadlines
+that end by then may use the held room (`Hold.admits`): it provably leaves before the held
+gang could start. Without deadlines nothing may use held room, as before.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
@@ -14,7 +25,7 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import Gang
 from ganggate.core.placement.packing import largest_first
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.fit.resources import add_into, fits
+from ganggate.core.fit.resources import Resources, add_into, fits, gpus
 from ganggate.core.placement.domains import domains, free_gpus
 from ganggate.core.placement.topology import gang_request, placed_domains
 
@@ -48,67 +59,174 @@ def release_in_flight(gang: Gang, promises: Mapping[str, object]) -> bool:
     return bool(promises) and any(p.key in promises for p in gang.gated_pods())
 
 
-def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState) -> int:
-    """Hold capacity for a starving gang; returns the number of nodes held (0: none held,
-    -1: none, because the gang would not fit even on emptied nodes).
+@dataclass
+class Hold:
+    """Room held back for one starving gang this round: what was taken from which node, and
+    the earliest time the gang could start there (None: unknown, some pod that must end first
+    has no deadline) and the pods it waits for (those whose end sets that time, latest first)."""
 
-    Documented simplification: plan the gang on the capacity the nodes would have if their
-    running pods finished (free + used), filling the nodes with the most free GPU now first
-    (they need the fewest pods to finish), and take the gang's whole request on those nodes
-    from this round's capacity. Later gangs may only use the rest; free capacity on the
-    chosen nodes goes negative until enough running pods there finish. Nothing is held if
-    the gang would not fit even then. A gang that requires one domain of a topology level
-    holds its room inside one domain: the one with the most free GPU where it would fit, or
-    the one its released members are in.
+    taken: list[tuple[str, Resources]]
+    ready_at: float | None
+    waits_for: tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> int:
+        return len({name for name, _ in self.taken})
+
+    def admits(self, pods: Sequence[PodInfo], now: float) -> bool:
+        """Whether a gang of these pods provably leaves before the held gang could start: its
+        earliest start is known and every pod has a deadline that ends by then."""
+        if self.ready_at is None or not pods:
+            return False
+        return all(p.deadline_seconds is not None and now + p.deadline_seconds <= self.ready_at for p in pods)
+
+    def give_back(self, capacity: Capacity, sign: int = -1) -> None:
+        """Give the held room back to `capacity` (sign=1 takes it again)."""
+        for name, request in self.taken:
+            capacity.take(name, request, sign)
+
+
+def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState,
+              now: float = 0.0) -> Hold | int:
+    """Hold capacity for a starving gang: the Hold made, or 0 (none held: several constraints,
+    or nothing free anywhere that a younger gang could take from it) or -1 (none: the gang
+    would not fit even on emptied nodes).
+
+    Documented simplification: plan the gang on the room its nodes will have once enough of
+    their running pods have finished, nodes chosen as the module says, and take the gang's
+    whole request on them from this round's capacity. Later gangs may only use the rest (or
+    the held room, when `Hold.admits` them); free capacity on the chosen nodes goes negative
+    until enough running pods there finish. A gang that requires one domain of a topology
+    level holds its room inside one domain: the one with the most free GPU where it would
+    fit, or the one its released members are in.
     """
+    if pods and min(p.gpu for p in pods) > 0 and not _free_gpu_anywhere(capacity, pods[0]):
+        return 0  # nothing free that a younger gang could take: holding protects nothing now
     required, _ = gang_request(pods)
     placed = placed_domains(pods, capacity, required) if required is not None else None
     if required is None or (len(pods) <= 1 and placed is None):
-        return _hold(pods, capacity, need, state, None)
+        return _hold(pods, capacity, need, state, None, now)
     if placed is not None:  # the rest of a gang with members placed: in their domain
-        return _hold(pods, capacity, need, state, set(placed))
+        return _hold(pods, capacity, need, state, set(placed), now)
     eligible: set[str] | None = capacity.index(largest_first(pods)[0]).members
     groups = sorted(domains(capacity, required).items(), key=lambda g: (-free_gpus(capacity, g[1], eligible), g[0]))
     for _, names in groups:
-        held = _hold(pods, capacity, need, state, set(names))
+        held = _hold(pods, capacity, need, state, set(names), now)
         if held != -1:
             return held
     return -1
 
 
-def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState, within: set[str] | None) -> int:
+def _free_gpu_anywhere(capacity: Capacity, pod: PodInfo) -> bool:
+    """Some node the gang may use has a free GPU now (its index's top level is above 0)."""
+    index = capacity.index(pod)
+    return bool(index.levels) and index.levels[-1] > 0
+
+
+@dataclass(frozen=True)
+class _Occupant:
+    """A pod that holds room on a node: when it surely ends (inf: unknown), and what it holds."""
+
+    end: float
+    request: Resources
+    key: str
+
+
+def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, list[_Occupant]]:
+    """The pods holding room on the given nodes, by node: bound unfinished pods, and released
+    pods not bound yet (promised: they bind by the promise's deadline, so with a deadline of
+    their own they surely end by the two added up)."""
+    out: dict[str, list[_Occupant]] = {}
+    for pod in state.pods.values():
+        if pod.node_name in names and not pod.terminated:
+            out.setdefault(pod.node_name, []).append(_Occupant(_end(pod, now), pod.request, pod.key))
+    for promise in state.promises.values():
+        if promise.node in names:
+            pod = state.pods.get(promise.pod_key)
+            seconds = pod.deadline_seconds if pod is not None else None
+            end = max(promise.deadline, now) + seconds if seconds is not None else float("inf")
+            out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key))
+    return out
+
+
+def _end(pod: PodInfo, now: float) -> float:
+    """When the pod surely ends: now if it is being deleted, startTime + its deadline, else
+    never (inf). A pod bound but not started yet (no startTime: the kubelet starts it within
+    moments) counts from now; else, for that instant, its node would look unusable and the
+    hold would move off the nodes it is draining."""
+    if pod.terminating:
+        return now
+    if pod.deadline_seconds is not None and not pod.started:
+        return now + pod.deadline_seconds
+    ends = pod.ends_by
+    return float("inf") if ends is None else max(ends, now)
+
+
+def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant], now: float
+           ) -> tuple[float, list[_Occupant]] | None:
+    """When the node has room for all of `pods` (the earliest-ending occupants leave first),
+    and the occupants that must end for it; None when it never has, even emptied."""
+    room = dict(free)
+    need: Resources = {}
+    for pod in pods:
+        add_into(need, pod.request)
+    gone: list[_Occupant] = []
+    for occupant in sorted(occupants, key=lambda o: o.end):
+        if fits(need, room):
+            break
+        add_into(room, occupant.request)
+        gone.append(occupant)
+    if not fits(need, room):
+        return None
+    return max((o.end for o in gone), default=now), gone
+
+
+def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState, within: set[str] | None,
+          now: float) -> Hold | int:
     """hold_back on the given nodes only (None: all)."""
     order = largest_first(pods)
     index = capacity.index(order[0])
     if any(p.constraint_key != order[0].constraint_key for p in order):
         return 0  # several constraints: keep it simple, no hold
+    # Every node the gang may use: one whose room is partly promised to a released pod not yet
+    # bound counts too (that pod's end is known when it has a deadline: _occupants).
+    names = {name for name in index.members if within is None or name in within}
+    running = _occupants(state, names, now)
+    ranked = []
+    for name in names:
+        ready = _ready(order[:1], capacity.free[name], running.get(name, []), now)
+        if ready is not None:  # (ready time, pods that must end, most free GPU first, name)
+            ranked.append((ready[0], len(ready[1]), -gpus(capacity.free[name]), name))
     plan: list[tuple[str, PodInfo]] = []
     remaining = order
-    # Visit nodes by most free GPU first, straight from the index (no pass over all nodes
-    # unless the gang would not fit even then).
-    smallest = min(p.gpu for p in order)
-    for level in reversed(index.levels):
-        for _, _, name in list(index.buckets.get(level, ())):
-            if len(plan) >= need or not remaining:
-                break
-            if within is not None and name not in within:
-                continue
-            if level + capacity.used_gpus(name, state) < smallest:
-                continue  # not even the smallest pod would fit here once it empties
-            room = dict(capacity.free[name])
-            add_into(room, state.nodes[name].used)
-            left = []
-            for pod in remaining:
-                if len(plan) < need and fits(pod.request, room):
-                    add_into(room, pod.request, -1)
-                    plan.append((name, pod))
-                else:
-                    left.append(pod)
-            remaining = left
+    ready_at: float = now
+    waits: list[tuple[float, str]] = []
+    for _, _, _, name in sorted(ranked):
         if len(plan) >= need or not remaining:
             break
+        room = dict(capacity.free[name])
+        for occupant in running.get(name, []):
+            add_into(room, occupant.request)
+        mine, left = [], []
+        for pod in remaining:
+            if len(plan) + len(mine) < need and fits(pod.request, room):
+                add_into(room, pod.request, -1)
+                mine.append(pod)
+            else:
+                left.append(pod)
+        if not mine:
+            continue
+        remaining = left
+        plan.extend((name, pod) for pod in mine)
+        when, gone = _ready(mine, capacity.free[name], running.get(name, []), now) or (float("inf"), [])
+        ready_at = max(ready_at, when)
+        waits.extend((o.end, o.key) for o in gone)
     if len(plan) < need:
         return -1
+    taken = []
     for name, pod in plan:
         capacity.take(name, pod.request)
-    return len({name for name, _ in plan})
+        taken.append((name, pod.request))
+    if ready_at == float("inf"):
+        return Hold(taken, None)
+    return Hold(taken, ready_at, tuple(key for _, key in sorted(waits, reverse=True)[:3]))

@@ -74,6 +74,12 @@ _SHAPES = Shared(limit=1000)  # spec shapes: long strings, so few are kept past 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
+def _deadline(spec: Mapping) -> int | None:
+    """spec.activeDeadlineSeconds when a positive integer (the API server refuses anything else)."""
+    value = spec.get("activeDeadlineSeconds")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def parse_time(value: object) -> float:
     """An RFC 3339 timestamp as epoch seconds (0.0 when absent or unreadable)."""
     if not isinstance(value, str) or not value:
@@ -364,6 +370,11 @@ class PodInfo:
     gpu: int = 0
     #: The GPU resources (every name */gpu) the pod asks a positive amount of.
     gpu_resources: tuple[str, ...] = ()
+    #: spec.activeDeadlineSeconds, when set: the kubelet ends the pod that long after its
+    #: status.startTime (pkg/kubelet/active_deadline.go), a run-time bound the guard reads.
+    deadline_seconds: int | None = None
+    #: status.startTime as epoch seconds (0.0: not started).
+    started: float = 0.0
 
     labels = property(lambda self: self.traits.labels)
     controller_ref = property(lambda self: self.traits.controller_ref)
@@ -428,7 +439,17 @@ class PodInfo:
             traits=_traits(meta, annotations, owner, facts),
             gpu=facts.gpu,
             gpu_resources=facts.gpu_resources,
+            deadline_seconds=_deadline(spec),
+            started=parse_time((pod.get("status") or {}).get("startTime")),
         )
+
+    @property
+    def ends_by(self) -> float | None:
+        """When the kubelet ends the pod at the latest (startTime + activeDeadlineSeconds);
+        None when either is unknown."""
+        if self.deadline_seconds is None or not self.started:
+            return None
+        return self.started + self.deadline_seconds
 
     @property
     def member(self) -> bool:

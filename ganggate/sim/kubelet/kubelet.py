@@ -313,7 +313,11 @@ class Kubelet:
     async def _patch_status(self, key: str, build: Callable[[Mapping, str], dict | None]) -> bool:
         """Write a status built from the latest pod, retrying API errors while the pod exists."""
         async def send(session: aiohttp.ClientSession, pod: Mapping) -> int:
-            patch = build(pod, now_rfc3339())
+            # Stamped on the kubelet's own clock, as the kubelet's status manager stamps
+            # status.startTime (metav1.Now() in pkg/kubelet/status/status_manager.go
+            # updateStatusInternal): on a replay's simulated clock a pod started then, and its
+            # activeDeadlineSeconds (pkg/kubelet/active_deadline.go) counts from it.
+            patch = build(pod, now_rfc3339(self.clock.epoch()))
             if patch is None:
                 return 204
             metadata = pod["metadata"]
