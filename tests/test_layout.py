@@ -177,6 +177,12 @@ def test_no_import_cycles_among_ganggate_modules() -> None:
     assert not cycles, "import cycle(s): " + "; ".join(" -> ".join(c) for c in cycles)
 
 
+def test_no_import_cycles_among_the_benchmarks() -> None:
+    """bench/ shares code through modules of its own (gpushare_trace, webhook_process), never by
+    two scripts importing each other (bench_gpushare and gpushare_e2e once did)."""
+    assert find_cycles(import_graph(ROOT, "bench")) == []
+
+
 def test_cycle_finder_sees_imports_in_functions_and_type_checking_blocks(tmp_path: Path) -> None:
     """The shape of the old core/cluster.py <-> core/gangs.py cycle, and one made by a
     function-level import, are both found; a plain chain is not a cycle."""
