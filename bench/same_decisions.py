@@ -174,13 +174,6 @@ def main() -> int:
             differ += not same
             print(f"seed {seed:3d} {name:26s} {'same' if same else 'DIFFERENT'}: {counts(mine[name])}"
                   + ("" if same else f" (the other checkout: {counts(theirs[name])})"))
-    print("all the same" if not differ else f"{differ} rounds differ")
-
-
-            released = sum(len(d[1]) for d in mine[name]["decisions"])
-            print(f"seed {seed:3d} {name:26s} {'same' if same else 'DIFFERENT'}: "
-                  f"{len(mine[name]['decisions'])} gangs / {released} pods released, "
-                  f"{len(mine[name]['waiting'])} wait")
     if args.replays:
         differ += same_replays(Path(args.other).resolve(), args.alibaba, args.limit, args.jobs)
     print("all the same" if not differ else f"{differ} rounds or replays differ")
