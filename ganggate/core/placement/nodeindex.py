@@ -1,0 +1,99 @@
+"""NodeIndex: the nodes eligible for one pod constraint, bucketed by free GPU, each bucket sorted
+by (free cpu, free memory, name), so that best fit is a bisect and a short scan. Capacity
+(capacity.py) keeps one per constraint and moves a node between buckets as a round takes room."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Iterable, Mapping
+
+from ganggate.core.fit.resources import CPU, MEMORY
+
+
+class NodeIndex:
+    """Nodes eligible for one pod constraint, bucketed by free GPU; each bucket sorted by
+    (free cpu, free memory, name), so best fit is a bisect and a short scan."""
+
+    def __init__(self) -> None:
+        self.members: set[str] = set()
+        self.levels: list[int] = []
+        self.buckets: dict[int, list[tuple[int, int, str]]] = {}
+
+    def move(self, old: tuple[int, int, str], old_level: int, new: tuple[int, int, str], new_level: int) -> None:
+        """Re-file one node whose free capacity changed: its (cpu, memory, name) entry and
+        GPU level before and after (Capacity.take works them out once for all its indexes)."""
+        bucket = self.buckets[old_level]
+        del bucket[bisect.bisect_left(bucket, old)]
+        if not bucket:
+            del self.buckets[old_level]
+            del self.levels[bisect.bisect_left(self.levels, old_level)]
+        bucket = self.buckets.get(new_level)
+        if bucket is None:
+            self.buckets[new_level] = [new]
+            bisect.insort(self.levels, new_level)
+        else:
+            bisect.insort(bucket, new)
+
+    def move_many(self, moves: list[tuple[tuple[int, int, str], int, tuple[int, int, str], int]]) -> None:
+        """move() for several distinct nodes at once: a bucket loses the entries leaving it
+        in one slice when they sit side by side (best fit takes them so), and gains the
+        arriving ones in one slice when nothing lies between them: fewer shifts of long lists."""
+        if len(moves) == 1:
+            self.move(*moves[0])
+            return
+        leaving: dict[int, list[tuple[int, int, str]]] = {}
+        arriving: dict[int, list[tuple[int, int, str]]] = {}
+        for old, old_level, new, new_level in moves:
+            leaving.setdefault(old_level, []).append(old)
+            arriving.setdefault(new_level, []).append(new)
+        for level, entries in leaving.items():
+            bucket = self.buckets[level]
+            entries.sort()
+            start = bisect.bisect_left(bucket, entries[0])
+            if bucket[start:start + len(entries)] == entries:
+                del bucket[start:start + len(entries)]
+            else:
+                for entry in entries:
+                    del bucket[bisect.bisect_left(bucket, entry)]
+            if not bucket:
+                del self.buckets[level]
+                del self.levels[bisect.bisect_left(self.levels, level)]
+        for level, entries in arriving.items():
+            bucket = self.buckets.get(level)
+            entries.sort()
+            if bucket is None:
+                self.buckets[level] = entries
+                bisect.insort(self.levels, level)
+                continue
+            at = bisect.bisect_left(bucket, entries[0])
+            if at == len(bucket) or entries[-1] < bucket[at]:
+                bucket[at:at] = entries
+            else:
+                for entry in entries:
+                    bisect.insort(bucket, entry)
+
+    def fill(self, names: Iterable[str], free: Mapping[str, Mapping[str, int]], level: Mapping[str, int]) -> None:
+        """Add many nodes at once (one sort per bucket instead of an insort per node)."""
+        added: dict[int, list[tuple[int, int, str]]] = {}
+        names = list(names)
+        self.members.update(names)
+        for name in names:
+            f = free[name]
+            entry = (f.get(CPU, 0), f.get(MEMORY, 0), name)
+            if (entries := added.get(lv := level[name])) is None:
+                added[lv] = [entry]
+            else:
+                entries.append(entry)
+        for lv, entries in added.items():
+            bucket = self.buckets.get(lv)
+            if bucket is None:
+                self.buckets[lv] = sorted(entries)
+                bisect.insort(self.levels, lv)
+            else:
+                bucket.extend(entries)
+                bucket.sort()
+
+    def room_for(self, gpu: int) -> int:
+        """Upper bound of the pods of `gpu` GPUs that fit: sum of floor(free / gpu)."""
+        start = bisect.bisect_left(self.levels, gpu)
+        return sum(len(self.buckets[lv]) * (lv // gpu) for lv in self.levels[start:])
