@@ -6,6 +6,10 @@ follows `ganggate.core.fit.nodematch.node_rejects`, worked out once per distinct
 (see `Capacity`). The two node choices the packer uses live here, next to the index they
 read: `best_node` (best fit) and `filling_node` (fill the gang's nodes, else the emptiest).
 The index itself, the nodes bucketed by free GPU, is nodeindex.NodeIndex.
+
+Why this module is long: eligibility per constraint, the round's taking and rewinding of room,
+and the node choices that read them share one per-round state; split, each part would reach
+into the others' internals.
 """
 
 from __future__ import annotations
