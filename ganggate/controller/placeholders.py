@@ -60,13 +60,6 @@ class Placeholders:
         self.retry_at: dict[GangKey, float] = {}
         self._class_ready = False
 
-    def describe(self, key: GangKey) -> str | None:
-        held = self.sets.get(key)
-        if held is None:
-            return None
-        bound = sum(1 for _, p in held.pairs if (self.state.pods.get(p) and self.state.pods[p].node_name))
-        return f"placeholders: {bound}/{len(held.pairs)} bound"
-
     def round(self, waitings: list[Any], now: float, released: set[GangKey]) -> None:
         if not self.may_act():
             return

@@ -69,13 +69,6 @@ class Provisioner:
         self._clock_now = 0.0
 
     # ---- called by the controller's round ------------------------------------------------
-    def describe(self, key: GangKey) -> str | None:
-        """One line for `ganggate status`: what was asked of the autoscaler and what it answered."""
-        asked = self.asked.get(key)
-        if asked is None:
-            return None
-        return f"ProvisioningRequest {asked.name}: {asked.state}" + (f", {asked.answer}" if asked.answer else "")
-
     def round(self, waitings: list[Any], now: float) -> None:
         """Ask for the gangs that need room, read what was asked, let go of what is no longer needed."""
         self._clock_now = now
