@@ -256,7 +256,10 @@ class Session:
         self._link_venv(VENV_BIN.parent, workdir / ".venv")
         self.env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", HOME=str(workdir),
                         NO_COLOR="1", PYTHONUNBUFFERED="1")
-        self.env.pop("KUBECONFIG", None)
+        # A user's shell, not `make test`'s: without these a `make` in a document prints
+        # "make[1]: Entering directory" (it thinks it is a sub-make), which a user never sees.
+        for name in ("KUBECONFIG", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+            self.env.pop(name, None)
         self.background: list[Background] = []
         self.cluster = False
 
