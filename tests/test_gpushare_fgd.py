@@ -174,3 +174,15 @@ def test_the_reference_score_is_50_for_no_increase_and_falls_as_fragmentation_ri
     from ganggate.core.placement.gpushare_fgd import reference_score
 
     assert [reference_score(x) for x in (-1000, 0, 5, 40, 100, 300, 8000)] == [73, 50, 49, 49, 47, 42, 0]
+
+
+def test_a_pod_without_gpu_goes_where_its_cpu_strands_no_card():
+    # The typical pod shares a card and needs 8 cores: a CPU pod of 4 cores on node a (10 free)
+    # leaves a's card without the CPU to use it; on b (40 free) it strands nothing. Best fit
+    # alone would take a (least CPU left); FGD takes b, as the reference scores every pod.
+    workload = [share(500, cpu=8000)]
+    nodes = [node("a", [0], cpu=10000), node("b", [0], cpu=40000)]
+    assert FGD().whole_node(0, nodes, workload, cpu_milli=4000) == "b"
+    # where no node is hurt, least free GPU first (best fit): c's card is half used
+    nodes = [node("b", [0], cpu=40000), node("c", [500], cpu=40000)]
+    assert FGD().whole_node(0, nodes, workload, cpu_milli=4000) == "c"

@@ -372,7 +372,13 @@ class Capacity:
         # A node of the gang's wins when it leaves no more GPU than the best of the index (the
         # gang's nodes are in the index, so only those at found_level or below can win).
         best_gang = self._best_among(index, request, gang_nodes, found_level)
-        return best_gang[3] if best_gang is not None else found
+        if best_gang is not None:
+            return best_gang[3]
+        if found is not None and gpu <= 0 and self.whole_gpu_policy is not None and found in self.cards:
+            # A pod asking no GPU that no node without cards holds (best fit looks at those
+            # first): on a node with cards its CPU can strand GPUs, which FGD weighs.
+            return self.whole_gpu_node(pod) or found
+        return found
 
     def best_fit_run(self, pod: PodInfo, count: int) -> list[tuple[str, int]]:
         """Where best fit puts `count` pods of this pod's shape, one after another, on a gang
@@ -444,8 +450,9 @@ class Capacity:
         return choice[0]
 
     def whole_gpu_node(self, pod: PodInfo) -> str | None:
-        """The node whole_gpu_policy picks for a whole-GPU pod among the nodes with cards (None:
-        none, and the plain best fit decides, e.g. on nodes without cards)."""
+        """The node whole_gpu_policy picks for a whole-GPU pod (or one asking no GPU: 0 cards)
+        among the nodes with cards (None: none, and the plain best fit decides, e.g. on nodes
+        without cards)."""
         assert self.whole_gpu_policy is not None
         candidates = self._card_candidates(pod)
         whole, cpu = -(-pod.gpu // 1000), pod.request.get(CPU, 0)

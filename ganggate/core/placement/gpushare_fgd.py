@@ -183,6 +183,8 @@ class FGD:
         """The node for a pod asking `gpus` whole cards that least increases F (FGD places these too);
         None when no candidate has that many idle cards."""
         model = self.model(workload)
+        if gpus <= 0:
+            return self._no_gpu_node(model, candidates, cpu_milli)
         best: tuple | None = None
         for cards, (rank_before, rank_after) in _distinct(model, candidates, cpu_milli):
             if cards.idle() < gpus:
@@ -194,6 +196,21 @@ class FGD:
             if best is None or key < best:
                 best = key
         return None if best is None else best[2]
+
+
+    def _no_gpu_node(self, model: _Model, candidates: Sequence[NodeCards], cpu_milli: int) -> str | None:
+        """The node with cards for a pod asking no GPU whose CPU least increases F (fgd_score.go
+        scores every pod, those without GPU too: a node whose free CPU it takes below what the
+        typical GPU pods need leaves that node's free GPU stranded); among equal scores, the node
+        with least free GPU, then least CPU left (best fit), then the name."""
+        best: tuple | None = None
+        for cards, (rank_before, rank_after) in _distinct(model, candidates, cpu_milli):
+            free = _free_state(cards, cards.whole_cards())
+            increase = model.fragmentation(free, rank_after) - model.fragmentation(free, rank_before)
+            key = (self._rank(increase), sum(free), (cards.free_cpu_milli or 0) - cpu_milli, cards.node)
+            if best is None or key < best:
+                best = key
+        return None if best is None else best[3]
 
 
 def _distinct(model: _Model, candidates: Iterable[NodeCards], cpu_milli: int) -> list[tuple[NodeCards, tuple[int, int]]]:
