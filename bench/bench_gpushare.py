@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_gpushare.py                       # 5 lists x 6 policies x 3 seeds
     .venv/bin/python bench/bench_gpushare.py --lists gpushare100 --policies best-fit,fgd   # every GPU pod shares
+    .venv/bin/python bench/bench_gpushare.py --lists path/to/openb_pod_list_gpushare100.csv   # a list from a file
     .venv/bin/python bench/bench_gpushare.py --lists default --seeds 1 --policies best-fit,fgd
     .venv/bin/python bench/bench_gpushare.py --e2e                 # 40 nodes end to end (bench/gpushare_e2e.py)
 
@@ -99,7 +100,7 @@ def table(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polic
             unallocated = 100.0 - mean([r.allocated_at(100) for r in runs])
             failures = [r.first_failure for r in runs if r.first_failure is not None]
             first = f"{mean(failures):.1f}" if failures else "none"
-            paper = PAPER_ALLOC_AT_100.get((name, "fgd" if policy.startswith("fgd") else policy))
+            paper = PAPER_ALLOC_AT_100.get((paper_key(name), "fgd" if policy.startswith("fgd") else policy))
             lines.append(f"| {name} | {policy} | " + " | ".join(cells)
                          + f" | {unallocated:.1f} | {first} | {'n/a' if paper is None else f'{paper:.1f}'} |")
     return "\n".join(lines)
@@ -132,12 +133,12 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
         for policy in policies:
             curve = [mean([r.allocated_at(s) for r in results[(name, policy)]]) for s in steps]
             line = axis.plot(steps, curve, label=policy)[0]
-            paper = PAPER_ALLOC_AT_100.get((name, policy))
+            paper = PAPER_ALLOC_AT_100.get((paper_key(name), policy))
             if paper is not None:
                 axis.plot([100], [paper], marker="x", linestyle="none", color=line.get_color(),
                           label=f"{policy}, FGD artifact")
         axis.plot(steps, steps, color="grey", linestyle=":", linewidth=1, label="arrived")
-        axis.set_title(name)
+        axis.set_title(Path(name).name)
         axis.set_xlabel("arrived GPU demand (% of capacity)")
         axis.grid(alpha=0.3)
     axes[0][0].set_ylabel("GPUs allocated (% of capacity)")
@@ -152,7 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace directory (default {TRACE})")
     parser.add_argument("--lists", default=",".join(x for x in LISTS if x not in MADE),
-                        help=f"pod lists (default: the trace's five; also {', '.join(MADE)})")
+                        help=f"pod lists (default: the trace's five; also {', '.join(MADE)}, or the path of a "
+                             f"pod list's CSV, e.g. the FGD artifact's openb_pod_list_gpushare100.csv)")
     parser.add_argument("--policies", default=",".join(POLICIES), help="card policies (default: all)")
     parser.add_argument("--seeds", type=int, default=3, help="arrival orders per list (default 3: seeds 1..N)")
     parser.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
@@ -171,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e2e_main(["--seed", "1"])
     lists = [x for x in args.lists.split(",") if x]
     policies = [x for x in args.policies.split(",") if x]
-    unknown = [p for p in policies if p not in POLICIES] + [x for x in lists if x not in LISTS]
+    unknown = [p for p in policies if p not in POLICIES] + [x for x in lists if x not in LISTS and not is_file_list(x)]
     if unknown or args.seeds < 1:
         parser.error(f"unknown list or policy: {', '.join(unknown)}" if unknown else "--seeds must be at least 1")
     if args.load:
@@ -206,8 +208,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def is_file_list(name: str) -> bool:
+    """Whether a --lists entry is the path of a pod list's CSV file (an existing one)."""
+    return name.endswith(".csv") and Path(name).is_file()
+
+
+def paper_key(name: str) -> str:
+    """The list whose artifact figures apply: a file openb_pod_list_X.csv is the artifact's list X."""
+    return Path(name).stem.removeprefix("openb_pod_list_") if name.endswith(".csv") else name
+
+
 def read_list(trace: Path, name: str) -> list[TracePod]:
-    """A pod list of the trace, or one made from another (MADE)."""
+    """A pod list of the trace, one made from another (MADE), or a CSV file's (is_file_list)."""
+    if is_file_list(name):
+        return read_pods(Path(name))
     if name in MADE:
         return share_everything(read_pods(trace / f"openb_pod_list_{MADE[name]}.csv"))
     return read_pods(trace / f"openb_pod_list_{name}.csv")

@@ -56,6 +56,8 @@ class NodeCards:
 
     def whole_cards(self) -> set[int]:
         """The cards counted as given whole: the `whole` least used ones (lowest index first)."""
+        if self.whole <= 0:  # the usual case, asked for every candidate node of every pod: no sort
+            return set()
         order = sorted(range(len(self.capacity)), key=lambda card: (self.used[card], card))
         return set(order[: max(0, self.whole)])
 
@@ -73,6 +75,12 @@ class NodeCards:
             for card in range(len(self.capacity))
             if card not in taken and self.capacity[card] - self.used[card] >= amount
         ]
+
+    def has_room(self, amount: int) -> bool:
+        """Whether some card has `amount` free (cards given whole excluded): `fits` without the list."""
+        if self.whole <= 0:
+            return any(capacity - used >= amount for capacity, used in zip(self.capacity, self.used))
+        return bool(self.fits(amount))
 
     def idle(self) -> int:
         """Cards nobody uses at all and not given whole: what a whole-GPU pod may still take."""

@@ -462,11 +462,15 @@ class Capacity:
         """The cards of the nodes the pod may use and fits on (with a card holding `amount`), each
         told the CPU and memory free on its node now (a policy may ask whether a shape fits)."""
         out = []
+        request, all_cards, all_free = pod.request, self.cards, self.free
         for name in sorted(self.index(pod).members):
-            cards = self.cards.get(name)
-            if cards is not None and fits(pod.request, self.free[name]) and (not amount or cards.fits(amount)):
-                cards.free_cpu_milli = self.free[name].get(CPU, 0)
-                cards.free_memory_bytes = self.free[name].get(MEMORY, 0) // 1000
+            cards = all_cards.get(name)
+            if cards is None or (amount and not cards.has_room(amount)):
+                continue
+            free = all_free[name]
+            if fits(request, free):
+                cards.free_cpu_milli = free.get(CPU, 0)
+                cards.free_memory_bytes = free.get(MEMORY, 0) // 1000
                 out.append(cards)
         return out
 
