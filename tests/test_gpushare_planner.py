@@ -277,3 +277,37 @@ def test_a_card_chosen_after_placement_is_asked_of_the_policy_with_the_pods_cpu(
     capacity.take("c0", pod.request)
     assert with_cards([pod], {pod.key: "c0"}, capacity) == {pod.key: "c0"}
     assert asked == [3000]
+
+
+def _cpu_pod_placement(nodes: list[dict], policy: str) -> str | None:
+    """Where a lone 4-core pod asking no GPU goes, the typical pod sharing half a card with 8 cores."""
+    from ganggate.controller.config import card_policy_named, whole_gpu_policy_named
+    from ganggate.core.fit.gpushare import PodShape
+    from ganggate.core.placement.capacity import Capacity
+
+    state = cluster(nodes, [make_pod("cpu-only", namespace="ml", gang="cpu-only", pod_num=1, cpu="4")])
+    capacity = Capacity.from_state(state)
+    capacity.card_policy, capacity.whole_gpu_policy = card_policy_named(policy), whole_gpu_policy_named(policy)
+    capacity.workload = [PodShape(500, 0, 8000, 0, 1.0)]
+    (pod,) = state.gangs[("ml", "cpu-only")].pods.values()
+    return capacity.best_node(pod)
+
+
+def _node(name: str, cpu: str, cards: bool = True) -> dict:
+    extra = {SHARED_GPU_MEMORY: "16", SHARED_GPU_COUNT: "2"} if cards else None
+    return make_node(name, gpus=0, cpu=cpu, extra=extra)
+
+
+def test_under_fgd_a_pod_without_gpu_leaves_a_nodes_cards_the_cpu_to_use_them() -> None:
+    # On "tight" (10 cores) the pod would leave 6, below the 8 the typical sharing pod needs, and
+    # both cards would be stranded; on "roomy" (40 cores) nothing is. Best fit takes the node with
+    # least CPU left; fgd weighs the cards, as the FGD reference scores every pod.
+    nodes = [_node("tight", "10"), _node("roomy", "40")]
+    assert _cpu_pod_placement(nodes, "best-fit") == "tight"
+    assert _cpu_pod_placement(nodes, "fgd") == "roomy"
+
+
+def test_under_fgd_a_pod_without_gpu_takes_a_node_without_cards_first() -> None:
+    nodes = [_node("cards", "10"), _node("cards-roomy", "40"), _node("cpu", "64", cards=False)]
+    assert _cpu_pod_placement(nodes, "fgd") == "cpu"
+    assert _cpu_pod_placement(nodes, "best-fit") == "cards"

@@ -375,10 +375,23 @@ class Capacity:
         if best_gang is not None:
             return best_gang[3]
         if found is not None and gpu <= 0 and self.whole_gpu_policy is not None and found in self.cards:
-            # A pod asking no GPU that no node without cards holds (best fit looks at those
-            # first): on a node with cards its CPU can strand GPUs, which FGD weighs.
-            return self.whole_gpu_node(pod) or found
+            # A pod asking no GPU, best fit's node has cards: a node without cards that holds it
+            # goes first (its CPU strands no GPU there); else the policy (FGD) weighs where its
+            # CPU strands the fewest GPUs, as the reference scores every pod.
+            return self._first_fit_without_cards(index, request) or self.whole_gpu_node(pod) or found
         return found
+
+    def _first_fit_without_cards(self, index: NodeIndex, request: Mapping[str, int]) -> str | None:
+        """Best fit's node for a pod asking no GPU among the nodes without cards, or None."""
+        probe = (request.get(CPU, 0),)
+        cards, free = self.cards, self.free
+        for level in index.levels:
+            bucket = index.buckets[level]
+            for i in range(bisect.bisect_left(bucket, probe), len(bucket)):
+                name = bucket[i][2]
+                if name not in cards and fits(request, free[name]):
+                    return name
+        return None
 
     def best_fit_run(self, pod: PodInfo, count: int) -> list[tuple[str, int]]:
         """Where best fit puts `count` pods of this pod's shape, one after another, on a gang
