@@ -49,3 +49,25 @@ def test_the_full_sharing_list_replaces_whole_gpu_pods_by_sharing_pods_of_the_li
     assert made[0] == pods[0] and made[2] == pods[2]
     # the whole-GPU pod became a copy of the sharing pod: its share, CPU and memory together
     assert (made[1].num_gpu, made[1].gpu_milli, made[1].cpu_milli, made[1].memory_mib) == (1, 460, 6000, 2048)
+
+
+def test_the_reference_loop_gives_ties_to_the_smallest_name_and_scores_pods_without_gpu():
+    from bench.fgd_reference import place_all
+
+    nodes = [node_object("b", 40000, 65536, 1), node_object("a", 10000, 65536, 1)]
+    typical = [share("t", 500, cpu=8000)]
+    # a 4-core pod without GPU: on "a" it leaves 6 cores, below the typical pod's 8, stranding a's
+    # card; on "b" nothing: the reference's score sends it to b (best fit on CPU would take a)
+    cpu_pod = TracePod("cpu", 4000, 1024, 0, 0)
+    chosen: list = []
+    place_all(nodes, [cpu_pod], workload_of(typical), "name", chosen=chosen)
+    assert chosen == ["b"]
+    # s1 fits only b (its CPU); s2 then scores alike on a's idle card and b's half card (the
+    # typical pod fits what either leaves): the artifact's scheduler takes the smallest name,
+    # ganggate's ties (best-fit) the tightest card
+    typical = [share("t", 100)]
+    pods = [share("s1", 500, cpu=30000), share("s2", 300)]
+    for tie, expected in (("name", ["b", "a"]), ("best-fit", ["b", "b"])):
+        chosen = []
+        result = place_all(nodes, pods, workload_of(typical), tie, chosen=chosen)
+        assert chosen == expected and result.failed == 0
