@@ -23,13 +23,22 @@ share and so where the score's steps fall. Like the reference, memory is not loo
 
 The increase is compared as the reference scores it: int(100 * sigmoid(-increase / 1000))
 (fgd_score.go calculateGpuShareFragExtendScore, sigmoid in plugin_utils.go), so increases within
-one of its 100 score steps (about 40 thousandths of a GPU near zero) tie. The reference lets the
-scheduler pick among tied nodes at random (and takes the node's first tied card); ganggate gives
-every tie to best-fit instead: the tightest card (least left after the pod; for whole-GPU pods the
-node with the fewest idle cards left), then the node name, then the card. So FGD decides wherever
+one of its 100 score steps (about 40 thousandths of a GPU near zero) tie. The reference's
+scheduler takes the tied node with the smallest name (the FGD artifact's vendored kube-scheduler,
+generic_scheduler.go selectHost; upstream picks at random) and the node's first tied card;
+ganggate gives every tie to best-fit instead: the tightest card (least left after the pod; for
+whole-GPU pods the node with the fewest idle cards left; for pods asking no GPU the node with
+least free GPU, then least CPU left), then the node name, then the card. So FGD decides wherever
 its own measure sees a difference, and where it does not, the pod packs as tightly as best-fit
-would, keeping emptier cards whole for the pods that come later. FGD(scored=False) compares the
-exact increases instead (ties only when they are equal), for comparison in the benchmark.
+would, keeping emptier cards whole for the pods that come later (bench/fgd_reference.py: the
+reference's loop with either tie rule allocates the same on the full-sharing list, with random
+ties 5 points less). FGD(scored=False) compares the exact increases instead (ties only when they
+are equal), for comparison in the benchmark.
+
+Pods asking no GPU are scored too, as the reference scores every pod (`whole_node` with 0
+cards): on a node with cards their CPU can take the node below what the typical GPU pods need,
+stranding its free GPU. The planner asks this only when no node without cards holds the pod
+(core/placement/capacity.py best_node).
 
 Speed: F depends on a node only through its cards' free thousandths (as a sorted tuple) and on
 which workload CPU thresholds its free CPU reaches, so it is cached on that key, and candidate
@@ -196,7 +205,6 @@ class FGD:
             if best is None or key < best:
                 best = key
         return None if best is None else best[2]
-
 
     def _no_gpu_node(self, model: _Model, candidates: Sequence[NodeCards], cpu_milli: int) -> str | None:
         """The node with cards for a pod asking no GPU whose CPU least increases F (fgd_score.go
