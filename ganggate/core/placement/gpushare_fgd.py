@@ -189,8 +189,8 @@ class FGD:
 
     def whole_node(self, gpus: int, candidates: Sequence[NodeCards], workload: Workload = (),
                    cpu_milli: int = 0) -> str | None:
-        """The node for a pod asking `gpus` whole cards that least increases F (FGD places these too);
-        None when no candidate has that many idle cards."""
+        """The node for a pod asking `gpus` whole cards (0: a pod asking no GPU, _no_gpu_node) that
+        least increases F (FGD places these too); None when no candidate has that many idle cards."""
         model = self.model(workload)
         if gpus <= 0:
             return self._no_gpu_node(model, candidates, cpu_milli)
