@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_gpushare.py                       # 5 lists x 6 policies x 3 seeds
     .venv/bin/python bench/bench_gpushare.py --lists gpushare100 --policies best-fit,fgd   # every GPU pod shares
     .venv/bin/python bench/bench_gpushare.py --lists path/to/openb_pod_list_gpushare100.csv   # a list from a file
+    .venv/bin/python bench/bench_gpushare.py --load runs.json --artifact analysis_allo_discrete.csv  # vs its curves
     .venv/bin/python bench/bench_gpushare.py --lists default --seeds 1 --policies best-fit,fgd
     .venv/bin/python bench/bench_gpushare.py --e2e                 # 40 nodes end to end (bench/gpushare_e2e.py)
 
@@ -35,6 +36,7 @@ the exact increases (FGD(scored=False)), as ganggate's fgd did before.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import sys
@@ -165,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="also write the curves (1%% steps) as JSON here")
     parser.add_argument("--load", type=Path, nargs="+", help="print the table and plot from curves --save wrote "
                                                               "(several files are pooled); run nothing")
+    parser.add_argument("--artifact", type=Path, help="the FGD artifact's analysis_allo_discrete.csv: compare "
+                                                        "fgd and best-fit with its curves at every 1%% step")
     parser.add_argument("--e2e", action="store_true", help="run the small end-to-end variant instead")
     args = parser.parse_args(argv)
     if args.e2e:
@@ -180,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = load(*args.load)
         lists = [x for x in lists if any(key[0] == x for key in results)]
         policies = [p for p in policies if any(key[1] == p for key in results)]
-        report(results, lists, policies, args.plot)
+        report(results, lists, policies, args.plot, args.artifact)
         return 0
     nodes = read_nodes(args.trace / "openb_node_list_gpu_node.csv")
     print(f"bench_gpushare: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {len(nodes)} nodes, "
@@ -203,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
     if args.save:
         save(results, args.save)
-    report(results, lists, policies, args.plot)
+    report(results, lists, policies, args.plot, args.artifact)
     print(f"{time.perf_counter() - started:.0f} s in all, load average {os.getloadavg()[0]:.1f}")
     return 0
 
@@ -227,14 +231,53 @@ def read_list(trace: Path, name: str) -> list[TracePod]:
     return read_pods(trace / f"openb_pod_list_{name}.csv")
 
 
-def report(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], policies: Sequence[str], out: Path) -> None:
+def report(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], policies: Sequence[str], out: Path,
+           artifact: Path | None = None) -> None:
     print(f"\n{table(results, lists, policies)}\n")
     for policy in [p for p in policies if p.startswith("fgd")]:
         worse = bar_check(results, lists, policy)
         print(f"{policy} vs best-fit: " + ("at least as many GPUs allocated at every 1% step of every list"
                                            if not worse else f"FEWER at {len(worse)} points: " + "; ".join(worse[:8])))
+    if artifact is not None:
+        curves = artifact_curves(artifact)
+        for line in [line for policy in policies for line in artifact_check(results, curves, lists, policy)]:
+            print(line)
     plot(results, lists, policies, out)
     print(f"plot: {out}")
+
+
+#: The artifact's policies (analysis_allo_discrete.csv sc_policy) that have a counterpart here.
+ARTIFACT_POLICIES = {"05-BestFit": "best-fit", "06-FGD": "fgd"}
+
+
+def artifact_curves(path: Path) -> dict[tuple[str, str], list[float]]:
+    """The FGD artifact's allocation curves from its analysis_allo_discrete.csv
+    (hkust-adsl/kubernetes-scheduler-simulator experiments/analysis/expected_results/): (list,
+    policy) -> GPUs allocated (%) at 0..100% arrived, the mean of its seeds."""
+    runs: dict[tuple[str, str], list[list[float]]] = {}
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            policy = ARTIFACT_POLICIES.get(row["sc_policy"])
+            if policy is not None and all(row.get(str(step)) for step in range(101)):
+                key = (row["workload"].removeprefix("openb_pod_list_"), policy)
+                runs.setdefault(key, []).append([float(row[str(step)]) for step in range(101)])
+    return {key: [mean(column) for column in zip(*curves)] for key, curves in runs.items()}
+
+
+def artifact_check(results: dict[tuple[str, str], list[Run]], curves: dict[tuple[str, str], list[float]],
+                   lists: Sequence[str], policy: str) -> list[str]:
+    """Per list: how far `policy`'s mean curve falls below the artifact's (fgd-* against its FGD)
+    at the worst 1% step of arrived demand, and the difference at 100%."""
+    out = []
+    for name in lists:
+        theirs = curves.get((paper_key(name), "fgd" if policy.startswith("fgd") else policy))
+        if theirs is None or (name, policy) not in results:
+            continue
+        ours = [mean([r.allocated_at(step) for r in results[(name, policy)]]) for step in range(101)]
+        below, step = max((theirs[s] - ours[s], -s) for s in range(1, 101))  # the first worst step
+        out.append(f"{name} {policy} vs the artifact's: at most {below:.2f} points below it at any 1% step "
+                   f"(at {-step}%); at 100%: {ours[100]:.2f} against {theirs[100]:.2f}")
+    return out
 
 
 def save(results: dict[tuple[str, str], list[Run]], path: Path) -> None:

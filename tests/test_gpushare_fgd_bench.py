@@ -71,3 +71,20 @@ def test_the_reference_loop_gives_ties_to_the_smallest_name_and_scores_pods_with
         chosen = []
         result = place_all(nodes, pods, workload_of(typical), tie, chosen=chosen)
         assert chosen == expected and result.failed == 0
+
+
+def test_the_artifacts_curves_are_read_as_means_of_its_seeds_and_compared_step_by_step(tmp_path):
+    from bench.bench_gpushare import Run, artifact_check, artifact_curves
+
+    head = "workload,sc_policy,tune,seed,total_gpus," + ",".join(str(step) for step in range(101))
+    rows = [f"openb_pod_list_default,06-FGD,1.3,{seed},6212," + ",".join(str(min(step, cap)) for step in range(101))
+            for seed, cap in ((42, 90), (43, 94))]
+    rows.append("openb_pod_list_default,01-Random,1.3,42,6212," + ",".join("1" for _ in range(101)))
+    path = tmp_path / "analysis_allo_discrete.csv"
+    path.write_text("\n".join([head] + rows) + "\n")
+    curves = artifact_curves(path)
+    assert list(curves) == [("default", "fgd")]  # Random has no counterpart here
+    assert curves[("default", "fgd")][50] == 50 and curves[("default", "fgd")][100] == 92
+    ours = {("default", "fgd"): [Run([(float(step), float(min(step, 91))) for step in range(101)], None, 0, 0.0)]}
+    (line,) = artifact_check(ours, curves, ["default"], "fgd")
+    assert "at most 1.00 points below it at any 1% step (at 94%)" in line and "91.00 against 92.00" in line
