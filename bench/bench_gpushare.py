@@ -236,6 +236,9 @@ def report(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], poli
     print(f"\n{table(results, lists, policies)}\n")
     for policy in [p for p in policies if p.startswith("fgd")]:
         worse = bar_check(results, lists, policy)
+        if worse == ["best-fit was not run"]:
+            print(f"{policy} vs best-fit: best-fit was not run")
+            continue
         print(f"{policy} vs best-fit: " + ("at least as many GPUs allocated at every 1% step of every list"
                                            if not worse else f"FEWER at {len(worse)} points: " + "; ".join(worse[:8])))
     if artifact is not None:
