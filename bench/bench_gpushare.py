@@ -97,7 +97,9 @@ def table(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polic
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name in lists:
         for policy in policies:
-            runs = results[(name, policy)]
+            runs = results.get((name, policy))
+            if not runs:  # pooled --load files need not hold every pair
+                continue
             cells = [f"{mean([r.allocated_at(c) for r in runs]):.1f}" for c in CHECKPOINTS]
             unallocated = 100.0 - mean([r.allocated_at(100) for r in runs])
             failures = [r.first_failure for r in runs if r.first_failure is not None]
@@ -112,9 +114,10 @@ def bar_check(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], p
               against: str = "best-fit") -> list[str]:
     """Where `policy` allocates fewer GPUs than `against` on the mean curve (1% steps from 1 to 100)."""
     worse = []
-    for name in lists:
-        if (name, policy) not in results or (name, against) not in results:
-            return [f"{against} was not run"]
+    compared = [name for name in lists if (name, policy) in results and (name, against) in results]
+    if not compared:
+        return [f"{against} was not run"]
+    for name in compared:
         for step in range(1, 101):
             ours = mean([r.allocated_at(step) for r in results[(name, policy)]])
             theirs = mean([r.allocated_at(step) for r in results[(name, against)]])
@@ -132,7 +135,7 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
     fig, axes = plt.subplots(1, len(lists), figsize=(4.2 * len(lists), 3.8), sharey=True, squeeze=False)
     steps = list(range(80, 101))
     for axis, name in zip(axes[0], lists):
-        for policy in policies:
+        for policy in [p for p in policies if (name, p) in results]:
             curve = [mean([r.allocated_at(s) for r in results[(name, policy)]]) for s in steps]
             line = axis.plot(steps, curve, label=policy)[0]
             paper = PAPER_ALLOC_AT_100.get((paper_key(name), policy))
@@ -239,7 +242,7 @@ def report(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], poli
         if worse == ["best-fit was not run"]:
             print(f"{policy} vs best-fit: best-fit was not run")
             continue
-        print(f"{policy} vs best-fit: " + ("at least as many GPUs allocated at every 1% step of every list"
+        print(f"{policy} vs best-fit: " + ("at least as many GPUs allocated at every 1% step of every list run with both"
                                            if not worse else f"FEWER at {len(worse)} points: " + "; ".join(worse[:8])))
     if artifact is not None:
         curves = artifact_curves(artifact)
