@@ -137,7 +137,7 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
     for axis, name in zip(axes[0], lists):
         for policy in [p for p in policies if (name, p) in results]:
             curve = [mean([r.allocated_at(s) for r in results[(name, policy)]]) for s in steps]
-            line = axis.plot(steps, curve, label=policy)[0]
+            line = axis.plot(steps, curve, label=policy, color=f"C{policies.index(policy)}")[0]  # one colour a policy
             paper = PAPER_ALLOC_AT_100.get((paper_key(name), policy))
             if paper is not None:
                 axis.plot([100], [paper], marker="x", linestyle="none", color=line.get_color(),
