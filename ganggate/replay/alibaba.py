@@ -51,9 +51,10 @@ class Pod:
     line: int
 
 
-def scheduled_pods(rows: Iterable[Mapping[str, str]]) -> Iterator[Pod]:
-    """The pods of an openb_pod_list that ran, in file order; a malformed row raises TraceError."""
-    for line, row in enumerate(rows, start=2):
+def scheduled_pods(rows: Iterable[Mapping[str, str]], first_line: int = 2) -> Iterator[Pod]:
+    """The pods of an openb_pod_list that ran, in file order; a malformed row raises TraceError
+    naming its line (the first row's is `first_line`)."""
+    for line, row in enumerate(rows, start=first_line):
         try:
             scheduled = (row.get("scheduled_time") or "").strip()
             if not scheduled:
@@ -125,23 +126,31 @@ def convert_gangs(rows: Iterable[Mapping[str, str]], limit: int | None = None,
     return _jobs(group_gangs(scheduled_pods(rows), window), limit)
 
 
-def _read(path: str | Path) -> list[dict[str, str]]:
+def _read(path: str | Path) -> tuple[list[dict[str, str]], int]:
+    """The rows of the file and the line number of the first; lines starting with `#` before the
+    header are skipped (an excerpt keeps its attribution there, as the CC-BY licence asks)."""
     try:
         with open(path, newline="", encoding="utf-8") as stream:
-            reader = csv.DictReader(stream)
-            missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-            if missing:
-                raise TraceError(f"{path}: not an openb_pod_list CSV (no column {', '.join(missing)})")
-            return list(reader)
+            lines = stream.read().splitlines(keepends=True)
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror}") from None
+    skipped = 0
+    while skipped < len(lines) and lines[skipped].startswith("#"):
+        skipped += 1
+    reader = csv.DictReader(lines[skipped:])
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise TraceError(f"{path}: not an openb_pod_list CSV (no column {', '.join(missing)})")
+    return list(reader), skipped + 2
 
 
 def load_alibaba(path: str | Path, limit: int | None = None) -> list[Job]:
     """Read an openb_pod_list CSV and convert it, a job per pod (see the module docstring)."""
-    return convert_rows(_read(path), limit)
+    rows, first_line = _read(path)
+    return _jobs([[pod] for pod in scheduled_pods(rows, first_line)], limit)
 
 
 def load_alibaba_gangs(path: str | Path, limit: int | None = None, window: float = GANG_WINDOW) -> list[Job]:
     """Read an openb_pod_list CSV and convert it into gangs (`group_gangs`)."""
-    return convert_gangs(_read(path), limit, window)
+    rows, first_line = _read(path)
+    return _jobs(group_gangs(scheduled_pods(rows, first_line), window), limit)

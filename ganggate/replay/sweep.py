@@ -44,6 +44,38 @@ def parse_sweep(text: str) -> Sweep:
     return Sweep(name, numbers)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Issue #20's test of the defaults: within 1 point of utilisation and 5% of the p95 wait of
+    the guard off, and at least as good as count on both."""
+
+    utilisation_vs_off: float  # default - guard off, in fractions (0.01: 1 point)
+    p95_vs_off: float  # default / guard off (1.0 when the guard off waits 0)
+    near_off: bool
+    beats_count: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.near_off and self.beats_count
+
+    def line(self) -> str:
+        return (f"check: default vs guard off: utilisation {self.utilisation_vs_off * 100:+.1f} points, p95 wait "
+                f"x{self.p95_vs_off:.3f} ({'ok' if self.near_off else 'FAILS'}); at least as good as count on "
+                f"both: {'ok' if self.beats_count else 'FAILS'}")
+
+
+def judge_default(default: Summary, off: Summary, count: Summary) -> Verdict:
+    """How ganggate's defaults fare against the guard off and count on one trace (`Verdict`)."""
+    def p95(summary: Summary) -> float:
+        return summary.p95_queue_delay or 0.0
+
+    near = (default.mean_utilisation >= off.mean_utilisation - 0.01 - 1e-12
+            and p95(default) <= p95(off) * 1.05 + 1e-9)
+    beats = default.mean_utilisation >= count.mean_utilisation - 1e-12 and p95(default) <= p95(count) + 1e-9
+    return Verdict(default.mean_utilisation - off.mean_utilisation,
+                   p95(default) / p95(off) if p95(off) else 1.0, near, beats)
+
+
 def point(summary: Summary) -> tuple[float, float]:
     """(max wait of the largest gang-size class with jobs, mean utilisation)."""
     figures = summary.jobs_figures
