@@ -221,10 +221,6 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
             held.give_back(capacity)  # a blind hold idles its room for as long as the pods there run
             message += (f"; waited {waited:.0f}s; room would be held back on {plural(held.nodes, 'node')}, "
                         f"but not every pod there has a deadline: held after {blind:.0f}s")
-        elif isinstance(held, Hold) and gang.state != "partial" and not held.likely_pays(now, waited):
-            held.give_back(capacity)  # it would idle its room behind pods likely to run on for long
-            message += (f"; waited {waited:.0f}s; room would be held back on {plural(held.nodes, 'node')}, but "
-                        "a pod there without a deadline has run longer than this gang has waited: not held")
         elif isinstance(held, Hold):
             message += f"; waited {waited:.0f}s, capacity held back on {plural(held.nodes, 'node')}"
             if first_in_line(gang, state, holding.decided):  # else an older gang may take the room first

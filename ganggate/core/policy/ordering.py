@@ -8,14 +8,8 @@ The hold, as Slurm's backfill reserves for its top job (slurm.schedmd.com/sched_
 bf_* options): nodes are chosen by what is known of when they empty. A pod with
 spec.activeDeadlineSeconds and a startTime ends by startTime + deadline (the kubelet kills it
 then); a node's ready time is when enough of its pods have surely ended for the gang's pods
-there to fit (unknown when one of them has no deadline). Nodes go by ready time, then, where
-it is unknown, by how long the pods that must end there have run (the node whose oldest such pod
-is youngest first), then by how few pods must end, then by the most free GPU now. Why age:
-GPU jobs' run times are heavy-tailed (the Philly and PAI studies synth.py cites; Tiresias,
-NSDI'19, schedules on the same fact), so a pod that has run for days, an inference service
-say, likely runs for days more, while most young pods end within the hour; a blind hold that
-picked the node with the fewest pods to end held 7 free GPUs for a day behind one such
-service on the Alibaba trace (docs/benchmarks.md). The held gang's earliest start is the
+there to fit (unknown when one of them has no deadline). Nodes go by ready time, then by how
+few pods must end, then by the most free GPU now. The held gang's earliest start is the
 latest of its nodes' ready times; while it is known, a gang whose pods all carry deadlines
 that end by then may use the held room (`Hold.admits`): it provably leaves before the held
 gang could start. Without deadlines nothing may use held room, as before.
@@ -74,15 +68,6 @@ class Hold:
     taken: list[tuple[str, Resources]]
     ready_at: float | None
     waits_for: tuple[str, ...] = ()
-    #: When the gang could likely start where ready_at is unknown: the pods that must end there
-    #: taken to run as long again as they have run (see the module docstring).
-    likely_at: float | None = None
-
-    def likely_pays(self, now: float, waited: float) -> bool:
-        """A blind hold likely pays when no pod it waits for has run longer than the gang has
-        waited: such a pod started before the gang came, and is as likely to run that long again,
-        while the held room idles (the hold would at least double the gang's wait for nothing)."""
-        return self.ready_at is not None or (self.likely_at is not None and self.likely_at <= now + waited)
 
     @property
     def nodes(self) -> int:
@@ -145,9 +130,6 @@ class _Occupant:
     end: float
     request: Resources
     key: str
-    #: When it is likely to end where `end` is unknown: now + how long it has run (a pod not
-    #: started yet: now); `end` where known.
-    likely: float = 0.0
 
 
 def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, list[_Occupant]]:
@@ -157,16 +139,13 @@ def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, li
     out: dict[str, list[_Occupant]] = {}
     for pod in state.pods.values():
         if pod.node_name in names and not pod.terminated:
-            end = _end(pod, now)
-            likely = end if end != float("inf") else now + max(now - pod.started, 0.0) if pod.started else now
-            out.setdefault(pod.node_name, []).append(_Occupant(end, pod.request, pod.key, likely))
+            out.setdefault(pod.node_name, []).append(_Occupant(_end(pod, now), pod.request, pod.key))
     for promise in state.promises.values():
         if promise.node in names:
             pod = state.pods.get(promise.pod_key)
             seconds = pod.deadline_seconds if pod is not None else None
             end = max(promise.deadline, now) + seconds if seconds is not None else float("inf")
-            likely = end if end != float("inf") else now
-            out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key, likely))
+            out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key))
     return out
 
 
@@ -185,15 +164,14 @@ def _end(pod: PodInfo, now: float) -> float:
 
 def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant], now: float
            ) -> tuple[float, list[_Occupant]] | None:
-    """When the node has room for all of `pods` (the earliest-ending occupants leave first, then
-    the likeliest to), and the occupants that must end for it; None when it never has, even
-    emptied."""
+    """When the node has room for all of `pods` (the earliest-ending occupants leave first),
+    and the occupants that must end for it; None when it never has, even emptied."""
     room = dict(free)
     need: Resources = {}
     for pod in pods:
         add_into(need, pod.request)
     gone: list[_Occupant] = []
-    for occupant in sorted(occupants, key=lambda o: (o.end, o.likely)):
+    for occupant in sorted(occupants, key=lambda o: o.end):
         if fits(need, room):
             break
         add_into(room, occupant.request)
@@ -217,15 +195,13 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
     ranked = []
     for name in names:
         ready = _ready(order[:1], capacity.free[name], running.get(name, []), now)
-        if ready is not None:  # (ready time, likely ready, pods that must end, most free GPU first, name)
-            likely = max((o.likely for o in ready[1]), default=now)
-            ranked.append((ready[0], likely, len(ready[1]), -gpus(capacity.free[name]), name))
+        if ready is not None:  # (ready time, pods that must end, most free GPU first, name)
+            ranked.append((ready[0], len(ready[1]), -gpus(capacity.free[name]), name))
     plan: list[tuple[str, PodInfo]] = []
     remaining = order
     ready_at: float = now
-    likely_at: float = now
     waits: list[tuple[float, str]] = []
-    for *_, name in sorted(ranked):
+    for _, _, _, name in sorted(ranked):
         if len(plan) >= need or not remaining:
             break
         room = dict(capacity.free[name])
@@ -244,7 +220,6 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
         plan.extend((name, pod) for pod in mine)
         when, gone = _ready(mine, capacity.free[name], running.get(name, []), now) or (float("inf"), [])
         ready_at = max(ready_at, when)
-        likely_at = max([likely_at, *(o.likely for o in gone)])
         waits.extend((o.end, o.key) for o in gone)
     if len(plan) < need:
         return -1
@@ -253,5 +228,5 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
         capacity.take(name, pod.request)
         taken.append((name, pod.request))
     if ready_at == float("inf"):
-        return Hold(taken, None, likely_at=likely_at)
-    return Hold(taken, ready_at, tuple(key for _, key in sorted(waits, reverse=True)[:3]), likely_at)
+        return Hold(taken, None)
+    return Hold(taken, ready_at, tuple(key for _, key in sorted(waits, reverse=True)[:3]))
