@@ -50,7 +50,7 @@ class Verdict:
     the guard off, and at least as good as count on both."""
 
     utilisation_vs_off: float  # default - guard off, in fractions (0.01: 1 point)
-    p95_vs_off: float  # default / guard off (1.0 when the guard off waits 0)
+    p95: tuple[float, float, float]  # the p95 waits (seconds) of the default, the guard off and count
     near_off: bool
     beats_count: bool
 
@@ -59,9 +59,10 @@ class Verdict:
         return self.near_off and self.beats_count
 
     def line(self) -> str:
+        default, off, count = (f"{v / 3600:.2f} h" for v in self.p95)
         return (f"check: default vs guard off: utilisation {self.utilisation_vs_off * 100:+.1f} points, p95 wait "
-                f"x{self.p95_vs_off:.3f} ({'ok' if self.near_off else 'FAILS'}); at least as good as count on "
-                f"both: {'ok' if self.beats_count else 'FAILS'}")
+                f"{default} against {off} ({'ok' if self.near_off else 'FAILS'}); at least as good as count "
+                f"(p95 wait {count}) on both: {'ok' if self.beats_count else 'FAILS'}")
 
 
 def judge_default(default: Summary, off: Summary, count: Summary) -> Verdict:
@@ -72,8 +73,7 @@ def judge_default(default: Summary, off: Summary, count: Summary) -> Verdict:
     near = (default.mean_utilisation >= off.mean_utilisation - 0.01 - 1e-12
             and p95(default) <= p95(off) * 1.05 + 1e-9)
     beats = default.mean_utilisation >= count.mean_utilisation - 1e-12 and p95(default) <= p95(count) + 1e-9
-    return Verdict(default.mean_utilisation - off.mean_utilisation,
-                   p95(default) / p95(off) if p95(off) else 1.0, near, beats)
+    return Verdict(default.mean_utilisation - off.mean_utilisation, (p95(default), p95(off), p95(count)), near, beats)
 
 
 def point(summary: Summary) -> tuple[float, float]:
