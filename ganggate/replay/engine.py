@@ -31,10 +31,9 @@ import aiohttp
 
 from ganggate.replay.disruptions import Disruptor
 from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
-from ganggate.replay.observe import (JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest,
-                                     progress, view)
-from ganggate.replay.podtable import PodTable
+from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest, progress
 from ganggate.replay.owners import as_rv, create_job, job_controller_busy
+from ganggate.replay.podtable import PodTable
 from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
     Background,
     NodeEvent,
