@@ -36,8 +36,9 @@ BLIND_SECONDS = 6 * 3600.0
 
 
 def whole_gpu_policy_named(name: str):
-    """The policy placing whole-GPU pods on nodes with cards: FGD's (as in the paper) for "fgd",
-    else None (ganggate's best fit)."""
+    """The policy placing whole-GPU pods on nodes with cards, and pods asking no GPU that only
+    nodes with cards hold (called with 0 cards): FGD's (as in the paper) for "fgd", else None
+    (ganggate's best fit)."""
     if name == "fgd":
         return card_policy_named(name).whole_node
     return None

@@ -66,7 +66,8 @@ def decide(
 
     A pod asking a share of one GPU card gets its card from `card_policy` (default best fit),
     which may weigh `workload` (default: the mix of GPU pods the cluster holds, observed_workload);
-    whole-GPU pods on nodes with cards go where `whole_gpu_policy` says, when one is given. A
+    whole-GPU pods on nodes with cards, and pods asking no GPU that only nodes with cards hold,
+    go where `whole_gpu_policy` says, when one is given. A
     sharing pod's decision carries the gpushare annotations, with `now` as the assume time.
 
     A gang that waited longer than `starvation_seconds` gets room held back where the pods
