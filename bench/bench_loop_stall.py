@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
 from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.controller.offloop import share_the_gil  # noqa: E402
 from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
 from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
@@ -97,6 +98,8 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     controller = Controller(api, ControllerConfig(leader_election=False, planning=mode, preemption="off",
                                                   protect_running_gangs=False))
     controller._start_release = lambda decision, now: None  # no API: decide the same each round
+    if mode == "thread":
+        share_the_gil()  # as Controller.run does when it plans off the loop
     controller._replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p) for p in pods])  # as relists do
     stalls: list[float] = []
     held: list[float] = []  # the loop thread's own CPU time in each tick's wait: work on the loop

@@ -96,15 +96,16 @@ class _Stream:
         pass
 
 
-async def test_watch_events_split_anyhow_across_chunks_arrive_whole_and_in_order():
-    """A burst of events (more than the informer applies between two turns of the loop) in
-    chunks cut mid-line and mid-event: every event once, in order, and the resourceVersion of
-    the last; a list page of more objects than one slice is converted whole and in order."""
+async def test_watch_events_split_anyhow_across_chunks_arrive_whole_and_in_order(monkeypatch):
+    """A burst of events in chunks cut mid-line and mid-event, the loop given a turn after each
+    event: every event once, in order, and the resourceVersion of the last; a list page,
+    converted with a turn of the loop after each object, whole and in order."""
     import json
 
-    from ganggate.controller.informer import SLICE
+    from ganggate.controller import informer as informer_module
 
-    count = 2 * SLICE + 7
+    monkeypatch.setattr(informer_module, "SLICE_SECONDS", 0.0)
+    count = 257
     stream = b"".join(json.dumps({"type": "MODIFIED", "object": {"metadata": {
         "name": f"p-{i}", "namespace": "default", "resourceVersion": str(i + 1)}}}).encode() + b"\n"
         for i in range(count))

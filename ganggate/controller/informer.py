@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import logging
 import random
+import time
 from typing import Any, Callable
 
 import aiohttp
@@ -29,10 +30,12 @@ from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)
 
-# Objects a list converts, and watch events a chunk applies, between two turns of the event loop:
-# at 100,000 pods a page of 500 converted in one go held the loop 13 ms on a quiet machine, and
-# a chunk of a release's thousands of watch events longer (bench/bench_loop_stall.py).
-SLICE = 100
+# How long a list converts objects, or a chunk of watch events is applied, before the event loop
+# gets a turn: at 100,000 pods a page of 500 converted in one go held the loop 13 ms on a quiet
+# machine (three times that under load), and a chunk of a release's thousands of watch events
+# longer (bench/bench_loop_stall.py). Short, because a task that yields with sleep(0) runs again
+# before a timer that fell due meanwhile is served: a waiting task sees two or three slices.
+SLICE_SECONDS = 0.002
 
 
 class Gone(Exception):
@@ -87,10 +90,12 @@ class Informer:
             if self.convert is None:
                 items.extend(page)
             else:
-                for start in range(0, len(page), SLICE):
-                    if start:
+                convert, deadline = self.convert, time.perf_counter() + SLICE_SECONDS
+                for obj in page:
+                    items.append(convert(obj))
+                    if time.perf_counter() > deadline:
                         await asyncio.sleep(0)
-                    items.extend(map(self.convert, page[start:start + SLICE]))
+                        deadline = time.perf_counter() + SLICE_SECONDS
             meta = body.get("metadata") or {}
             token = meta.get("continue")
             del body, page  # this page's objects go now, not at the end of the list
@@ -134,11 +139,13 @@ class Informer:
                 # Every whole line of the chunk at once (splitting one line off at a time copied
                 # the rest of the chunk for each: quadratic in a burst of events).
                 *lines, buffer = (buffer + chunk).split(b"\n")
-                for i, line in enumerate(lines):
-                    if i and not i % SLICE:
-                        await asyncio.sleep(0)
+                deadline = time.perf_counter() + SLICE_SECONDS
+                for line in lines:
                     if line.strip():
                         self._handle(orjson.loads(line))
+                    if time.perf_counter() > deadline:
+                        await asyncio.sleep(0)
+                        deadline = time.perf_counter() + SLICE_SECONDS
             if buffer.strip():
                 self._handle(orjson.loads(buffer))
         except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, ValueError) as exc:

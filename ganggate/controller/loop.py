@@ -51,7 +51,7 @@ from ganggate.controller.releasing import Releasing
 from ganggate.controller.topology_view import describe_levels, levels_annotation
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
-from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread
+from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
 from ganggate.kube.calls import Backoff
 from ganggate.kube.clock import WALL, Clock
 
@@ -279,6 +279,8 @@ class Controller(Releasing):
 
     async def run(self) -> None:
         """Run informers, leader election, events and the decision loop until cancelled."""
+        if self.config.planning == "thread":
+            share_the_gil()
         self._dirty = asyncio.Event()
         self._stop_requested = asyncio.Event()
         runner = None
