@@ -181,30 +181,12 @@ class Capacity:
                 out[name] = cards
         return out
 
-    @property
-    def topology_levels(self) -> tuple[str, ...]:
-        """The topology's label keys, widest first (empty: none)."""
-        return self._topology_levels
-
-    @property
-    def topology_placed(self) -> Mapping[tuple[str, str], frozenset[str]]:
-        """Gang -> the nodes of its released members (topology.released_nodes)."""
-        return self._topology_placed
-
-    @property
-    def card_policy(self) -> CardPolicy:
-        """The card a sharing pod gets (core.gpushare)."""
-        return self._card_policy
-
-    @property
-    def whole_gpu_policy(self) -> WholeGpuPolicy | None:
-        """Where whole-GPU pods go on nodes with cards (FGD's whole_node); None: best fit."""
-        return self._whole_gpu_policy
-
-    @property
-    def workload(self) -> Workload:
-        """The workload the card policies weigh."""
-        return self._workload
+    # What a round is asked to do, fixed when it is built (read-only).
+    topology_levels = property(lambda self: self._topology_levels, doc="Topology label keys, widest first.")
+    topology_placed = property(lambda self: self._topology_placed, doc="Gang -> its released members' nodes.")
+    card_policy = property(lambda self: self._card_policy, doc="The card a sharing pod gets (core.gpushare).")
+    whole_gpu_policy = property(lambda self: self._whole_gpu_policy, doc="Whole-GPU pods on nodes with cards.")
+    workload = property(lambda self: self._workload, doc="The workload the card policies weigh.")
 
     def index(self, pod: PodInfo) -> NodeIndex:
         """The index of the nodes the pod may use (within the scope, when one is set)."""
