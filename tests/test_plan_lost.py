@@ -6,7 +6,7 @@ from __future__ import annotations
 from ganggate.controller.status import lifecycle_state
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.lifecycle import judge_loss
-from ganggate.core.policy.planloss import plans_lost
+from ganggate.core.policy.planloss import contesting_pods, lost_nodes, plans_lost, unseen_nominations
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
@@ -251,3 +251,45 @@ async def test_a_job_gang_whose_released_room_an_ordinary_pod_took_is_restarted_
                 scheduler_task.cancel()
                 await asyncio.gather(scheduler_task, return_exceptions=True)
             await stack.close()
+
+
+# ---- before the gates go (controller.releasing `_confirm_plan`) ---------------------------------
+
+def gated_gang_promised_on_n1() -> tuple[ClusterState, dict[str, str]]:
+    """`train` (2 pods x 4 GPUs), still gated, planned on n1 and promised there."""
+    state = cluster(*(make_pod(f"t-{i}", gang="train", pod_num=2, gpus=4, gated=True) for i in range(2)))
+    placement = {"default/t-0": "n1", "default/t-1": "n1"}
+    state.promise(GANG, placement, deadline=T0 + 120)
+    return state, placement
+
+
+def test_a_plan_is_lost_before_the_gates_go_when_a_pod_bound_since_took_its_room():
+    state, placement = gated_gang_promised_on_n1()
+    assert lost_nodes(state, placement) == []
+    state.apply_pod("ADDED", intruder())  # bound to n1: 4 + 8 promised > 8
+    assert lost_nodes(state, placement) == ["n1"]
+    # Room another node has is no concern of this plan.
+    state.apply_pod("ADDED", make_pod("elsewhere", gpus=8, node_name="n2", phase="Running"))
+    assert lost_nodes(state, placement) == ["n1"]
+
+
+def test_the_nominations_not_yet_shown_by_the_watch_are_waited_for():
+    state, placement = gated_gang_promised_on_n1()
+    assert unseen_nominations(state, placement) == ["default/t-0", "default/t-1"]
+    shown = make_pod("t-0", gang="train", pod_num=2, gpus=4, gated=True)
+    shown.setdefault("status", {})["nominatedNodeName"] = "n1"
+    state.apply_pod("MODIFIED", shown)
+    assert unseen_nominations(state, placement) == ["default/t-1"]
+    state.apply_pod("DELETED", make_pod("t-1", gang="train", pod_num=2, gpus=4, gated=True))
+    assert unseen_nominations(state, placement) == []  # a vanished pod is not waited for
+
+
+def test_a_new_pending_pod_that_fits_a_planned_node_only_without_the_gang_is_waited_for_until_tried():
+    state, placement = gated_gang_promised_on_n1()
+    state.apply_pod("ADDED", make_pod("small", gpus=2))  # n1 had room for it; the gang takes all 8
+    state.apply_pod("ADDED", make_pod("huge", gpus=16))  # fits nowhere, with or without the gang
+    assert contesting_pods(state, placement) == ["default/small"]
+    tried = make_pod("small", gpus=2)
+    tried.setdefault("status", {})["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    state.apply_pod("MODIFIED", tried)
+    assert contesting_pods(state, placement) == []  # the scheduler has tried it: not waited for again

@@ -28,6 +28,10 @@ def register(subparsers: Any) -> None:
                      help="with --placement=pinned, set each released pod's status.nominatedNodeName to its planned "
                      "node before its gate goes, so the scheduler keeps other pods of no higher priority out of "
                      "that room (default on; needs patch on pods/status)")
+    ctl.add_argument("--confirm-seconds", type=float, default=2.0, metavar="SECONDS",
+                     help="with --nominate, how long a release waits at most for its nominations to show in the "
+                     "watch (and for new pods that could take its room to be tried) before it checks that the plan "
+                     "still holds and removes the gates (default 2)")
     ctl.add_argument("--on-bind-timeout", choices=["member-loss", "wait", "recreate"], default="member-loss",
                      help="what to do with released pods not bound in time: member-loss (default) treats it as a "
                      "member loss (--on-member-loss), wait only reports, recreate deletes the unbound pods that "
@@ -127,7 +131,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from ganggate.kube.leader import lease_namespace
 
     cfg = ControllerConfig(
-        policy=args.policy, placement=args.placement, nominate=args.nominate, on_bind_timeout=args.on_bind_timeout,
+        policy=args.policy, placement=args.placement, nominate=args.nominate, confirm_seconds=args.confirm_seconds,
+        on_bind_timeout=args.on_bind_timeout,
         bind_timeout_seconds=args.bind_timeout, starvation_seconds=args.starvation_seconds,
         starvation_blind_seconds=args.starvation_blind_seconds,
         topology_levels=parse_topology_levels(args.topology_levels),

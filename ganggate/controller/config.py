@@ -79,6 +79,9 @@ class ControllerConfig:
     # the gate goes, so the default scheduler holds that room against pods of no higher
     # priority (controller.release, docs/controller.md "Released gangs that cannot bind").
     nominate: bool = True
+    #: Once nominated, how long a release waits at most for the watch to show the nominations
+    #: (and for pods that could take the plan's room to be tried) before checking its plan.
+    confirm_seconds: float = 2.0
     on_bind_timeout: str = "member-loss"  # "member-loss" | "wait" | "recreate"
     bind_timeout_seconds: float = 120.0
     starvation_seconds: float = 300.0
@@ -134,6 +137,8 @@ class ControllerConfig:
                 raise ValueError(f"{name} must be positive")
         if self.node_lost_after_seconds is not None and not self.node_lost_after_seconds > 0:
             raise ValueError("node_lost_after_seconds must be positive")
+        if not self.confirm_seconds >= 0:
+            raise ValueError("confirm_seconds must be zero or more")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         check_topology_levels(self.topology_levels)

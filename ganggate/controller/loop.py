@@ -87,6 +87,7 @@ class Controller(Releasing):
         self.releaser.should_continue = self._may_act
         self.releaser.may_apply = lambda: not self._stopping
         self.releaser.nominate = config.nominate
+        self.releaser.confirm = self._confirm_plan
         self.bind_timeouts = BindTimeouts(self.core, self.state, self.events, self.metrics,
                                           action=config.on_bind_timeout,
                                           timeout_seconds=config.bind_timeout_seconds, spawn=self._spawn)

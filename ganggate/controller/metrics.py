@@ -54,6 +54,11 @@ class Metrics:
         self.release_failures = Counter(
             "ganggate_release_failures_total", "Decisions whose release did not finish.", registry=self.registry
         )
+        self.plans_lost_before_release = Counter(
+            "ganggate_plans_lost_before_release_total",
+            "Releases given up before any gate went, because pods bound after the plan took its room "
+            "(the gang is planned again).", registry=self.registry,
+        )
         self.bind_timeouts = Counter(
             "ganggate_bind_timeouts_total", "Released pods not bound within the bind timeout, by action.",
             ["action"], registry=self.registry,

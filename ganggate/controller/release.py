@@ -163,6 +163,7 @@ class ReleaseOutcome:
     vanished: list[str] = field(default_factory=list)  # deleted or replaced before we got to them
     failed: dict[str, str] = field(default_factory=dict)  # pod key -> why
     validation_failed: bool = False  # nothing was applied (a dry run failed, or the controller is stopping)
+    plan_lost: str | None = None  # nothing was applied: the plan no longer held once nominated (why)
 
     @property
     def complete(self) -> bool:
@@ -208,6 +209,10 @@ class Releaser:
         self.dry_runs = 0  # dry-run requests sent, over all releases
         # Pinned releases nominate each pod to its node first (status.nominatedNodeName).
         self.nominate = True
+        # Awaited once the nominations are made, before any gate goes, with the nominations
+        # made (pod key -> node): None when the plan still holds, else why not (then nothing
+        # is applied and the nominations are taken back). The controller's `_confirm_plan`.
+        self.confirm: Callable[[ReleaseRequest, dict[str, str]], Awaitable[str | None]] | None = None
 
     def _patch_for(self, req: ReleaseRequest, key: str, pod: Mapping) -> list[dict] | None:
         node = req.placement.get(key)
@@ -309,8 +314,8 @@ class Releaser:
 
     async def release(self, req: ReleaseRequest) -> ReleaseOutcome:
         """Validate one patch per pod shape (dryRun=All) while nominating each pod to its node
-        (`nominations`), then apply all; never applies after a failed validation, and then takes
-        the nominations back. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
+        (`nominations`), let `confirm` check the plan still holds, then apply all; never applies
+        after a failed validation or a lost plan, and then takes the nominations back. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
         keys = sorted(req.placement)
         check = ReleaseOutcome()
         shapes = self._shapes(req, keys, check)
@@ -319,6 +324,10 @@ class Releaser:
         held = await asyncio.gather(*(self._one(req, key, True, check) for key in shapes),
                                     *(self._nominate(key, node) for key, node in holds.items()))
         held_keys = [key for key, ok in zip(holds, held[len(shapes):]) if ok]
+        if not (check.failed or check.vanished) and self.confirm is not None and held_keys and self.may_apply():
+            check.plan_lost = await self.confirm(req, {key: holds[key] for key in held_keys})
+            if check.plan_lost is not None:
+                check.failed = {key: check.plan_lost for key in keys}
         if check.failed or check.vanished or not self.may_apply():
             if not (check.failed or check.vanished):
                 check.failed = {key: "stopping: not started" for key in keys}

@@ -14,6 +14,7 @@ from typing import Any
 from ganggate.controller.release import ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.placement.explain import plural
+from ganggate.core.policy.planloss import contesting_pods, lost_nodes, unseen_nominations
 from ganggate.kube.calls import ApiCallError, rfc3339
 
 log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
@@ -77,6 +78,11 @@ class Releasing:
                 log.info("gang %s not released: stopping before its release started", request.gang)
                 self._cancel_promises(request.placement)
                 return
+            if outcome.plan_lost is not None:
+                self.metrics.plans_lost_before_release.inc()
+                log.info("gang %s not released: %s; nothing applied, planning it again", request.gang, outcome.plan_lost)
+                self._cancel_promises(request.placement)
+                return
             if outcome.validation_failed:
                 self.metrics.release_failures.inc()
                 log.warning("gang %s not released: validation failed (%s; vanished: %s); nothing applied",
@@ -127,3 +133,28 @@ class Releasing:
             if not pending:
                 return
             await asyncio.sleep(0.02)
+
+    async def _confirm_plan(self, request: ReleaseRequest, nominated: dict[str, str]) -> str | None:
+        """The releaser's `confirm`: once the members are nominated, wait (at most
+        `confirm_seconds`) until the watch shows the nominations, so that the picture holds every
+        pod bound before the scheduler could see them, and until the pods that appeared since
+        the plan and could take its room have been tried by the scheduler; then None when the
+        plan still holds, else why not. See docs/controller.md, "Released gangs that cannot bind"."""
+        deadline = time.monotonic() + self.config.confirm_seconds
+        while not self._stopping:
+            unseen = unseen_nominations(self.state, nominated)
+            untried = contesting_pods(self.state, request.placement)
+            if not unseen and not untried:
+                break
+            if time.monotonic() >= deadline:
+                log.info("gang %s: checking its plan after %.1f s with %s not yet shown by the watch and %s "
+                         "not yet tried by the scheduler", request.gang, self.config.confirm_seconds,
+                         plural(len(unseen), "nomination"), plural(len(untried), "pod"))
+                break
+            await asyncio.sleep(0.01)
+        lost = lost_nodes(self.state, request.placement)
+        if not lost:
+            return None
+        return (f"its plan was lost before the gates went: pods bound after the plan took room it counted on "
+                f"(node{'s' if len(lost) > 1 else ''} {', '.join(lost)})")
+

@@ -22,7 +22,9 @@ Pure: the shell (`ganggate.controller.memberloss`) acts on the losses.
 
 from __future__ import annotations
 
-from ganggate.core.fit.resources import Resources, add_into
+from typing import Mapping
+
+from ganggate.core.fit.resources import Resources, add_into, fits
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.losses import MemberLoss, owner_of
@@ -69,3 +71,57 @@ def plans_lost(state: ClusterState) -> list[MemberLoss]:
 def stranded_members(state: ClusterState, gang: Gang) -> list[PodInfo]:
     """The gang's released members that cannot bind where they are pinned."""
     return [p for p in sorted(gang.pods.values(), key=lambda p: p.key) if stranded(state, p) is not None]
+
+
+# ---- before the gates go: is the plan still good? -------------------------------------------
+# A release nominates its members first (controller.release); the watch echoing those
+# nominations shows every pod event that came before them, bindings the plan did not see
+# included. Checked then, before any gate goes, a lost plan costs nothing: the members are still
+# gated, and the next round plans them again (controller.releasing `_confirm_plan`).
+
+
+def unseen_nominations(state: ClusterState, nominated: Mapping[str, str]) -> list[str]:
+    """The nominated pods whose nomination the watch has not shown yet (vanished ones aside)."""
+    return [key for key, node in nominated.items()
+            if (pod := state.pods.get(key)) is not None and pod.nominated_node != node]
+
+
+def _planned_demand(state: ClusterState, placement: Mapping[str, str | None]) -> dict[str, Resources]:
+    demand: dict[str, Resources] = {}
+    for key, node in placement.items():
+        pod = state.pods.get(key)
+        if node is not None and pod is not None:
+            add_into(demand.setdefault(node, {}), pod.request)
+    return demand
+
+
+def contesting_pods(state: ClusterState, placement: Mapping[str, str | None]) -> list[str]:
+    """Pods a scheduler may bind now and has not yet tried (unbound, ungated, no room promised,
+    not reported Unschedulable) that would fit a planned node without the gang but not with it:
+    one the scheduler places before it sees the nominations can take a member's room. The
+    planner keeps plans off such nodes (core.policy.contention); these appeared after the plan.
+    Node eligibility is not checked (a pod that cannot use the node is waited for needlessly)."""
+    demand = _planned_demand(state, placement)
+    out: list[str] = []
+    for key, pod in state.pending.items():
+        if key in placement or key in state.promises or pod.unschedulable:
+            continue
+        for node, amount in demand.items():
+            after = state.free(node)
+            before = dict(after)
+            add_into(before, amount)
+            if fits(pod.request, before) and not fits(pod.request, after):
+                out.append(key)
+                break
+    return out
+
+
+def lost_nodes(state: ClusterState, placement: Mapping[str, str | None]) -> list[str]:
+    """Planned nodes now over-committed in what a member planned there asks (`overcommitted`):
+    pods bound since the plan took room the plan counted on."""
+    lost: set[str] = set()
+    for key, node in placement.items():
+        pod = state.pods.get(key)
+        if node is not None and pod is not None and node not in lost and overcommitted(state, node, pod):
+            lost.add(node)
+    return sorted(lost)

@@ -375,6 +375,9 @@ class PodInfo:
     deadline_seconds: int | None = None
     #: status.startTime as epoch seconds (0.0: not started).
     started: float = 0.0
+    #: status.nominatedNodeName: where the scheduler holds room for it (set by a release's
+    #: nomination or by scheduler preemption).
+    nominated_node: str | None = None
 
     labels = property(lambda self: self.traits.labels)
     controller_ref = property(lambda self: self.traits.controller_ref)
@@ -441,6 +444,7 @@ class PodInfo:
             gpu_resources=facts.gpu_resources,
             deadline_seconds=_deadline(spec),
             started=parse_time((pod.get("status") or {}).get("startTime")),
+            nominated_node=_text((pod.get("status") or {}).get("nominatedNodeName")) or None,
         )
 
     @property

@@ -4,7 +4,8 @@
   IsDNS1123Subdomain, IsQualifiedName, IsValidLabelValue), with the messages it returns;
 - object metadata: k8s.io/apimachinery/pkg/api/validation/objectmeta.go (ValidateObjectMeta:
   names, labels, annotations up to 256 KiB in total; ValidateObjectMetaUpdate: immutable
-  name/namespace/uid/creationTimestamp).
+  name/namespace/uid/creationTimestamp);
+- owner references: whether an object names an owner (metav1.OwnerReference by uid).
 
 Every kind kubesim stores goes through these; the per-kind rules build on them.
 """
@@ -152,3 +153,12 @@ def validate_object_meta_update(new: Mapping[str, Any], old: Mapping[str, Any]) 
         if new_meta.get(field) and new_meta.get(field) != old_meta.get(field):
             causes.append(invalid_value(f"metadata.{field}", new_meta.get(field), "field is immutable"))
     return causes
+
+
+# ---- owner references (k8s.io/apimachinery/pkg/apis/meta/v1 OwnerReference) ----------------
+
+def refers_to(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether the object lists an owner with this uid (controller or not), as the garbage
+    collector and delete propagation match owners."""
+    return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, not_supported
+from ganggate.sim.apimachinery.objectmeta import refers_to
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import clone
 
@@ -40,17 +41,13 @@ def propagation_policy(options: Mapping[str, Any], query: Mapping[str, str], def
     return default
 
 
-def _refers_to(pod: Mapping[str, Any], uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in (pod.get("metadata") or {}).get("ownerReferences") or [])
-
-
 def prepare_delete(store: Store, owner: Mapping[str, Any], namespace: str | None, policy: str) -> None:
     """Orphan: drop the owner's references from its pods. Foreground: delete its pods first."""
     uid = (owner.get("metadata") or {}).get("uid")
     if not uid or policy == "Background" or namespace is None:
         return
     for (ns, name), stored in list(store.iter("pods", namespace)):
-        if not _refers_to(stored.obj, uid):
+        if not refers_to(stored.obj, uid):
             continue
         if policy == "Foreground":
             store.delete("pods", ns, name)

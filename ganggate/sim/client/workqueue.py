@@ -18,44 +18,57 @@ RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, OSError, RuntimeError)
 
 
 class WorkQueue:
-    """Keys to sync, each queued once until taken; `run` works them off, retrying failures."""
+    """Keys to sync, each queued once until taken; `run` works them off with one or more
+    workers, retrying failures. A key being synced is never given to a second worker: added
+    meanwhile, it is queued again when its sync ends (client-go workqueue: the "processing" set,
+    Done re-adds a key that became dirty while processing)."""
 
     def __init__(self, retry_seconds: float = 0.5) -> None:
         self.retry_seconds = retry_seconds
         self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: set[str] = set()
-        self._syncing = 0  # keys taken by a worker and not yet synced (client-go's processing set)
+        self._queued: set[str] = set()  # client-go's dirty set
+        self._processing: set[str] = set()  # keys taken by a worker and not yet synced
 
     def __len__(self) -> int:
-        """Keys queued and not yet taken by a worker."""
+        """Keys waiting for a sync (taken by no worker yet, or due again after the current one)."""
         return len(self._queued)
 
     @property
     def busy(self) -> bool:
         """Keys queued, or one being synced (its writes may still be on their way)."""
-        return bool(self._queued) or self._syncing > 0
+        return bool(self._queued) or bool(self._processing)
 
     def add(self, key: str) -> None:
-        if key not in self._queued:
-            self._queued.add(key)
+        if key in self._queued:
+            return
+        self._queued.add(key)
+        if key not in self._processing:
             self._queue.put_nowait(key)
 
     def add_after(self, seconds: float, key: str) -> None:
         asyncio.get_running_loop().call_later(seconds, self.add, key)
 
-    async def run(self, sync: Callable[[str], Awaitable[None]], log: logging.Logger, what: str) -> None:
-        """Sync keys one at a time until cancelled; a failed sync is retried after retry_seconds."""
+    async def run(self, sync: Callable[[str], Awaitable[None]], log: logging.Logger, what: str,
+                  workers: int = 1) -> None:
+        """Sync keys with `workers` concurrent workers until cancelled (kube-controller-manager
+        starts `--concurrent-*-syncs` goroutines per controller); a failed sync is retried
+        after retry_seconds."""
+        await asyncio.gather(*(self._worker(sync, log, what) for _ in range(max(1, workers))))
+
+    async def _worker(self, sync: Callable[[str], Awaitable[None]], log: logging.Logger, what: str) -> None:
         while True:
             key = await self._queue.get()
             self._queued.discard(key)
-            self._syncing += 1
+            self._processing.add(key)
             try:
                 await sync(key)
             except RETRYABLE as exc:
                 log.info("%s %s: %s; retrying", what, key, exc)
                 self.add_after(self.retry_seconds, key)
             finally:
-                self._syncing -= 1
+                self._processing.discard(key)
+                if key in self._queued:  # added while it was synced: its turn again
+                    self._queue.put_nowait(key)
 
 
 async def put_status(session: aiohttp.ClientSession, url: str, obj: dict[str, Any], status: dict[str, Any],

@@ -18,14 +18,11 @@ from typing import Any, Mapping
 
 import aiohttp
 
+from ganggate.sim.apimachinery.objectmeta import refers_to
 from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.restmapper import RESTMapper
 
 log = logging.getLogger(__name__)
-
-
-def _refers_to(pod: Mapping[str, Any], uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in (pod.get("metadata") or {}).get("ownerReferences") or [])
 
 
 class GarbageCollector:
@@ -49,7 +46,7 @@ class GarbageCollector:
             return
         uid = (obj.get("metadata") or {}).get("uid")
         for key, pod in list(self._pods.store.items()):
-            if _refers_to(pod, uid):
+            if refers_to(pod, uid):
                 self._dirty.put_nowait(key)
 
     def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:

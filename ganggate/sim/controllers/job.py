@@ -1,8 +1,9 @@
 """kubesim's Job controller stand-in: an HTTP client of the API server, like kube-controller-manager's.
 
-It watches Jobs and pods (ganggate.sim.client.informers.Reflector) and syncs one Job at a time, as
-pkg/controller/job/job_controller.go does: creates pods from the template (through the API, so
-they pass the admission chain and the ganggate webhook gates them) to keep `parallelism` pods
+It watches Jobs and pods (ganggate.sim.client.informers.Reflector) and syncs Jobs with five
+workers, one Job per worker at a time, as pkg/controller/job/job_controller.go does: creates
+pods from the template (through the API, so they pass the admission chain and the ganggate
+webhook gates them; in slow-start batches of 1, 2, 4, ... sent together) to keep `parallelism` pods
 active up to the remaining completions; replaces pods that fail or are deleted until the number
 of failures exceeds `backoffLimit` (then FailureTarget and Failed, reason BackoffLimitExceeded,
 and the active pods deleted); marks the Job SuccessCriteriaMet and Complete with a completionTime
@@ -40,7 +41,19 @@ from ganggate.sim.apimachinery.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 
+#: kube-controller-manager's --concurrent-job-syncs default (cmd/kube-controller-manager/app/
+#: options/jobcontroller.go): Jobs synced at once; one Job is never synced by two workers.
+CONCURRENT_JOB_SYNCS = 5
+#: pkg/controller/controller_utils.go SlowStartInitialBatchSize: the first batch of creates.
+SLOW_START_INITIAL_BATCH_SIZE = 1
 
+
+async def _all(calls: Any) -> None:
+    """Await the calls together; the first failure is raised once all have ended."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 class JobController:
@@ -146,10 +159,9 @@ class JobController:
             to_delete = list(job_pods.excess_active(job, active, succeeded))
             # onlyReplaceFailedPods: a terminating pod holds its place (and index) until it has Failed.
             busy = active + terminating if pod_failure_policy.only_replace_failed(job) else active
-            for index in job_pods.plan_creates(job, busy, succeeded_indexes, succeeded):
-                await self._create(key, job, index)
-        for pod in to_delete:
-            await self._delete(key, pod)
+            await self._create_slow_start(key, job, list(job_pods.plan_creates(job, busy, succeeded_indexes, succeeded)))
+        # Deletes go out together (job_controller.go deleteJobPods: one goroutine per pod).
+        await _all(self._delete(key, pod) for pod in to_delete)
         gone = {p["metadata"]["uid"] for p in to_delete}
         still = [p for p in active if p["metadata"]["uid"] not in gone]
         status.update({"active": len(still), "ready": sum(1 for p in still if job_pods.is_ready(p)),
@@ -164,6 +176,17 @@ class JobController:
                 del status[field]  # omitempty
         if status != (job.get("status") or {}):
             await self._write_status(key, job, status)
+
+    async def _create_slow_start(self, key: str, job: dict, indexes: list[int | None]) -> None:
+        """Create the pods in batches of 1, 2, 4, ... sent together, stopping at the first
+        batch with a failure (job_controller.go manageJob, controller.SlowStartInitialBatchSize 1):
+        a template the API server refuses costs one request, not one per pod."""
+        done, batch = 0, SLOW_START_INITIAL_BATCH_SIZE
+        while done < len(indexes):
+            chunk = indexes[done:done + batch]
+            await _all(self._create(key, job, index) for index in chunk)
+            done += len(chunk)
+            batch *= 2
 
     async def _create(self, key: str, job: dict, index: int | None) -> None:
         pod = job_pods.pod_from_template(job, index)
@@ -197,7 +220,7 @@ class JobController:
     # -- the loop ------------------------------------------------------------------------
 
     async def _work(self) -> None:
-        await self._queue.run(self.sync, log, "job")
+        await self._queue.run(self.sync, log, "job", workers=CONCURRENT_JOB_SYNCS)
 
     async def run(self) -> None:
         """Watch Jobs and pods and sync Jobs until cancelled."""
