@@ -110,10 +110,11 @@ class Controller(Releasing):
         max_pod_num = config.max_pod_num
         self.nodes = Informer(self.core.list_node, "nodes", on_list=self._relist_nodes,
                               on_event=self._on_node_event, metrics=self.metrics,
-                              convert=NodeInfo.from_node, keep_store=False)
+                              convert=NodeInfo.from_node, keep_store=False, freeze_pages=True)
         self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._relist_pods,
                              on_event=self._on_pod_event, metrics=self.metrics,
-                             convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False)
+                             convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False,
+                             freeze_pages=True)
         self.leader: LeaderElector | None = None
         if config.leader_election:
             self.leader = LeaderElector(
