@@ -1,11 +1,15 @@
 """Benchmark the starvation guard (issue #20): ganggate's default against the guard off and the
 seed's count check, side by side, judged job by job, on the sample trace, the synthetic trace
-of docs/replay.md, an Alibaba pod list, and the starvation trace (`replay --synth --starve`) at
-1x, 2x and 4x its length, with and without run-time bounds (activeDeadlineSeconds).
+of docs/replay.md, the Alibaba pod list read as gangs (`replay --alibaba ... --gangs`), and the
+starvation trace (`replay --synth --starve`) at 1x, 2x and 4x its length, with and without
+run-time bounds (activeDeadlineSeconds).
 
-    .venv/bin/python bench/bench_starvation.py            # everything (about 40 min on 2 busy cores)
+    .venv/bin/python bench/bench_starvation.py            # everything (see docs/benchmarks.md for the time)
     .venv/bin/python bench/bench_starvation.py --quick    # the sample trace and the 1x starvation trace
+    .venv/bin/python bench/bench_starvation.py --only synth,alibaba-gangs --no-old
     .venv/bin/python bench/bench_starvation.py --only starve --jobs 120
+
+`--only alibaba` replays the list one job per pod instead (as docs/replay.md's first example).
 
 Policies: `count` (the seed's check), `ganggate, guard off` (--starvation-seconds and
 --starvation-blind-seconds never reached), `ganggate, default` (the controller's defaults),
@@ -33,9 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ganggate.replay import engine  # noqa: E402
-from ganggate.replay.alibaba import load_alibaba  # noqa: E402
+from ganggate.replay.alibaba import GANG_WINDOW, load_alibaba, load_alibaba_gangs  # noqa: E402
 from ganggate.replay.metrics import Summary  # noqa: E402
 from ganggate.replay.predictions import score  # noqa: E402
+from ganggate.replay.sweep import judge_default  # noqa: E402
 from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving  # noqa: E402
 from ganggate.replay.trace import load_trace, with_deadlines  # noqa: E402
 
@@ -81,14 +86,8 @@ def table(rows: list[Row]) -> str:
 
 def check(rows: dict[str, Row]) -> str:
     """Whether the default is within 1 point and 5% of p95 of the guard off, and no worse than count."""
-    default, off, count = rows["ganggate, default"].summary, rows["ganggate, guard off"].summary, rows["count"].summary
-    p95 = lambda s: s.p95_queue_delay or 0.0  # noqa: E731
-    util_ok = default.mean_utilisation >= off.mean_utilisation - 0.01
-    p95_ok = p95(default) <= p95(off) * 1.05 + 1e-9
-    count_ok = default.mean_utilisation >= count.mean_utilisation - 1e-9 and p95(default) <= p95(count) + 1e-9
-    return (f"check: default vs guard off: utilisation {default.mean_utilisation - off.mean_utilisation:+.1%} "
-            f"({'ok' if util_ok else 'FAILS'}), p95 wait x{p95(default) / p95(off) if p95(off) else 1:.3f} "
-            f"({'ok' if p95_ok else 'FAILS'}); at least as good as count on both: {'ok' if count_ok else 'FAILS'}")
+    return judge_default(rows["ganggate, default"].summary, rows["ganggate, guard off"].summary,
+                         rows["count"].summary).line()
 
 
 async def ordinary(name: str, scenario: engine.Scenario, old: bool = True) -> None:
@@ -115,7 +114,10 @@ async def starving(jobs: int, deadlines_only: bool = False) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    only = set(args.only.split(",")) if args.only else {"sample", "synth", "alibaba", "starve"}
+    only = set(args.only.split(",")) if args.only else {"sample", "synth", "alibaba-gangs", "starve"}
+    unknown = only - {"sample", "synth", "alibaba", "alibaba-gangs", "starve", "starve-deadlines"}
+    if unknown:
+        raise SystemExit(f"bench_starvation: --only: unknown part(s) {', '.join(sorted(unknown))}")
     if args.quick:
         only = {"sample", "quick-starve"}
     if "sample" in only:
@@ -131,6 +133,16 @@ async def main_async(args: argparse.Namespace) -> None:
                        engine.Scenario(load_alibaba(ALIBABA, args.alibaba_limit),
                                        engine.uniform_nodes(args.alibaba_nodes, 8, "128", "1Ti")),
                        not args.no_old)
+    if "alibaba-gangs" in only:
+        if not ALIBABA.exists():
+            raise SystemExit(f"bench_starvation: {ALIBABA} is not there (see docs/replay.md)")
+        gangs = load_alibaba_gangs(ALIBABA, args.gangs_limit, GANG_WINDOW)
+        await ordinary(f"Alibaba {ALIBABA.name} read as gangs (same shape, created within {GANG_WINDOW:g} s), "
+                       f"first {len(gangs)} gangs ({sum(j.pods for j in gangs)} pods, "
+                       f"{sum(1 for j in gangs if j.pods > 1)} of several pods, "
+                       f"{sum(1 for j in gangs if j.gpus >= 8)} of 8 GPUs or more), {args.gangs_nodes} nodes",
+                       engine.Scenario(gangs, engine.uniform_nodes(args.gangs_nodes, 8, "128", "1Ti")),
+                       not args.no_old)
     if "starve" in only or "starve-deadlines" in only:
         await starving(args.jobs, deadlines_only="starve" not in only)
     if "quick-starve" in only:
@@ -144,13 +156,18 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--quick", action="store_true", help="the sample trace and the 1x starvation trace only")
-    parser.add_argument("--only", default="", help="comma-separated: sample, synth, alibaba, starve, starve-deadlines (its deadline rows only)")
+    parser.add_argument("--only", default="", help="comma-separated: sample, synth, alibaba-gangs, alibaba (a job per "
+                                                   "pod), starve, starve-deadlines (its deadline rows only)")
     parser.add_argument("--jobs", type=int, default=120, help="jobs of the 1x starvation trace (default 120)")
     parser.add_argument("--no-old", action="store_true",
                         help="leave out the hold-back as it was (blind after 300 s) on the synthetic and Alibaba traces")
     parser.add_argument("--alibaba-limit", type=int, default=300, help="pods of the Alibaba list (default 300)")
     parser.add_argument("--alibaba-nodes", type=int, default=16,
                         help="nodes (8 GPUs, 128 CPUs, 1Ti each) for the Alibaba list (default 16, as docs/replay.md)")
+    parser.add_argument("--gangs-limit", type=int, default=500,
+                        help="gangs of the Alibaba list read as gangs (default 500)")
+    parser.add_argument("--gangs-nodes", type=int, default=5,
+                        help="nodes (8 GPUs, 128 CPUs, 1Ti each) for the Alibaba gangs (default 5: they contend)")
     args = parser.parse_args()
     for name in ("gate", "webhook", "kubesim", "certs", "ganggate", "aiohttp"):
         logging.getLogger(name).setLevel(logging.ERROR)

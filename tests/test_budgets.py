@@ -127,3 +127,17 @@ def test_victims_of_a_preemption_and_gangs_being_torn_down_get_no_new_budget() -
     known = {("default", "ganggate-low"): "low", ("default", "ganggate-going"): "going"}
     plan = plan_budgets(state.gangs, known, skip={("default", "low")})
     assert [b["metadata"]["name"] for b in plan.create] == ["ganggate-keep"] and plan.delete == []
+
+
+def test_the_budget_of_a_gang_whose_pods_all_ended_is_deleted() -> None:
+    done = [released("d-0", "done"), released("d-1", "done")]
+    half = [released("h-0", "half"), released("h-1", "half")]
+    for pod in done + half[:1]:
+        pod["status"]["phase"] = "Succeeded"
+    state = state_of(*done, *half)
+    known = {("default", "ganggate-done"): "done", ("default", "ganggate-half"): "half",
+             ("default", "ganggate-gone"): "gone"}
+    plan = plan_budgets(state.gangs, known)
+    # A terminal pod is evicted whatever its budgets say (eviction.go canIgnorePDB): nothing to keep.
+    assert plan.delete == [("default", "ganggate-done"), ("default", "ganggate-gone")]
+    assert plan.create == []

@@ -27,8 +27,10 @@ async def test_a_gang_is_not_released_into_room_a_pending_pod_could_take(tmp_pat
         _, patches = await env.start_controller()
         await create_pods(env.core, [gang_pod(f"job-{i}", "job", 2, gpus=4) for i in range(2)])
 
-        waits = await wait_for(lambda: event_messages(env, "GangWaiting"), what="GangWaiting")
-        assert any("default/web" in m and "partly bound" in m for m in waits)
+        async def waits_for_web():  # (an earlier GangWaiting may say only "1 of 2 pods exist")
+            return [m for m in await event_messages(env, "GangWaiting") if "default/web" in m and "partly bound" in m]
+
+        assert await wait_for(waits_for_web, what="GangWaiting naming default/web")
         assert all(is_gated(p) for p in await env.pods() if p["metadata"]["name"].startswith("job-"))
 
         # The ordinary pod wins the node: the gang, which no longer fits, stays whole and gated.

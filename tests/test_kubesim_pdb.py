@@ -110,6 +110,43 @@ def test_empty_selector_selects_every_pod_in_the_namespace_and_none_in_others() 
     assert not disruption.covers({"metadata": {"namespace": "default"}, "spec": {}}, ready_pod("p", {}))
 
 
+def test_the_controller_counts_the_pods_its_selector_picks_as_labels_come_and_go() -> None:
+    # getPodsForPdb lists the namespace's pods with the selector; kubesim's index must find the same.
+    from types import SimpleNamespace
+
+    from ganggate.sim.controllers.disruption import DisruptionController
+
+    controller = DisruptionController("http://unused")
+    store: dict[str, dict[str, Any]] = {}
+    controller._pods = SimpleNamespace(store=store)  # type: ignore[assignment]
+
+    def change(kind: str, pod: dict[str, Any]) -> None:
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        old = store.get(key)
+        if kind == "DELETED":
+            store.pop(key, None)
+        else:
+            store[key] = pod
+        controller.on_pod(kind, pod, old)
+
+    pdb = {"metadata": {"name": "b", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": "a", "tier": "gpu"}}}}
+    change("ADDED", ready_pod("p0", {"app": "a", "tier": "gpu"}))
+    change("ADDED", ready_pod("p1", {"app": "a"}))
+    change("ADDED", ready_pod("p2", {"app": "b", "tier": "gpu"}))
+    elsewhere = ready_pod("p3", {"app": "a", "tier": "gpu"})
+    elsewhere["metadata"]["namespace"] = "other"
+    change("ADDED", elsewhere)
+    picked = lambda: sorted(p["metadata"]["name"] for p in controller._candidates(pdb) if disruption.covers(pdb, p))  # noqa: E731
+    assert picked() == ["p0"]
+    change("MODIFIED", ready_pod("p1", {"app": "a", "tier": "gpu"}))
+    change("MODIFIED", ready_pod("p0", {"app": "a"}))
+    assert picked() == ["p1"]
+    change("DELETED", ready_pod("p1", {"app": "a", "tier": "gpu"}))
+    assert picked() == []
+    everything = {"metadata": {"name": "e", "namespace": "default"}, "spec": {"selector": {}}}
+    assert len(controller._candidates(everything)) == 3  # no matchLabels: every pod, then the selector
+
+
 # ---- the API --------------------------------------------------------------------------------------------
 
 @pytest.fixture

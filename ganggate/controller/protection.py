@@ -4,7 +4,11 @@ For each gang with released pods, the controller keeps a budget `ganggate-<group
 gang's namespace, labelled `ganggate.io/gang=<group-name>` (how it finds its own), selecting the
 gang's pods by the same label (which the release patch adds), with `minAvailable` the gang's
 min-available: a voluntary disruption (a drain, the Eviction API) may then not take the gang
-below what it needs to run. Budgets of gangs that no longer exist are deleted. Everything is
+below what it needs to run. Budgets of gangs that no longer exist, or whose every pod has ended
+(Succeeded or Failed), are deleted: the eviction subresource lets a terminal pod go whatever its
+budgets say (pkg/registry/core/pod/storage/eviction.go canIgnorePDB), so such a budget protects
+nothing, while every budget left behind costs the disruption controller a selector match on
+every pod change in the namespace (a finished Job's pods stay until deleted). Everything is
 idempotent (409 on create and 404 on delete are success) and a restarted leader lists its
 budgets again, so nothing is left behind or made twice.
 
@@ -100,6 +104,13 @@ def _tearing_down(gang: Gang) -> bool:
     return any(p.terminating and not p.terminated for p in gang.pods.values())
 
 
+def _finished(gang: Gang | None) -> bool:
+    """The gang is gone, or every pod of it has ended (Succeeded/Failed): nothing left to protect."""
+    if gang is None:
+        return True
+    return gang.live_count == 0 and all(p.terminated for p in gang.pods.values())
+
+
 @dataclass
 class BudgetPlan:
     """What a pass does: budgets to create, ours to delete, and the gangs a user's budget covers
@@ -118,7 +129,8 @@ def plan_budgets(gangs: Mapping[GangKey, Gang], known: Mapping[tuple[str, str], 
     carries; foreign are the budgets not made by ganggate; skip are gangs not to protect now
     (preemption victims). A gang with released pods gets a budget unless it has one, a foreign
     budget covers one of its live pods (then ours, if any, is deleted), it is skipped, or some
-    of its pods are being deleted. Ours whose gang has no pods any more are deleted."""
+    of its pods are being deleted. Ours whose gang has no pods any more, or only pods that ended,
+    are deleted."""
     by_namespace: dict[str, list[Mapping]] = {}
     for budget in foreign:
         if not is_ours(budget):
@@ -140,7 +152,7 @@ def plan_budgets(gangs: Mapping[GangKey, Gang], known: Mapping[tuple[str, str], 
             continue
         if (body := desired_budget(gang)) is not None:
             plan.create.append(body)
-    doomed |= {k for k, gang_name in known.items() if (k[0], gang_name) not in gangs}
+    doomed |= {k for k, gang_name in known.items() if _finished(gangs.get((k[0], gang_name)))}
     plan.delete = sorted(doomed)
     return plan
 

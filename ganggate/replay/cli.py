@@ -41,9 +41,16 @@ def register(subparsers: Any) -> None:
     source.add_argument("--trace", type=Path, help="the trace CSV to replay")
     source.add_argument("--synth", action="store_true", help="generate a synthetic trace (replay/synth.py)")
     source.add_argument("--alibaba", type=Path, metavar="POD_LIST_CSV",
-                        help="an openb_pod_list_*.csv of the Alibaba GPU trace (each pod a one-pod job; "
-                             "replay/alibaba.py)")
-    replay.add_argument("--limit", type=_positive_int, help="with --alibaba: the first N pods by creation time")
+                        help="an openb_pod_list_*.csv of the Alibaba GPU trace (each pod a one-pod job, or with "
+                             "--gangs pods read as gangs; replay/alibaba.py)")
+    replay.add_argument("--limit", type=_positive_int,
+                        help="with --alibaba: the first N jobs (pods, or gangs with --gangs) by creation time")
+    replay.add_argument("--gangs", action="store_true",
+                        help="with --alibaba: pods of the same shape created within --gang-window seconds of the "
+                             "first of them are one gang (the trace records no gangs; docs/replay.md says why this "
+                             "reading is fair)")
+    replay.add_argument("--gang-window", type=_positive_float, default=None, metavar="SECONDS",
+                        help="with --alibaba --gangs: the window (default 60)")
     replay.add_argument("--jobs", type=_positive_int, default=200, help="jobs of a synthetic trace (default 200)")
     replay.add_argument("--seed", type=int, default=1, help="seed of a synthetic trace (default 1)")
     replay.add_argument("--load", type=_positive_float, default=None,
@@ -172,6 +179,12 @@ def _replay(args: argparse.Namespace) -> int:
             raise ValueError("--modes topology needs a cluster with a topology: --topology BLOCKSxRACKSxNODES")
         if args.starve and not args.synth:
             raise ValueError("--starve needs --synth")
+        if (args.gangs or args.gang_window is not None) and args.alibaba is None:
+            raise ValueError("--gangs and --gang-window need --alibaba")
+        if args.gang_window is not None and not args.gangs:
+            raise ValueError("--gang-window needs --gangs")
+        if args.limit is not None and args.alibaba is None:
+            raise ValueError("--limit needs --alibaba")
         if (args.require_share or args.prefer_share) and (shape is None or not args.synth or args.starve):
             raise ValueError("--require-share and --prefer-share need --synth and --topology (the racks to keep to)")
         for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
@@ -183,12 +196,17 @@ def _replay(args: argparse.Namespace) -> int:
             jobs = load_trace(args.trace)
             source = str(args.trace)
         elif args.alibaba is not None:
-            from ganggate.replay.alibaba import TRACE_HINT, load_alibaba
+            from ganggate.replay.alibaba import GANG_WINDOW, TRACE_HINT, load_alibaba, load_alibaba_gangs
 
             if not args.alibaba.exists():
                 raise ValueError(f"cannot read {args.alibaba}: no such file. {TRACE_HINT}")
-            jobs = load_alibaba(args.alibaba, args.limit)
-            source = f"{args.alibaba}, one job per pod"
+            if args.gangs:
+                window = args.gang_window or GANG_WINDOW
+                jobs = load_alibaba_gangs(args.alibaba, args.limit, window)
+                source = f"{args.alibaba}, same-shape pods created within {window:g} s as one gang"
+            else:
+                jobs = load_alibaba(args.alibaba, args.limit)
+                source = f"{args.alibaba}, one job per pod"
         elif args.starve:
             jobs = generate_starving(StarveConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                                                   seed=args.seed, load=args.load or 0.75))

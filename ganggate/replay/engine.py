@@ -31,9 +31,9 @@ import aiohttp
 
 from ganggate.replay.disruptions import Disruptor
 from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
-from ganggate.replay.observe import (JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest,
-                                     progress, view)
+from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest, progress
 from ganggate.replay.owners import as_rv, create_job, job_controller_busy
+from ganggate.replay.podtable import PodTable
 from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
     Background,
     NodeEvent,
@@ -75,8 +75,7 @@ class _Engine:
         self.exact_webhook = exact_webhook
         self.controller_settings = dict(controller_settings or {})
         self.gang_timeout_seconds = gang_timeout_seconds
-        self._pods_cache: tuple[int, tuple[list[PodView], int, int]] | None = None
-        self._view_cache: dict[Any, tuple[str, PodView | None]] = {}
+        self._table: PodTable = None  # type: ignore[assignment]  # made with the simulator, in run()
         self._starting = 0
         self.autoscaler: Any = None  # kubesim's cluster-autoscaler, with the scenario's node groups
         self.provisioned: list[tuple[float, int]] = []  # (time, GPUs of all nodes) from then on
@@ -95,6 +94,7 @@ class _Engine:
         clock = ManualClock(start=first)
         sim = Simulator(nodes=0, scheduler=False, kubelet=False, clock=clock)
         await sim.start()
+        self._table = PodTable(sim.store)
         stack = Stack(mode=self.mode, sim=sim, topology_levels=tuple(self.scenario.topology_levels),
                       clock=SimulatedClock(clock), settings=self.controller_settings)
         tasks: list[asyncio.Task] = []
@@ -319,33 +319,12 @@ class _Engine:
     # ---- watching it settle ------------------------------------------------------------
 
     def _pods(self) -> tuple[list[PodView], int, int]:
-        """The replay's pods, the highest pod resourceVersion and the pod count; recomputed only
-        when the store has changed (its global resourceVersion moved), a pod's view only when
-        that pod has."""
-        revision = self.sim.store.resource_version
-        if self._pods_cache is not None and self._pods_cache[0] == revision:
-            return self._pods_cache[1]
-        views, max_rv, count, starting = [], 0, 0, 0
-        known = self._view_cache
-        fresh: dict[Any, tuple[str, PodView | None]] = {}
-        for key, stored in self.sim.store.iter("pods"):
-            count += 1
-            rv_text = stored.obj["metadata"]["resourceVersion"]
-            rv = int(rv_text)
-            if rv > max_rv:
-                max_rv = rv
-            cached = known.get(key)
-            pod_view = cached[1] if cached is not None and cached[0] == rv_text else view(stored.obj)
-            fresh[key] = (rv_text, pod_view)
-            if pod_view is not None:
-                views.append(pod_view)
-                if pod_view.node and pod_view.phase == "Pending":
-                    starting += 1
-        self._view_cache = fresh
-        self._starting = starting
-        result = (views, max_rv, count)
-        self._pods_cache = (revision, result)
-        return result
+        """The replay's pods in key order, the highest pod resourceVersion and the pod count
+        (ganggate.replay.podtable: kept from the store's change log, not read whole each time)."""
+        table = self._table
+        table.sync()
+        self._starting = table.starting
+        return table.listed(), table.max_rv, table.count
 
     def _node_rv(self) -> int:
         return max((int(s.obj["metadata"]["resourceVersion"]) for _, s in self.sim.store.iter("nodes")), default=0)

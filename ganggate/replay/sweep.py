@@ -44,6 +44,38 @@ def parse_sweep(text: str) -> Sweep:
     return Sweep(name, numbers)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Issue #20's test of the defaults: within 1 point of utilisation and 5% of the p95 wait of
+    the guard off, and at least as good as count on both."""
+
+    utilisation_vs_off: float  # default - guard off, in fractions (0.01: 1 point)
+    p95: tuple[float, float, float]  # the p95 waits (seconds) of the default, the guard off and count
+    near_off: bool
+    beats_count: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.near_off and self.beats_count
+
+    def line(self) -> str:
+        default, off, count = (f"{v / 3600:.2f} h" for v in self.p95)
+        return (f"check: default vs guard off: utilisation {self.utilisation_vs_off * 100:+.1f} points, p95 wait "
+                f"{default} against {off} ({'ok' if self.near_off else 'FAILS'}); at least as good as count "
+                f"(p95 wait {count}) on both: {'ok' if self.beats_count else 'FAILS'}")
+
+
+def judge_default(default: Summary, off: Summary, count: Summary) -> Verdict:
+    """How ganggate's defaults fare against the guard off and count on one trace (`Verdict`)."""
+    def p95(summary: Summary) -> float:
+        return summary.p95_queue_delay or 0.0
+
+    near = (default.mean_utilisation >= off.mean_utilisation - 0.01 - 1e-12
+            and p95(default) <= p95(off) * 1.05 + 1e-9)
+    beats = default.mean_utilisation >= count.mean_utilisation - 1e-12 and p95(default) <= p95(count) + 1e-9
+    return Verdict(default.mean_utilisation - off.mean_utilisation, (p95(default), p95(off), p95(count)), near, beats)
+
+
 def point(summary: Summary) -> tuple[float, float]:
     """(max wait of the largest gang-size class with jobs, mean utilisation)."""
     figures = summary.jobs_figures

@@ -6,6 +6,12 @@ and writes it through `poddisruptionbudgets/status` when it differs. A write tha
 eviction decremented the budget meanwhile) is retried from the watch's newer state. Budgets with
 recent evictions (`disruptedPods`) are looked at again after DeletionTimeout, as the real
 controller's recheck queue does.
+
+Which pods a budget counts: the real controller lists the namespace's pods from its informer
+cache with the budget's selector (getPodsForPdb: podLister.Pods(ns).List(selector)). Here the
+pods are indexed by (namespace, label, value) as they change, and a budget with matchLabels is
+judged on the pods carrying its rarest pair only (then by the full selector), not on every pod
+of the cluster: the same pods, found without a scan that grew with every pod a replay keeps.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class DisruptionController:
         self._pdbs: Reflector | None = None
         self._pods: Reflector | None = None
         self._queue = WorkQueue(retry_seconds)
+        # (namespace, label, value) -> keys of the pods carrying it (a dict: the store's order)
+        self._by_label: dict[tuple[str, str, str], dict[str, None]] = {}
         self.ready = asyncio.Event()
         """Set once the pods and the budgets have been listed."""
 
@@ -44,17 +52,40 @@ class DisruptionController:
 
     def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
         """Requeue the budgets covering the pod now or before (getPdbForPod)."""
+        self._index(object_key(pod), old, None if kind == "DELETED" else pod)
         if self._pdbs is None:
             return
         for key, pdb in self._pdbs.store.items():
             if disruption.covers(pdb, pod) or (old is not None and disruption.covers(pdb, old)):
                 self.enqueue(key)
 
+    def _index(self, key: str, old: dict | None, new: dict | None) -> None:
+        """Move the pod's (namespace, label, value) entries from its old labels to its new ones."""
+        before, after = _label_pairs(old), _label_pairs(new)
+        for pair in before - after:
+            keys = self._by_label.get(pair)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._by_label[pair]
+        for pair in after - before:
+            self._by_label.setdefault(pair, {})[key] = None
+
+    def _candidates(self, pdb: dict) -> list[dict]:
+        """The pods the budget may select: those with its rarest matchLabels pair, or all."""
+        store = self._pods.store if self._pods else {}
+        match = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if not match:
+            return list(store.values())
+        namespace = (pdb.get("metadata") or {}).get("namespace") or ""
+        keys = min((self._by_label.get((namespace, k, str(v)), {}) for k, v in match.items()), key=len)
+        return [store[k] for k in keys if k in store]
+
     async def sync(self, key: str) -> None:
         pdb = self._pdbs.store.get(key) if self._pdbs else None
         if pdb is None:
             return
-        status = disruption.compute_status(pdb, self._pods.store.values())
+        status = disruption.compute_status(pdb, self._candidates(pdb))
         if status.get("disruptedPods"):
             self._queue.add_after(disruption.DELETION_TIMEOUT.total_seconds() + 1, key)
         if status == (pdb.get("status") or {}):
@@ -74,3 +105,11 @@ class DisruptionController:
             self._pods = reflector_for(session, self.base_url, "/api/v1/pods", self.on_pod, self.shared)
             self._pdbs = reflector_for(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", self.on_pdb, self.shared)
             await run_synced(self._pods, self._pdbs, self._work, self.ready)
+
+
+def _label_pairs(pod: dict | None) -> set[tuple[str, str, str]]:
+    if pod is None:
+        return set()
+    meta = pod.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    return {(namespace, k, str(v)) for k, v in (meta.get("labels") or {}).items()}
