@@ -10,8 +10,10 @@ loop, a watch read, a lease renewal, a metrics scrape, would have waited). No AP
 involved: releases are not sent (the decisions are the same every round), so the figure is the
 planning and the round's own work on the loop. A first run without rounds (`idle`) gives the
 stall the machine and the feeder cause alone; two last runs have every round follow a relist of
-all the pods, as after a 410 Gone (pages read into PodInfo with an await between them, then the
-controller's picture rebuilt; the pages' JSON parsing is not included): `relist` rebuilds it in
+all the pods, as after a 410 Gone: the controller's own pod informer lists them (its `list`, page
+by page of 500: each page's JSON bytes parsed and read into PodInfo, the API's answer an await;
+the bytes are made beforehand, so no API server is involved), then the controller's picture is
+rebuilt: `relist` rebuilds it in
 a worker thread (the default, with --planning=thread), `relist-loop` on the loop (the old path). Prints
 the longest and the 99th-percentile stall, the round time, and the load average beside them
 (the machine may be shared).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import statistics
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
 from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.controller.offloop import share_the_gil  # noqa: E402
 from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
 from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
@@ -45,20 +49,47 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-async def relist(controller: Controller, pods: list[dict], page: int = 500) -> None:
-    """What the informer does after a 410 (controller/informer.py list): each page of pods read
-    into PodInfo as it arrives (an await between pages, where the API's answer would come), then
-    the whole list handed to the controller, which rebuilds its picture with it. The JSON parsing
-    of the pages is not included (no API server here)."""
-    items: list[PodInfo] = []
-    for start in range(0, len(pods), page):
-        await asyncio.sleep(0)
-        items.extend(PodInfo.from_pod(p) for p in pods[start:start + page])
-    await controller._relist_pods(items)  # as the informer awaits it (off the loop with --planning=thread)
+class _Page:
+    """A list response as kubernetes-asyncio hands it over with _preload_content=False."""
+
+    status, reason, headers = 200, "OK", {}
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        pass
+
+
+def pages_of(pods: list[dict], page: int = 500) -> list[bytes]:
+    """The PodList pages an API server would answer a paged list with, as JSON bytes."""
+    out = []
+    for number, start in enumerate(range(0, len(pods), page)):
+        more = start + page < len(pods)
+        meta = {"resourceVersion": "1", **({"continue": str(number + 1)} if more else {})}
+        out.append(json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": meta,
+                               "items": pods[start:start + page]}).encode())
+    return out
+
+
+async def relist(controller: Controller, pages: list[bytes]) -> None:
+    """What the controller's pod informer does after a 410 (controller/informer.py list): each
+    page parsed and read into PodInfo as it arrives, then the whole list handed to the controller,
+    which rebuilds its picture with it (off the loop with --planning=thread)."""
+    async def list_pods(*, limit: int, _continue: str | None = None, **_: object) -> _Page:
+        await asyncio.sleep(0)  # where the API's answer would come
+        return _Page(pages[int(_continue or 0)])
+
+    controller.pods.list_fn = list_pods
+    await controller.pods.list()
     await asyncio.sleep(0)
 
 
-async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: float) -> dict[str, float]:
+async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: float,
+                  pages: list[bytes] | None = None) -> dict[str, float]:
     """Rounds back to back for `seconds` with the feeder and the ticker; the stall figures."""
     from kubernetes_asyncio import client
 
@@ -67,16 +98,20 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     controller = Controller(api, ControllerConfig(leader_election=False, planning=mode, preemption="off",
                                                   protect_running_gangs=False))
     controller._start_release = lambda decision, now: None  # no API: decide the same each round
+    if mode == "thread":
+        share_the_gil()  # as Controller.run does when it plans off the loop
     controller._replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p) for p in pods])  # as relists do
     stalls: list[float] = []
+    held: list[float] = []  # the loop thread's own CPU time in each tick's wait: work on the loop
     rounds: list[float] = []
     running = True
 
     async def ticker() -> None:
         while running:
-            before = time.perf_counter()
+            before, cpu = time.perf_counter(), time.thread_time()
             await asyncio.sleep(TICK)
             stalls.append(time.perf_counter() - before - TICK)
+            held.append(time.thread_time() - cpu)
 
     async def feeder() -> None:
         i = 0
@@ -90,12 +125,14 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     tasks = [asyncio.create_task(ticker()), asyncio.create_task(feeder())]
     await asyncio.sleep(0.2)
     stalls.clear()
+    held.clear()
     deadline = time.perf_counter() + seconds
     now = time.time()
     while time.perf_counter() < deadline:
         started = time.perf_counter()
         if planning.startswith("relist"):  # a 410: the pods listed again, page by page, while rounds go on
-            await relist(controller, pods)
+            assert pages is not None
+            await relist(controller, pages)
             rounds.append(time.perf_counter() - started)
             if planning == "relist":
                 await controller.round_off_loop(now)
@@ -114,8 +151,9 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     running = False
     await asyncio.gather(*tasks)
     await api.close()
-    ordered = sorted(stalls)
+    ordered, on_loop = sorted(stalls), sorted(held)
     return {"max": ordered[-1], "p99": ordered[int(0.99 * (len(ordered) - 1))], "rounds": len(rounds),
+            "loop max": on_loop[-1], "loop p99": on_loop[int(0.99 * (len(on_loop) - 1))],
             "round": statistics.median(rounds) if rounds else float("nan"), "held": controller._changes.held_total}
 
 
@@ -124,11 +162,14 @@ async def main(args: argparse.Namespace) -> None:
     nodes, pods = build(node_count=args.nodes, waiting_pods=args.waiting_pods)
     print(f"{args.nodes} nodes, {len(pods)} pods ({args.waiting_pods} waiting, gated), built in "
           f"{time.perf_counter() - started:.1f} s; load average {load()}", flush=True)
-    print(f"{'planning':>9} {'rounds':>7} {'round (median)':>15} {'stall: longest':>15} {'p99':>8} {'held changes':>13}")
+    print(f"{'planning':>11} {'rounds':>7} {'round (median)':>15} {'stall: longest':>15} {'p99':>8} "
+          f"{'loop CPU: longest':>18} {'p99':>8} {'held changes':>13}")
+    pages = pages_of(pods) if any(p.startswith("relist") for p in args.planning) else None
     for planning in args.planning:
-        result = await measure(nodes, pods, planning, args.seconds)
-        print(f"{planning:>9} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
-              f"{result['p99'] * 1000:>5.1f} ms {result['held']:>13}", flush=True)
+        result = await measure(nodes, pods, planning, args.seconds, pages)
+        print(f"{planning:>11} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
+              f"{result['p99'] * 1000:>5.1f} ms {result['loop max'] * 1000:>15.1f} ms {result['loop p99'] * 1000:>5.1f} ms "
+              f"{result['held']:>13}", flush=True)
     print(f"load average {load()}")
 
 

@@ -1,16 +1,23 @@
-"""Benchmark the admission webhook over real HTTPS.
+"""Benchmark the admission webhook over real HTTPS, against a bare aiohttp handler.
 
-Starts `ganggate webhook` in a subprocess (its own core), then sends AdmissionReviews from this
-process over a few keep-alive TLS connections: at fixed rates (open loop: a request's latency
-counts from its scheduled send time, so a server that falls behind shows it) and with no rate
-limit (closed loop, to find the maximum). The mix is 80% valid gang pods (patched), 10% invalid
-(denied) and 10% ordinary pods. Then the same steps against the floor: bench/bare_webhook.py, a
-bare aiohttp handler in its own process, same TLS, answering each body with the bytes the webhook
-answered it with (no parsing, no decision, no metrics); the ratio of server CPU per review is
-printed last. The load comes from this process (one core of two: the figures include the
-contention between client and server).
+Starts `ganggate webhook` in a subprocess and, beside it, bench/bare_webhook.py (a bare aiohttp
+handler, same TLS, answering each body with the bytes the webhook answered it with: no parsing,
+no decision, no metrics), then sends both the same AdmissionReviews, step by step and alternately
+(webhook, then bare handler, `--repeat` times), so each ratio is of two runs under the same load
+on the machine. The mix is 80% valid gang pods (patched), 10% invalid (denied), 10% ordinary pods.
 
-    .venv/bin/python bench/bench_webhook.py [--rates 200,500,1000] [--seconds 10] [--connections 4]
+Fixed rates are open loop (a request's latency counts from its scheduled send time, so a server
+that falls behind shows it) and sent by `--generators` processes of their own, each with its
+share of the rate over its own keep-alive TLS connections; the last step has no rate limit
+(closed loop, `--max-workers` in flight, from this process). Each line says, beside the
+latencies, what the CPU went to in the step: the server's CPU per review, the load generators'
+per review and how busy the busiest was (100%: it had a whole core, it is the limit), and how
+busy the whole machine was (all cores, all processes; `others`: what is neither the server nor
+the generators). A step whose generator or machine was saturated measured the load generator or
+the machine, not the server.
+
+    .venv/bin/python bench/bench_webhook.py [--rates 200,500,1000] [--seconds 10] [--connections 16] \\
+        [--generators 2] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -20,8 +27,13 @@ import asyncio
 import json
 import os
 import random
+import ssl
+import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 
 import aiohttp
@@ -52,27 +64,55 @@ def bodies(count: int = 200) -> list[bytes]:
     return out
 
 
-SERVER_PID: int | None = None
-
-
-def server_cpu_seconds() -> float:
-    """User + system CPU time of the webhook process so far (Linux /proc), 0 elsewhere."""
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc), 0 elsewhere."""
     try:
-        fields = Path(f"/proc/{SERVER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def report(label: str, latencies: list[float], errors: int, elapsed: float, cpu: float) -> tuple[float, float]:
-    """Print one step's figures; returns (server CPU per request in us, p99 in ms)."""
-    latencies.sort()
-    ms = [1000 * percentile(latencies, q) for q in (0.5, 0.95, 0.99)]
-    per_request = 1e6 * cpu / max(1, len(latencies) + errors)
-    print(f"{label:>14}  {len(latencies) / elapsed:8.0f} req/s  p50 {ms[0]:6.2f} ms  p95 {ms[1]:6.2f} ms  "
-          f"p99 {ms[2]:6.2f} ms  server CPU {per_request:5.0f} us/req  errors {errors}  "
-          f"({len(latencies)} requests in {elapsed:.1f} s)", flush=True)
-    return per_request, ms[2]
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, all) CPU seconds of every core since boot (Linux /proc/stat), (0, 0) elsewhere."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = values[3] + values[4]  # idle, iowait
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
+@dataclass
+class Step:
+    """One step's figures."""
+
+    label: str
+    requests: int
+    errors: int
+    elapsed: float
+    latencies: list[float]  # sorted
+    server_cpu: float  # seconds, the whole step
+    client_cpu: float  # seconds, all generators
+    busiest_generator: float  # its CPU / the step's wall time (1.0: a whole core)
+    machine_busy: float  # busy CPU seconds of all cores / (wall time x cores)
+    machine_cpu: float  # busy CPU seconds of all cores
+
+    def per_review_us(self, seconds: float) -> float:
+        return 1e6 * seconds / max(1, self.requests + self.errors)
+
+    @property
+    def p99_ms(self) -> float:
+        return 1000 * percentile(self.latencies, 0.99)
+
+    def line(self) -> str:
+        ms = [1000 * percentile(self.latencies, q) for q in (0.5, 0.95, 0.99)]
+        others = max(0.0, self.machine_cpu - self.server_cpu - self.client_cpu) / self.elapsed
+        return (f"{self.label:>14}  {self.requests / self.elapsed:6.0f} req/s  p50 {ms[0]:7.2f} ms  p95 {ms[1]:7.2f} ms  "
+                f"p99 {ms[2]:7.2f} ms  server CPU {self.per_review_us(self.server_cpu):4.0f} us/req  "
+                f"generators {self.per_review_us(self.client_cpu):4.0f} us/req (busiest {100 * self.busiest_generator:3.0f}%)  "
+                f"machine busy {100 * self.machine_busy:3.0f}% (others {others:.2f} cores)  errors {self.errors}")
 
 
 async def send(session: aiohttp.ClientSession, url: str, body: bytes) -> bool:
@@ -81,77 +121,93 @@ async def send(session: aiohttp.ClientSession, url: str, body: bytes) -> bool:
         return resp.status == 200 and b'"uid"' in answer
 
 
-async def open_loop(session, url, payloads, rate: float, seconds: float) -> tuple[float, float]:
-    """Requests scheduled at a fixed rate; latency measured from the scheduled time."""
+async def _open_loop(base: str, ca_file: str, payloads: list[bytes], rate: float, seconds: float, start: float,
+                     index: int, count: int, connections: int) -> tuple[list[float], int, float]:
+    """This generator's share of the open loop: requests index, index + count, ... of a schedule at
+    `rate` from `start` (time.perf_counter: CLOCK_MONOTONIC, one clock for every process)."""
+    url = f"{base}/mutate"
     latencies: list[float] = []
     errors = 0
-    total = int(rate * seconds)
-    cpu = server_cpu_seconds()
-    start = time.perf_counter()
+    connector = aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=ca_file), limit=connections)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(send(session, url, payloads[i]) for i in range(connections)))  # TLS handshakes
 
-    async def one(i: int, scheduled: float) -> None:
-        nonlocal errors
-        ok = await send(session, url, payloads[i % len(payloads)])
-        if ok:
-            latencies.append(time.perf_counter() - scheduled)
-        else:
-            errors += 1
-
-    tasks = []
-    for i in range(total):
-        scheduled = start + i / rate
-        delay = scheduled - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(i, scheduled)))
-    await asyncio.gather(*tasks)
-    return report(f"{rate:.0f} req/s", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
-
-
-async def closed_loop(session, url, payloads, workers: int, seconds: float,
-                      quiet: bool = False) -> tuple[float, float]:
-    """As fast as the server answers: `workers` requests in flight at all times."""
-    latencies: list[float] = []
-    errors = 0
-    deadline = time.perf_counter() + seconds
-
-    async def worker(offset: int) -> None:
-        nonlocal errors
-        i = offset
-        while time.perf_counter() < deadline:
-            sent = time.perf_counter()
+        async def one(i: int, scheduled: float) -> None:
+            nonlocal errors
             if await send(session, url, payloads[i % len(payloads)]):
-                latencies.append(time.perf_counter() - sent)
+                latencies.append(time.perf_counter() - scheduled)
             else:
                 errors += 1
-            i += workers
 
-    cpu = server_cpu_seconds()
-    start = time.perf_counter()
-    await asyncio.gather(*(worker(w) for w in range(workers)))
-    if quiet:
-        return 0.0, 0.0
-    return report(f"max ({workers} busy)", latencies, errors, time.perf_counter() - start, server_cpu_seconds() - cpu)
+        await asyncio.sleep(max(0.0, start - time.perf_counter()))
+        cpu = time.process_time()
+        tasks = []
+        for i in range(index, int(rate * seconds), count):
+            scheduled = start + i / rate
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, scheduled)))
+        await asyncio.gather(*tasks)
+        return latencies, errors, time.process_time() - cpu
 
 
-async def steps(webhook, payloads: list[bytes], args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    """Every step (the rates, then the closed loop) against one server: label -> (server CPU
-    per request in us, p99 in ms)."""
-    global SERVER_PID
-    SERVER_PID = webhook.proc.pid
-    context = webhook.ssl_context()
+def generator(base: str, ca_file: str, payloads: list[bytes], rate: float, seconds: float, start: float, index: int,
+              count: int, connections: int) -> tuple[list[float], int, float]:
+    """A load generator process's work (run in a ProcessPoolExecutor); `payloads` are this
+    process's bodies (each review has a uid of its own: the bare handler knows these bytes)."""
+    return asyncio.run(_open_loop(base, ca_file, payloads, rate, seconds, start, index, count, connections))
+
+
+async def open_loop(pool: ProcessPoolExecutor, webhook, payloads: list[bytes], rate: float,
+                    args: argparse.Namespace) -> Step:
+    """Requests scheduled at a fixed rate, shared by the generator processes."""
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter() + 3.0  # time for every generator to connect first
+    count = args.generators
+    per = max(1, args.connections // count)
+    futures = [loop.run_in_executor(pool, generator, webhook.base, webhook.ca_file, payloads, rate, args.seconds, start, i,
+                                    count, per) for i in range(count)]
+    await asyncio.sleep(max(0.0, start - time.perf_counter()))
+    server, machine = process_cpu_seconds(webhook.proc.pid), machine_cpu_seconds()
+    results = await asyncio.gather(*futures)
+    elapsed = time.perf_counter() - start
+    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), machine))
+    latencies = sorted(x for lat, _, _ in results for x in lat)
+    return Step(f"{rate:.0f} req/s", len(latencies), sum(e for _, e, _ in results), elapsed, latencies,
+                process_cpu_seconds(webhook.proc.pid) - server, sum(c for _, _, c in results),
+                max(c for _, _, c in results) / elapsed, busy / max(total, 1e-9), busy)
+
+
+async def closed_loop(webhook, payloads: list[bytes], workers: int, seconds: float) -> Step:
+    """As fast as the server answers: `workers` requests in flight at all times, from this process."""
+    latencies: list[float] = []
+    errors = 0
     url = f"{webhook.base}/mutate"
-    out: dict[str, tuple[float, float]] = {}
-    connector = aiohttp.TCPConnector(ssl=context, limit=args.connections, force_close=False)
+    connector = aiohttp.TCPConnector(ssl=webhook.ssl_context(), limit=workers)
     async with aiohttp.ClientSession(connector=connector) as session:
-        await closed_loop(session, url, payloads, args.connections, 1.0, quiet=True)  # warm-up, TLS handshakes
-        for rate in (float(r) for r in args.rates.split(",")):
-            out[f"{rate:.0f} req/s"] = await open_loop(session, url, payloads, rate, args.seconds)
-    connector = aiohttp.TCPConnector(ssl=context, limit=args.max_workers)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        out[f"max ({args.max_workers} busy)"] = await closed_loop(session, url, payloads, args.max_workers,
-                                                                 args.seconds)
-    return out
+        await asyncio.gather(*(send(session, url, payloads[i]) for i in range(workers)))  # TLS handshakes
+        deadline = time.perf_counter() + seconds
+
+        async def worker(offset: int) -> None:
+            nonlocal errors
+            i = offset
+            while time.perf_counter() < deadline:
+                sent = time.perf_counter()
+                if await send(session, url, payloads[i % len(payloads)]):
+                    latencies.append(time.perf_counter() - sent)
+                else:
+                    errors += 1
+                i += workers
+
+        server, machine, client = process_cpu_seconds(webhook.proc.pid), machine_cpu_seconds(), time.process_time()
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(workers)))
+    elapsed = time.perf_counter() - start
+    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), machine))
+    client = time.process_time() - client
+    return Step(f"max ({workers} busy)", len(latencies), errors, elapsed, sorted(latencies),
+                process_cpu_seconds(webhook.proc.pid) - server, client, client / elapsed, busy / max(total, 1e-9), busy)
 
 
 async def answers_of(webhook, payloads: list[bytes]) -> list[tuple[str, str]]:
@@ -166,27 +222,57 @@ async def answers_of(webhook, payloads: list[bytes]) -> list[tuple[str, str]]:
         return out
 
 
-async def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="200,500,1000", help="comma-separated request rates")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each step")
-    parser.add_argument("--connections", type=int, default=4, help="keep-alive TLS connections")
+    parser.add_argument("--connections", type=int, default=16,
+                        help="keep-alive TLS connections in all (default 16; with 4, under load, requests waited "
+                        "for a free connection and the rate was the connections', not the servers')")
+    parser.add_argument("--generators", type=int, default=2,
+                        help="load generator processes sharing each fixed rate (default 2)")
     parser.add_argument("--max-workers", type=int, default=16, help="requests in flight for the max step")
-    args = parser.parse_args()
+    parser.add_argument("--repeat", type=int, default=1, help="times each step runs on each server, alternately")
+    args = parser.parse_args(argv)
+    try:
+        args.rate_list = [float(r) for r in args.rates.split(",")]
+    except ValueError:
+        parser.error(f"--rates: not a comma-separated list of numbers: {args.rates!r}")
+    if any(r <= 0 for r in args.rate_list) or args.seconds <= 0:
+        parser.error("--rates and --seconds must be positive")
+    if min(args.connections, args.generators, args.max_workers, args.repeat) < 1:
+        parser.error("--connections, --generators, --max-workers and --repeat must be at least 1")
+    return args
 
+
+async def main() -> None:
+    args = parse_args()
     payloads = bodies()
-    print(f"{len(payloads[0])}-byte AdmissionReviews, {args.connections} keep-alive TLS connections, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine skews "
-          "the figures)", flush=True)
-    print("ganggate webhook:", flush=True)
-    async with webhook_process() as webhook:
-        answers = await answers_of(webhook, payloads)
-        ours = await steps(webhook, payloads, args)
-    print("bare aiohttp handler answering the same bytes (the floor):", flush=True)
-    async with webhook_process(answers) as bare:
-        floor = await steps(bare, payloads, args)
-    print("server CPU per review, webhook / bare handler: " + ", ".join(
-        f"{label} {ours[label][0] / max(floor[label][0], 1e-9):.2f}x" for label in ours))
+    print(f"{len(payloads[0])}-byte AdmissionReviews, {args.connections} keep-alive TLS connections from "
+          f"{args.generators} generator process(es), {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f} (other work on the machine skews the figures)", flush=True)
+    ratios: dict[str, list[float]] = {}
+    p99s: dict[str, list[float]] = {}
+    with ProcessPoolExecutor(args.generators, mp_context=get_context("spawn")) as pool:
+        async with webhook_process() as webhook:
+            answers = await answers_of(webhook, payloads)
+            async with webhook_process(answers) as bare:
+                for repeat in range(args.repeat):
+                    for rate in [*args.rate_list, None]:
+                        steps = []
+                        for name, server in (("webhook", webhook), ("bare", bare)):
+                            step = (await open_loop(pool, server, payloads, rate, args) if rate is not None
+                                    else await closed_loop(server, payloads, args.max_workers, args.seconds))
+                            print(f"{name:>7} {step.line()}", flush=True)
+                            steps.append(step)
+                        ours, floor = steps
+                        ratios.setdefault(ours.label, []).append(ours.server_cpu / max(ours.requests + ours.errors, 1)
+                                                                 / max(floor.server_cpu / max(floor.requests + floor.errors, 1), 1e-9))
+                        p99s.setdefault(ours.label, []).append(ours.p99_ms)
+    print(f"server CPU per review, webhook / bare handler (median of {args.repeat}), and the webhook's p99: " + ", ".join(
+        f"{label} {statistics.median(values):.2f}x ({', '.join(f'{v:.2f}' for v in values)}), p99 "
+        f"{statistics.median(p99s[label]):.1f} ms" for label, values in ratios.items()), flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

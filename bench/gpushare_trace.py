@@ -142,20 +142,21 @@ def run(nodes: list[dict], pods: Sequence[TracePod], policy: str, seed: int, wor
     """Place the arrivals of one seed (or `order`) one by one with ganggate's planner under one policy."""
     started = time.perf_counter()
     raw = {node["metadata"]["name"]: node for node in nodes}
-    capacity = Capacity(raw, {name: node_allocatable(node) for name, node in raw.items()})
+    cards = {}
     total_milli = 0
     for name, node in raw.items():
         count = int(node["status"]["capacity"]["aliyun.com/gpu-count"])
-        capacity.cards[name] = node_cards(name, count * MILLI, count)
+        cards[name] = node_cards(name, count * MILLI, count)
         total_milli += count * MILLI
     if policy.startswith("fgd-exact"):
         exact = FGD(scored=False)
-        capacity.card_policy, capacity.whole_gpu_policy = exact, exact.whole_node
+        card_policy, whole_gpu_policy = exact, exact.whole_node
     else:
         named = "fgd" if policy == "fgd-full" else policy
-        capacity.card_policy = random_fit(seed) if policy == "random" else card_policy_named(named)
-        capacity.whole_gpu_policy = whole_gpu_policy_named(named)
-    capacity.workload = workload
+        card_policy = random_fit(seed) if policy == "random" else card_policy_named(named)
+        whole_gpu_policy = whole_gpu_policy_named(named)
+    capacity = Capacity(raw, {name: node_allocatable(node) for name, node in raw.items()}, cards=cards,
+                        card_policy=card_policy, whole_gpu_policy=whole_gpu_policy, workload=workload)
     arrived = allocated = failed = 0
     first_failure: float | None = None
     points: list[tuple[float, float]] = []

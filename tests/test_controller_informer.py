@@ -77,3 +77,66 @@ async def test_without_a_store_each_page_is_converted_as_it_comes():
                 await create_pods(core, [gang_pod("p-5", None, None, gpus=0)])
                 await wait_for(lambda: _true(("ADDED", "p-5") in events), what="a watch event")
                 assert informer.store == {}
+
+
+class _Stream:
+    """A raw watch response whose body arrives in the given chunks."""
+
+    status, reason = 200, "OK"
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.content = self
+
+    async def iter_any(self):
+        for chunk in self.chunks:
+            yield chunk
+
+    def release(self) -> None:
+        pass
+
+
+async def test_watch_events_split_anyhow_across_chunks_arrive_whole_and_in_order(monkeypatch):
+    """A burst of events in chunks cut mid-line and mid-event, the loop given a turn after each
+    event: every event once, in order, and the resourceVersion of the last; a list page,
+    converted with a turn of the loop after each object, whole and in order."""
+    import json
+
+    from ganggate.controller import informer as informer_module
+
+    monkeypatch.setattr(informer_module, "SLICE_SECONDS", 0.0)
+    count = 257
+    stream = b"".join(json.dumps({"type": "MODIFIED", "object": {"metadata": {
+        "name": f"p-{i}", "namespace": "default", "resourceVersion": str(i + 1)}}}).encode() + b"\n"
+        for i in range(count))
+    chunks = [stream[i:i + 997] for i in range(0, len(stream), 997)]
+    events = []
+
+    async def watch_pods(**_):
+        return _Stream(chunks)
+
+    informer = Informer(watch_pods, "pods", on_list=lambda items: None,
+                        on_event=lambda kind, pod: events.append(pod["metadata"]["name"]))
+    informer.resource_version = "0"
+    await informer.watch()
+    assert events == [f"p-{i}" for i in range(count)]
+    assert informer.resource_version == str(count)
+
+    class _Page:
+        status, headers = 200, {}
+
+        async def read(self):
+            items = [{"metadata": {"name": f"q-{i}", "namespace": "default"}} for i in range(count)]
+            return json.dumps({"metadata": {"resourceVersion": "9"}, "items": items}).encode()
+
+        def release(self):
+            pass
+
+    async def list_pods(**_):
+        return _Page()
+
+    lists = []
+    informer = Informer(list_pods, "pods", on_list=lists.append, on_event=lambda kind, pod: None,
+                        convert=lambda pod: pod["metadata"]["name"], keep_store=False)
+    await informer.list()
+    assert lists == [[f"q-{i}" for i in range(count)]]

@@ -26,9 +26,7 @@ def capacity_of(labels: list[tuple[str | None, str | None, bool]]) -> Capacity:
         if not host:
             del raw["metadata"]["labels"][HOST]
         nodes.append(raw)
-    capacity = Capacity.from_state(state(nodes, []))
-    capacity.topology_levels = LEVELS
-    return capacity
+    return Capacity.from_state(state(nodes, []))  # (state's topology levels: LEVELS)
 
 
 NODES = st.lists(st.tuples(LABEL, LABEL, st.booleans()), min_size=1, max_size=8)

@@ -82,10 +82,10 @@ def test_the_observed_workload_counts_pods_that_ask_no_gpu_but_is_empty_without_
     cpu_pod = make_pod("c", namespace="ml", gang="c", pod_num=1, cpu="3")
     state = cluster([card_node("n1", 16, 2)], [holder("a", "n1", 0, 4), cpu_pod])
     shapes = {(s.share_milli, s.whole_gpus, s.cpu_milli): s.weight
-              for s in observed_workload(state, Capacity.from_state(state))}
+              for s in observed_workload(state, Capacity.cards_of(state))}
     assert shapes == {(500, 0, 1000): 1.0, (0, 0, 3000): 1.0}  # 4 of a card of 8
     only_cpu = cluster([card_node("n1", 16, 2)], [cpu_pod])
-    assert observed_workload(only_cpu, Capacity.from_state(only_cpu)) == ()
+    assert observed_workload(only_cpu, Capacity.cards_of(only_cpu)) == ()
 
 
 # -- the choice ----------------------------------------------------------------------------------

@@ -223,7 +223,7 @@ def test_the_observed_workload_counts_the_clusters_gpu_pods_as_shares_of_a_card(
             make_pod("w", namespace="ml", gang="w", pod_num=1, gpus=1, cpu="2")]
     state = cluster([card_node("n1", 16, 2, gpus=2)], pods)
     shapes = {(s.share_milli, s.whole_gpus, s.cpu_milli): s.weight
-              for s in observed_workload(state, Capacity.from_state(state), coverage=1.0)}
+              for s in observed_workload(state, Capacity.cards_of(state), coverage=1.0)}
     assert shapes == {(500, 0, 1000): 2.0, (250, 0, 1000): 1.0, (0, 1, 2000): 1.0}
 
 
@@ -265,14 +265,13 @@ def test_a_card_chosen_after_placement_is_asked_of_the_policy_with_the_pods_cpu(
     from ganggate.core.placement.gpushare_round import with_cards
 
     state = cluster([card_node("c0")], [sharing_pod("s", 4, cpu="3")])
-    capacity = Capacity.from_state(state)
     asked: list[int] = []
 
     def policy(amount, candidates, workload, cpu_milli=0):
         asked.append(cpu_milli)
         return best_fit(amount, candidates, workload, cpu_milli=cpu_milli)
 
-    capacity.card_policy = policy
+    capacity = Capacity.from_state(state, card_policy=policy)
     (pod,) = state.gangs[("ml", "s")].pods.values()
     capacity.take("c0", pod.request)
     assert with_cards([pod], {pod.key: "c0"}, capacity) == {pod.key: "c0"}

@@ -17,17 +17,26 @@ than one page of objects is alive at once and on_list gets the converted ones.
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
-import json
 import logging
 import random
+import time
 from typing import Any, Callable
 
 import aiohttp
+import orjson
 
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)
+
+# How long a list converts objects, or a chunk of watch events is applied, before the event loop
+# gets a turn: at 100,000 pods a page of 500 converted in one go held the loop 13 ms on a quiet
+# machine (three times that under load), and a chunk of a release's thousands of watch events
+# longer (bench/bench_loop_stall.py). Short, because a task that yields with sleep(0) runs again
+# before a timer that fell due meanwhile is served: a waiting task sees two or three slices.
+SLICE_SECONDS = 0.002
 
 
 class Gone(Exception):
@@ -48,7 +57,8 @@ class Informer:
                  on_list: Callable[[list[Any]], None], on_event: Callable[[str, dict], None],
                  page_size: int = 500, watch_timeout: int = 300, metrics: Any = None,
                  backoff_base: float = 0.2, backoff_cap: float = 10.0,
-                 convert: Callable[[dict], Any] | None = None, keep_store: bool = True) -> None:
+                 convert: Callable[[dict], Any] | None = None, keep_store: bool = True,
+                 freeze_pages: bool = False) -> None:
         self.list_fn = list_fn
         self.kind = kind
         self.on_list = on_list
@@ -60,6 +70,10 @@ class Informer:
         self.backoff_cap = backoff_cap
         self.convert = convert
         self.keep_store = keep_store
+        # After each page of a list, gc.freeze(): the converted objects are long-lived, and a
+        # full collection that walks the growing list on the loop took 30-160 ms at 20,000 pods
+        # (bench/bench_loop_stall.py); for a caller that freezes its picture after a relist anyway.
+        self.freeze_pages = freeze_pages
         self.store: dict[str, dict] = {}
         self.resource_version: str | None = None
         self.synced = False
@@ -79,10 +93,20 @@ class Informer:
             page = body.get("items") or []
             if self.keep_store:
                 store.update((object_key(o), o) for o in page)
-            items.extend(page if self.convert is None else map(self.convert, page))
+            if self.convert is None:
+                items.extend(page)
+            else:
+                convert, deadline = self.convert, time.perf_counter() + SLICE_SECONDS
+                for obj in page:
+                    items.append(convert(obj))
+                    if time.perf_counter() > deadline:
+                        await asyncio.sleep(0)
+                        deadline = time.perf_counter() + SLICE_SECONDS
             meta = body.get("metadata") or {}
             token = meta.get("continue")
             del body, page  # this page's objects go now, not at the end of the list
+            if self.freeze_pages:
+                gc.freeze()
             if not token:
                 self.resource_version = meta.get("resourceVersion")
                 break
@@ -109,7 +133,7 @@ class Informer:
             if resp.status != 200:
                 data = await resp.read()
                 try:
-                    status = json.loads(data)
+                    status = orjson.loads(data)
                 except ValueError:
                     status = {}
                 if self.metrics is not None:
@@ -120,13 +144,18 @@ class Informer:
                                    str(status.get("message") or ""))
             buffer = b""
             async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # Every whole line of the chunk at once (splitting one line off at a time copied
+                # the rest of the chunk for each: quadratic in a burst of events).
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                deadline = time.perf_counter() + SLICE_SECONDS
+                for line in lines:
                     if line.strip():
-                        self._handle(json.loads(line))
+                        self._handle(orjson.loads(line))
+                    if time.perf_counter() > deadline:
+                        await asyncio.sleep(0)
+                        deadline = time.perf_counter() + SLICE_SECONDS
             if buffer.strip():
-                self._handle(json.loads(buffer))
+                self._handle(orjson.loads(buffer))
         except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, ValueError) as exc:
             if self.metrics is not None:
                 self.metrics.api_error("watch", 0)

@@ -51,7 +51,7 @@ from ganggate.controller.releasing import Releasing
 from ganggate.controller.topology_view import describe_levels, levels_annotation
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
-from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread
+from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
 from ganggate.kube.calls import Backoff
 from ganggate.kube.clock import WALL, Clock
 
@@ -110,10 +110,11 @@ class Controller(Releasing):
         max_pod_num = config.max_pod_num
         self.nodes = Informer(self.core.list_node, "nodes", on_list=self._relist_nodes,
                               on_event=self._on_node_event, metrics=self.metrics,
-                              convert=NodeInfo.from_node, keep_store=False)
+                              convert=NodeInfo.from_node, keep_store=False, freeze_pages=True)
         self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._relist_pods,
                              on_event=self._on_pod_event, metrics=self.metrics,
-                             convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False)
+                             convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False,
+                             freeze_pages=True)
         self.leader: LeaderElector | None = None
         if config.leader_election:
             self.leader = LeaderElector(
@@ -280,6 +281,8 @@ class Controller(Releasing):
 
     async def run(self) -> None:
         """Run informers, leader election, events and the decision loop until cancelled."""
+        if self.config.planning == "thread":
+            share_the_gil()
         self._dirty = asyncio.Event()
         self._stop_requested = asyncio.Event()
         runner = None

@@ -46,7 +46,7 @@ class WaitReport:
             pass
 
     async def report_in_slices(self, waitings: Sequence[Any], now: float, gangs: Mapping[GangKey, Any],
-                               emit: Callable[[Any, str, str], None], slice_seconds: float = 0.005) -> None:
+                               emit: Callable[[Any, str, str], None], slice_seconds: float = 0.002) -> None:
         """`report`, letting the event loop run every `slice_seconds`: the first round after a
         start or a relist tells every pod of every waiting gang (100,000 Events queued at 100,000
         pods: a second of work). The caller holds the state's changes meanwhile."""

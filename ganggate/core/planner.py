@@ -89,18 +89,17 @@ def decide(
     if policy == "count":
         decisions, unfit = decide_count(state, rolls + rest)
         return decisions, waiting + unfit
-    capacity = Capacity.from_state(state)
-    capacity.topology_levels = state.topology_levels
-    # Read by topology.place alone: with levels configured, or for a gang with a topology annotation.
-    capacity.topology_placed = {
-        g.key: released_nodes(g, state) for g in rolls + rest
-        if g.state != "waiting" and (state.topology_levels or _asks_topology(g))
-    }
-    if card_policy is not None:
-        capacity.card_policy = card_policy
-    capacity.whole_gpu_policy = whole_gpu_policy
-    if capacity.cards and (card_policy is not None or whole_gpu_policy is not None):
-        capacity.workload = observed_workload(state, capacity) if workload is None else workload
+    cards = Capacity.cards_of(state)
+    if not cards or (card_policy is None and whole_gpu_policy is None):
+        workload = ()  # (read by the card policies alone)
+    elif workload is None:
+        workload = observed_workload(state, cards)
+    capacity = Capacity.from_state(
+        state, cards=cards, card_policy=card_policy, whole_gpu_policy=whole_gpu_policy, workload=workload,
+        # Read by topology.place alone: with levels configured, or for a gang with a topology annotation.
+        topology_placed={g.key: released_nodes(g, state) for g in rolls + rest
+                         if g.state != "waiting" and (state.topology_levels or _asks_topology(g))},
+    )
     reserved = active_reservations(state, now)  # room preemptors hold (core.reservation)
     for reservation in reserved.values():
         hold(capacity, state, reservation)

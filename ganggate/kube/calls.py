@@ -8,7 +8,6 @@ calls the API through `call_json` and retries through `with_retries`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
+import orjson
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ async def read_json(resp: aiohttp.ClientResponse) -> dict:
     finally:
         resp.release()
     try:
-        body = json.loads(data) if data else {}
+        body = orjson.loads(data) if data else {}  # (3-5x json's speed: a list page of 500 pods is ~1.4 MB)
     except ValueError:
         body = {"message": data[:200].decode("utf-8", "replace")}
     if not 200 <= resp.status <= 299:

@@ -102,8 +102,16 @@ class Capacity:
     """
 
     def __init__(
-        self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources], filter_keys: Mapping[str, tuple] | None = None
+        self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources], filter_keys: Mapping[str, tuple] | None = None,
+        *, topology_levels: tuple[str, ...] = (), topology_placed: Mapping[tuple[str, str], frozenset[str]] | None = None,
+        cards: Mapping[str, NodeCards] | None = None, card_policy: CardPolicy | None = None,
+        whole_gpu_policy: WholeGpuPolicy | None = None, workload: Workload = (),
     ) -> None:
+        """`topology_levels`: label keys, widest first (core.topology); `topology_placed`: gang ->
+        the nodes of its released members. `cards`: the GPU cards of the nodes that have them,
+        used up by the round; `card_policy` (default best fit) picks a sharing pod's card,
+        `whole_gpu_policy` (None: plain best fit) a whole-GPU pod's node among nodes with cards,
+        both weighing `workload`. What a round is asked to do is fixed when it is built."""
         self.nodes = nodes
         self.free: dict[str, Resources] = {name: dict(free.get(name, {})) for name in nodes}
         self.level: dict[str, int] = {name: gpus(f) for name, f in self.free.items()}  # gpus(free[name])
@@ -113,12 +121,10 @@ class Capacity:
         self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
         self._by_signature: dict[tuple, NodeIndex] = {}
         self._projections: dict[tuple[str, ...], _Projection] = {}
-        # Topology levels (label keys, widest first) and their domains; set by the planner.
-        self.topology_levels: tuple[str, ...] = ()
+        self._topology_levels = tuple(topology_levels)
         self.topology_cache: dict[str, dict[str, list[str]]] = {}
         self.topology_free: dict[str, object] = {}  # the round's core.domains caches (FreeGpus, ...)
-        # Gang -> the nodes of its released members (topology.released_nodes), for the rest.
-        self.topology_placed: dict[tuple[str, str], frozenset[str]] = {}
+        self._topology_placed: Mapping[tuple[str, str], frozenset[str]] = topology_placed or {}
         # While set (topology.place), index() is of these nodes alone: (name, nodes).
         self.scope: tuple[str, Collection[str]] | None = None
         self._scoped: dict[tuple[str, str], NodeIndex] = {}
@@ -126,14 +132,13 @@ class Capacity:
         self.changed: list[tuple[str, int]] = []
         # While set (core.incremental), each node's free before this round first took from it.
         self.before: dict[str, Resources] | None = None
-        # GPU sharing (core.gpushare): the nodes' cards as the round uses them, the card policy,
-        # the observed workload it may weigh, the (node, card, amount) chosen per sharing pod,
-        # and (FGD's whole_node) where whole-GPU pods go on nodes with cards, when set.
-        self.cards: dict[str, NodeCards] = {}
-        self.card_policy: CardPolicy = best_fit
-        self.workload: Workload = ()
+        # GPU sharing (core.gpushare): the nodes' cards as the round uses them, and the
+        # (node, card, amount) chosen per sharing pod.
+        self.cards: dict[str, NodeCards] = dict(cards or {})
+        self._card_policy: CardPolicy = best_fit if card_policy is None else card_policy
+        self._whole_gpu_policy = whole_gpu_policy
+        self._workload: Workload = workload
         self.card_choices: dict[str, tuple[str, int, int]] = {}
-        self.whole_gpu_policy: WholeGpuPolicy | None = None
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
         self._classes: list[dict] = []
@@ -153,16 +158,35 @@ class Capacity:
             self._class_of[name] = cls_id
 
     @classmethod
-    def from_state(cls, state: ClusterState) -> "Capacity":
+    def from_state(
+        cls, state: ClusterState, *, topology_placed: Mapping[tuple[str, str], frozenset[str]] | None = None,
+        cards: Mapping[str, NodeCards] | None = None, card_policy: CardPolicy | None = None,
+        whole_gpu_policy: WholeGpuPolicy | None = None, workload: Workload = (),
+    ) -> "Capacity":
+        """The state's free capacity, with its topology levels, and its GPU cards
+        (`cards_of(state)` unless given); the other arguments as the constructor's."""
         nodes = {name: info.view for name, info in state.nodes.items()}
         keys = {name: info.filter_key for name, info in state.nodes.items()}
-        capacity = cls(nodes, {name: state.free(name) for name in nodes}, keys)
+        return cls(nodes, {name: state.free(name) for name in nodes}, keys,
+                   topology_levels=state.topology_levels, topology_placed=topology_placed,
+                   cards=cls.cards_of(state) if cards is None else cards, card_policy=card_policy,
+                   whole_gpu_policy=whole_gpu_policy, workload=workload)
+
+    @staticmethod
+    def cards_of(state: ClusterState) -> dict[str, NodeCards]:
+        """The GPU cards of the state's nodes that have them, as a round starts (copies)."""
+        out = {}
         for name, info in state.nodes.items():
-            if info.card_totals[1]:
-                cards = state.cards(name)
-                if cards is not None:
-                    capacity.cards[name] = cards
-        return capacity
+            if info.card_totals[1] and (cards := state.cards(name)) is not None:
+                out[name] = cards
+        return out
+
+    # What a round is asked to do, fixed when it is built (read-only).
+    topology_levels = property(lambda self: self._topology_levels, doc="Topology label keys, widest first.")
+    topology_placed = property(lambda self: self._topology_placed, doc="Gang -> its released members' nodes.")
+    card_policy = property(lambda self: self._card_policy, doc="The card a sharing pod gets (core.gpushare).")
+    whole_gpu_policy = property(lambda self: self._whole_gpu_policy, doc="Whole-GPU pods on nodes with cards.")
+    workload = property(lambda self: self._workload, doc="The workload the card policies weigh.")
 
     def index(self, pod: PodInfo) -> NodeIndex:
         """The index of the nodes the pod may use (within the scope, when one is set)."""

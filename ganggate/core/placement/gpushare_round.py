@@ -4,26 +4,26 @@ Pure; the per-card fit itself is `capacity.Capacity.shared_node`'s (docs/gpu-sha
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
-from ganggate.core.fit.gpushare import Workload, card_shortfall, decision_annotations
+from ganggate.core.fit.gpushare import NodeCards, Workload, card_shortfall, decision_annotations
 from ganggate.core.placement.gpushare_fgd import target_workload
 from ganggate.core.state.outcome import Unfit
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import CPU
 
 
-def observed_workload(state: ClusterState, capacity: Capacity, coverage: float = 0.95) -> Workload:
+def observed_workload(state: ClusterState, cards: Mapping[str, NodeCards], coverage: float = 0.95) -> Workload:
     """The target workload FGD weighs: the pods the cluster holds (bound, or waiting to be), as
     (share of a card in thousandths, whole GPUs, CPU, memory) shapes, the most common ones
     covering `coverage` of them (the typical pods of the FGD artifact's runs: pods asking no GPU
     included, 95%). A share is the pod's amount over the most common card size of the nodes
-    with cards. Empty when no pod asks for GPU."""
+    with cards (`cards`: Capacity.cards_of(state)). Empty when no pod asks for GPU."""
     sizes: dict[int, int] = {}
-    for cards in capacity.cards.values():
-        for size in cards.capacity:
+    for node_cards in cards.values():
+        for size in node_cards.capacity:
             sizes[size] = sizes.get(size, 0) + 1
     card = max(sizes, key=lambda size: (sizes[size], size)) if sizes else 0
     shapes = []

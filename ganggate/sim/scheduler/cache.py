@@ -194,13 +194,18 @@ class ClusterCache:
     # -- pods ----------------------------------------------------------------------------
 
     def _apply(self, entry: PodEntry, slot: int, sign: int) -> None:
-        for resource, amount in entry.request.items():
+        self.apply_sum(entry.request, 1, entry.nonzero_cpu, entry.nonzero_memory, slot, sign)
+
+    def apply_sum(self, request: Resources, pods: int, nonzero_cpu: int, nonzero_memory: int, slot: int,
+                  sign: int) -> None:
+        """Count (sign 1) or stop counting (-1) on a node what `pods` pods request together."""
+        for resource, amount in request.items():
             if resource != PODS:
                 row = self._resource_row(resource)  # may grow the arrays: look it up first
                 self.requested[row, slot] += sign * _saturate(amount)
-        self.pod_count[slot] += sign
-        self.nonzero_cpu[slot] += sign * entry.nonzero_cpu
-        self.nonzero_memory[slot] += sign * entry.nonzero_memory
+        self.pod_count[slot] += sign * pods
+        self.nonzero_cpu[slot] += sign * nonzero_cpu
+        self.nonzero_memory[slot] += sign * nonzero_memory
 
     def add_pod(self, key: str, entry: PodEntry) -> None:
         """Count a pod on its node (replacing what was counted for the same key)."""

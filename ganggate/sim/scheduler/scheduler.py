@@ -27,6 +27,7 @@ from ganggate.sim.helpers.podrequests import scheduling_requests
 from ganggate.sim.apimachinery.quantity import QuantityError
 from ganggate.sim.scheduler.schedule_one import Algorithm, Decision
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
+from ganggate.sim.scheduler.nominator import Nominator
 from ganggate.sim.scheduler.plugins import pod_priority
 from ganggate.sim.client.informers import Reflector, object_key
 from ganggate.sim.scheduler.queue import QueuedPod, SchedulingQueue
@@ -101,7 +102,7 @@ class Scheduler:
         self._session: aiohttp.ClientSession | None = None
         self._pods: Reflector | None = None
         self._pdbs: Reflector | None = None
-        self.nominated: dict[str, PodEntry] = {}  # pending pod key -> its room on status.nominatedNodeName
+        self.nominated = Nominator()  # pending pod key -> its room on status.nominatedNodeName
         self.preemptions = 0
         self._held = False
         self.scheduled = 0
@@ -213,26 +214,15 @@ class Scheduler:
         request, nonzero = info["request"], info["nonzero"]
         self.nominated[key] = PodEntry(node, request, nonzero[0], nonzero[1], priority=pod_priority(pod))
 
-    def _with_nominated(self, key: str, priority: int, sign: int) -> list[PodEntry]:
-        """Count (sign 1) or stop counting (-1) the other nominated pods of at least this priority
-        on their nominated nodes (addNominatedPods), so lower-priority pods leave their room alone."""
-        applied = []
-        for other, entry in self.nominated.items():
-            slot = self.cache.index.get(entry.node)
-            if other != key and entry.priority >= priority and slot is not None:
-                self.cache._apply(entry, slot, sign)
-                applied.append(entry)
-        return applied
-
     def schedule_one(self, queued: QueuedPod) -> str | None:
         """One scheduling cycle (no I/O): the node the pod is assumed onto, or None."""
         request, nonzero = queued.extra["request"], queued.extra["nonzero"]
-        applied = self._with_nominated(queued.key, queued.priority, 1) if self.nominated else []
+        # The other nominated pods of at least this priority hold their room (addNominatedPods).
+        applied = self.nominated.hold(self.cache, queued.key, queued.priority) if self.nominated else []
         try:
             decision = self._decide(queued, request, nonzero)
         finally:
-            for entry in applied:
-                self.cache._apply(entry, self.cache.index[entry.node], -1)
+            self.nominated.release(self.cache, applied)
         if decision.node is None:
             self.failed_attempts += 1
             self.queue.unschedulable_failed(queued)
