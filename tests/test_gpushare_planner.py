@@ -285,9 +285,9 @@ def _cpu_pod_placement(nodes: list[dict], policy: str) -> str | None:
     from ganggate.core.placement.capacity import Capacity
 
     state = cluster(nodes, [make_pod("cpu-only", namespace="ml", gang="cpu-only", pod_num=1, cpu="4")])
-    capacity = Capacity.from_state(state)
-    capacity.card_policy, capacity.whole_gpu_policy = card_policy_named(policy), whole_gpu_policy_named(policy)
-    capacity.workload = [PodShape(500, 0, 8000, 0, 1.0)]
+    capacity = Capacity.from_state(state, card_policy=card_policy_named(policy),
+                                   whole_gpu_policy=whole_gpu_policy_named(policy),
+                                   workload=[PodShape(500, 0, 8000, 0, 1.0)])
     (pod,) = state.gangs[("ml", "cpu-only")].pods.values()
     return capacity.best_node(pod)
 
