@@ -107,7 +107,7 @@ def readme_examples() -> dict[str, Any]:
     """A `kind: List` of the README's Job and the examples a user applies (the invalid one left out)."""
     text = (ROOT / "README.md").read_text()
     items = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
-    for name in ("pytorch-ddp-job.yaml", "mpi-gang-pods.yaml", "elastic-min-available-job.yaml", "volcano-pod.yaml"):
+    for name in ("pytorch-ddp-job.yaml", "mpi-gang-pods.yaml", "pytorch-elastic-job.yaml", "volcano-pod.yaml"):
         items += [d for d in yaml.safe_load_all((ROOT / "examples" / name).read_text()) if d]
     unique = {(i["kind"], i["metadata"]["name"]): i for i in reversed(items)}  # the README's Job is the example's
     return {"apiVersion": "v1", "kind": "List", "items": list(reversed(unique.values()))}

@@ -473,7 +473,7 @@ def test_examples_behave_as_their_comments_say():
                 outcomes.setdefault(path.name, set()).add(decide_create(template, policy).outcome)
     assert outcomes == {
         "pytorch-ddp-job.yaml": {"gated"},
-        "elastic-min-available-job.yaml": {"gated"},
+        "pytorch-elastic-job.yaml": {"gated"},
         "mpi-gang-pods.yaml": {"gated"},
         "volcano-pod.yaml": {"other_scheduler"},
         "invalid-gang-pod.yaml": {"denied"},
