@@ -101,19 +101,18 @@ def contesting_pods(state: ClusterState, placement: Mapping[str, str | None]) ->
     one the scheduler places before it sees the nominations can take a member's room. The
     planner keeps plans off such nodes (core.policy.contention); these appeared after the plan.
     Node eligibility is not checked (a pod that cannot use the node is waited for needlessly)."""
-    demand = _planned_demand(state, placement)
-    out: list[str] = []
-    for key, pod in state.pending.items():
-        if key in placement or key in state.promises or pod.unschedulable:
-            continue
-        for node, amount in demand.items():
-            after = state.free(node)
-            before = dict(after)
-            add_into(before, amount)
-            if fits(pod.request, before) and not fits(pod.request, after):
-                out.append(key)
-                break
-    return out
+    untried = [(key, pod) for key, pod in state.pending.items()
+               if key not in placement and key not in state.promises and not pod.unschedulable]
+    if not untried:
+        return []
+    rooms: list[tuple[Resources, Resources]] = []  # per planned node: free without the gang, with it
+    for node, amount in _planned_demand(state, placement).items():
+        after = state.free(node)
+        before = dict(after)
+        add_into(before, amount)
+        rooms.append((before, after))
+    return [key for key, pod in untried
+            if any(fits(pod.request, before) and not fits(pod.request, after) for before, after in rooms)]
 
 
 def lost_nodes(state: ClusterState, placement: Mapping[str, str | None]) -> list[str]:
