@@ -214,6 +214,7 @@ def test_higher_priority_first_then_older_first() -> None:
 def starving_cluster() -> ClusterState:
     nodes = [make_node("nearly-full"), make_node("half-full")]
     busy = [running("r1", "nearly-full", 6), running("r2", "half-full", 4)]
+    busy[0]["status"]["startTime"] = "2023-12-27T00:00:00Z"  # running for 5 days: likely for days more
     big = gang("big", 1, 8, created=0)  # fits nowhere now
     quarter = gang("quarter", 1, 4, created=10)  # fits only on half-full
     small = gang("small", 1, 2, created=20)  # fits on nearly-full
@@ -228,7 +229,8 @@ def test_a_gang_that_does_not_fit_does_not_block_smaller_ones() -> None:
 
 def test_a_starving_gang_gets_capacity_held_back_until_it_fits() -> None:
     decisions, waiting = decide(starving_cluster(), T0 + 301, starvation_seconds=300)
-    # The nodes its plan would use (the one with the most free GPU) are held; the rest is usable.
+    # The node its plan would use is held (half-full: nearly-full's pod has run for days, so
+    # its free GPUs would likely idle for days); the rest is usable.
     assert by_gang(decisions) == {"small": {"ml/small-0": "nearly-full"}}
     assert {w.gang_key[1] for w in waiting} == {"big", "quarter"}
     big = next(w for w in waiting if w.gang_key[1] == "big")

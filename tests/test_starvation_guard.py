@@ -5,15 +5,23 @@ where nothing is free for a younger gang to take."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 from ganggate.core.planner import decide
 from ganggate.core.state.snapshot import make_node
 from test_planner import T0, by_gang, cluster, gang, running, ts
 
 
+def at(seconds: int) -> str:
+    """T0 + seconds as a Kubernetes timestamp (before T0 too, unlike test_planner.ts)."""
+    when = datetime.fromtimestamp(T0, timezone.utc) + timedelta(seconds=seconds)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def ending(name: str, node: str, gpus: int, *, started: int, deadline: int | None) -> dict:
     """A running pod that started `started` seconds after T0, with that activeDeadlineSeconds."""
     pod = running(name, node, gpus)
-    pod["status"]["startTime"] = ts(started)
+    pod["status"]["startTime"] = at(started)
     if deadline is not None:
         pod["spec"]["activeDeadlineSeconds"] = deadline
     return pod
@@ -61,8 +69,10 @@ def test_a_younger_gang_that_surely_ends_before_the_starving_gang_can_start_uses
 
 
 def test_without_deadlines_nothing_uses_the_held_room():
-    pods = [running("a1", "a", 6), running("b1", "b", 7)] + gang("big", 1, 8, created=0)
-    pods += with_deadline(gang("short", 1, 1, created=100), 300)
+    # a: full, one of its pods running for days (a hold there would wait for it); b: 1 GPU
+    # free beside a young pod without a deadline: the hold drains b, blind.
+    pods = [ending("a1", "a", 6, started=-5 * 86400, deadline=None), running("b1", "b", 7)]
+    pods += gang("big", 1, 8, created=0) + with_deadline(gang("short", 1, 1, created=100), 300)
     state = cluster([make_node("a"), make_node("b")], pods + [running("a2", "a", 2)])
     decisions, waiting = decide(state, T0 + 600, starvation_seconds=300)
     assert decisions == []
@@ -79,8 +89,9 @@ def test_a_starving_gang_holds_nothing_when_no_gpu_is_free_for_a_younger_one_to_
 
 
 def test_where_pods_have_no_deadline_room_is_held_only_after_the_blind_limit():
-    pods = [running("a1", "a", 6), running("b1", "b", 8)] + gang("big", 1, 8, created=0)
-    pods += gang("small", 1, 1, created=100)
+    # b: full, one of its pods running for days; a hold drains a, whose one pod is young.
+    pods = [running("a1", "a", 6), ending("b1", "b", 4, started=-5 * 86400, deadline=None), running("b2", "b", 4)]
+    pods += gang("big", 1, 8, created=0) + gang("small", 1, 1, created=100)
     state = cluster([make_node("a"), make_node("b")], pods)
     decisions, waiting = decide(state, T0 + 600, starvation_seconds=300, blind_seconds=3600)
     assert by_gang(decisions) == {"small": {"ml/small-0": "a"}}  # nothing held: a's free room is usable
@@ -100,3 +111,27 @@ def test_no_start_is_promised_while_an_older_gang_still_waits():
     _, waiting = decide(state, T0 + 600, starvation_seconds=300)
     big = next(w for w in waiting if w.gang_key[1] == "big")
     assert big.message.endswith("capacity held back on 1 node") and "at the latest" not in big.message
+
+
+
+def blind_hold_choice(pods: list[dict]) -> dict:
+    """Where a 1-GPU gang goes while a 8-GPU gang that waited past the blind limit holds."""
+    pods = pods + gang("big", 1, 8, created=0) + gang("small", 1, 1, created=3000)
+    decisions, waiting = decide(cluster([make_node("a"), make_node("b")], pods), T0 + 7200,
+                                starvation_seconds=300, blind_seconds=3600)
+    assert next(w for w in waiting if w.gang_key[1] == "big").message.endswith("capacity held back on 1 node")
+    return by_gang(decisions)
+
+
+def test_a_blind_hold_drains_the_node_expected_to_idle_least():
+    # Run times are heavy-tailed: a pod that has run for days likely runs on for days. a: one
+    # 1-GPU pod running for 5 days, 7 GPUs free (they would idle for days); b: two 4-GPU pods
+    # started an hour ago, none free. The hold drains b; the small gang takes a's room.
+    pods = [ending("a1", "a", 1, started=-5 * 86400, deadline=None)]
+    pods += [ending("b1", "b", 4, started=-3600, deadline=None), ending("b2", "b", 4, started=-3600, deadline=None)]
+    assert blind_hold_choice(pods) == {"small": {"ml/small-0": "a"}}
+    # A node all of whose GPUs one pod holds idles nothing until it ends, however long it has
+    # run: a: one 8-GPU pod for 5 days; b: 3 GPUs free beside pods of a few hours.
+    pods = [ending("a1", "a", 8, started=-5 * 86400, deadline=None)]
+    pods += [ending(f"b{i}", "b", 1, started=-3600 * i, deadline=None) for i in range(1, 6)]
+    assert blind_hold_choice(pods) == {"small": {"ml/small-0": "b"}}

@@ -215,7 +215,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
     waited = now - (gang.complete_since if gang.complete_since is not None else now)
     holding_for = holding.gang
     if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
-        held = hold_back(pods, capacity, need, state, now)
+        held = hold_back(pods, capacity, need, state, now, gang.held_nodes)
         blind = starvation_seconds if blind_seconds is None else blind_seconds
         if isinstance(held, Hold) and held.ready_at is None and gang.state != "partial" and waited <= blind:
             held.give_back(capacity)  # a blind hold idles its room for as long as the pods there run
@@ -228,6 +228,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
             kind += "+held"
             if gang.state != "partial":
                 holding.gang, holding.hold = gang.key, held
+                gang.held_nodes = frozenset(name for name, _ in held.taken)  # (a memo on the picture)
         elif held < 0:
             message += "; it would not fit even if the running pods on the nodes it may use finished"
     elif waited > starvation_seconds and holding_for is not None:

@@ -8,8 +8,10 @@ The hold, as Slurm's backfill reserves for its top job (slurm.schedmd.com/sched_
 bf_* options): nodes are chosen by what is known of when they empty. A pod with
 spec.activeDeadlineSeconds and a startTime ends by startTime + deadline (the kubelet kills it
 then); a node's ready time is when enough of its pods have surely ended for the gang's pods
-there to fit (unknown when one of them has no deadline). Nodes go by ready time, then by how
-few pods must end, then by the most free GPU now. The held gang's earliest start is the
+there to fit (unknown when one of them has no deadline). Nodes go by ready time; nodes of
+unknown ready time (a blind hold) by the GPU-seconds the hold is expected to keep idle, each
+pod expected to run on as long as it has run (`_expected_idle`); then by how few pods must
+end, then by the most free GPU now. The held gang's earliest start is the
 latest of its nodes' ready times; while it is known, a gang whose pods all carry deadlines
 that end by then may use the held room (`Hold.admits`): it provably leaves before the held
 gang could start. Without deadlines nothing may use held room, as before.
@@ -87,7 +89,7 @@ class Hold:
 
 
 def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState,
-              now: float = 0.0) -> Hold | int:
+              now: float = 0.0, sticky: frozenset[str] = frozenset()) -> Hold | int:
     """Hold capacity for a starving gang: the Hold made, or 0 (none held: several constraints,
     or nothing free anywhere that a younger gang could take from it) or -1 (none: the gang
     would not fit even on emptied nodes).
@@ -98,20 +100,21 @@ def hold_back(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Clu
     the held room, when `Hold.admits` them); free capacity on the chosen nodes goes negative
     until enough running pods there finish. A gang that requires one domain of a topology
     level holds its room inside one domain: the one with the most free GPU where it would
-    fit, or the one its released members are in.
+    fit, or the one its released members are in. Nodes in `sticky` (the last hold's) go first
+    among those of the same ready time: a hold does not move off a node it has half drained.
     """
     if pods and min(p.gpu for p in pods) > 0 and not _free_gpu_anywhere(capacity, pods[0]):
         return 0  # nothing free that a younger gang could take: holding protects nothing now
     required, _ = gang_request(pods)
     placed = placed_domains(pods, capacity, required) if required is not None else None
     if required is None or (len(pods) <= 1 and placed is None):
-        return _hold(pods, capacity, need, state, None, now)
+        return _hold(pods, capacity, need, state, None, now, sticky)
     if placed is not None:  # the rest of a gang with members placed: in their domain
-        return _hold(pods, capacity, need, state, set(placed), now)
+        return _hold(pods, capacity, need, state, set(placed), now, sticky)
     eligible: set[str] | None = capacity.index(largest_first(pods)[0]).members
     groups = sorted(domains(capacity, required).items(), key=lambda g: (-free_gpus(capacity, g[1], eligible), g[0]))
     for _, names in groups:
-        held = _hold(pods, capacity, need, state, set(names), now)
+        held = _hold(pods, capacity, need, state, set(names), now, sticky)
         if held != -1:
             return held
     return -1
@@ -130,6 +133,7 @@ class _Occupant:
     end: float
     request: Resources
     key: str
+    started: float  # status.startTime (now for a pod not started): how long it has run so far
 
 
 def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, list[_Occupant]]:
@@ -139,13 +143,14 @@ def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, li
     out: dict[str, list[_Occupant]] = {}
     for pod in state.pods.values():
         if pod.node_name in names and not pod.terminated:
-            out.setdefault(pod.node_name, []).append(_Occupant(_end(pod, now), pod.request, pod.key))
+            out.setdefault(pod.node_name, []).append(
+                _Occupant(_end(pod, now), pod.request, pod.key, pod.started or now))
     for promise in state.promises.values():
         if promise.node in names:
             pod = state.pods.get(promise.pod_key)
             seconds = pod.deadline_seconds if pod is not None else None
             end = max(promise.deadline, now) + seconds if seconds is not None else float("inf")
-            out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key))
+            out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key, now))
     return out
 
 
@@ -164,14 +169,15 @@ def _end(pod: PodInfo, now: float) -> float:
 
 def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant], now: float
            ) -> tuple[float, list[_Occupant]] | None:
-    """When the node has room for all of `pods` (the earliest-ending occupants leave first),
-    and the occupants that must end for it; None when it never has, even emptied."""
+    """When the node has room for all of `pods` (the earliest-ending occupants leave first;
+    among those of unknown end, the youngest), and the occupants that must end for it; None
+    when it never has, even emptied."""
     room = dict(free)
     need: Resources = {}
     for pod in pods:
         add_into(need, pod.request)
     gone: list[_Occupant] = []
-    for occupant in sorted(occupants, key=lambda o: o.end):
+    for occupant in sorted(occupants, key=lambda o: (o.end, -o.started)):
         if fits(need, room):
             break
         add_into(room, occupant.request)
@@ -181,8 +187,26 @@ def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant],
     return max((o.end for o in gone), default=now), gone
 
 
+#: The least a pod of unknown end is expected to run on (a pod just started is not about to end).
+MIN_RESIDUAL_SECONDS = 600.0
+
+
+def _expected_idle(gone: list[_Occupant], free_gpus: float, now: float) -> float:
+    """GPU-seconds a blind hold on the node is expected to keep idle before the gang can start:
+    each GPU that frees (and the free ones it holds now) idles until the last pod that must end
+    has ended. A pod of unknown end is expected to run on for as long as it has run so far:
+    GPU run times are heavy-tailed, so the service a job has attained predicts what it will
+    need (Tiresias, NSDI'19, schedules on attained service for that reason). A node whose GPUs
+    are all held by one pod costs nothing until it ends; one with free GPUs behind a pod that
+    has run for days costs them for days."""
+    remaining = [(o.end - now if o.end != float("inf") else max(now - o.started, MIN_RESIDUAL_SECONDS), o)
+                 for o in gone]
+    last = max((r for r, _ in remaining), default=0.0)
+    return free_gpus * last + sum(gpus(o.request) * (last - r) for r, o in remaining)
+
+
 def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState, within: set[str] | None,
-          now: float) -> Hold | int:
+          now: float, sticky: frozenset[str] = frozenset()) -> Hold | int:
     """hold_back on the given nodes only (None: all)."""
     order = largest_first(pods)
     index = capacity.index(order[0])
@@ -192,16 +216,22 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
     # bound counts too (that pod's end is known when it has a deadline: _occupants).
     names = {name for name in index.members if within is None or name in within}
     running = _occupants(state, names, now)
+    want = gpus(order[0].request)
+
+    def free_gpu(name: str) -> float:
+        return max(0.0, gpus(capacity.free[name]))
+
     ranked = []
     for name in names:
         ready = _ready(order[:1], capacity.free[name], running.get(name, []), now)
-        if ready is not None:  # (ready time, pods that must end, most free GPU first, name)
-            ranked.append((ready[0], len(ready[1]), -gpus(capacity.free[name]), name))
+        if ready is not None:  # (ready time, held last, expected idle if blind, pods that must end, most free GPU, name)
+            blind = _expected_idle(ready[1], min(free_gpu(name), want), now) if ready[0] == float("inf") else 0.0
+            ranked.append((ready[0], name not in sticky, blind, len(ready[1]), -free_gpu(name), name))
     plan: list[tuple[str, PodInfo]] = []
     remaining = order
     ready_at: float = now
     waits: list[tuple[float, str]] = []
-    for _, _, _, name in sorted(ranked):
+    for *_, name in sorted(ranked):
         if len(plan) >= need or not remaining:
             break
         room = dict(capacity.free[name])
