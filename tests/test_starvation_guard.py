@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 from ganggate.core.planner import decide
 from ganggate.core.state.snapshot import make_node
-from test_planner import T0, by_gang, cluster, gang, running, ts
+from test_planner import T0, by_gang, cluster, gang, running
 
 
 def at(seconds: int) -> str:
