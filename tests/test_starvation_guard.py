@@ -135,3 +135,23 @@ def test_a_blind_hold_drains_the_node_expected_to_idle_least():
     pods = [ending("a1", "a", 8, started=-5 * 86400, deadline=None)]
     pods += [ending(f"b{i}", "b", 1, started=-3600 * i, deadline=None) for i in range(1, 6)]
     assert blind_hold_choice(pods) == {"small": {"ml/small-0": "b"}}
+
+
+def test_a_blind_hold_stays_on_the_node_it_has_half_drained():
+    # First round: a (two 4-GPU pods, none free) costs nothing to hold; b would idle 7 GPUs
+    # behind a pod that has run for days. The hold drains a.
+    a1, a2 = ending("a1", "a", 4, started=-3600, deadline=None), ending("a2", "a", 4, started=-3600, deadline=None)
+    b1 = ending("b1", "b", 1, started=-5 * 86400, deadline=None)
+    state = cluster([make_node("a"), make_node("b")], [a1, a2, b1] + gang("big", 1, 8, created=0))
+    _, waiting = decide(state, T0 + 7200, starvation_seconds=300, blind_seconds=3600)
+    assert next(w for w in waiting if w.gang_key[1] == "big").message.endswith("capacity held back on 1 node")
+    # Then a1 ends (a: 4 free GPUs now) and b's pod gives way to a young one that fills it: b
+    # would now look cheaper to hold, but a is half drained and the hold stays there, so
+    # a 1-GPU gang does not get a's free room (handing it back would start the drain over).
+    state.apply_pod("DELETED", a1)
+    state.apply_pod("DELETED", b1)
+    state.apply_pod("ADDED", ending("b2", "b", 8, started=7000, deadline=None))
+    for pod in gang("small", 1, 1, created=3000):
+        state.apply_pod("ADDED", pod)
+    decisions, _ = decide(state, T0 + 7300, starvation_seconds=300, blind_seconds=3600)
+    assert decisions == []
