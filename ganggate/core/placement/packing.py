@@ -5,7 +5,8 @@ pods first, each on the node where it leaves the least free GPU (then the least 
 memory), preferring nodes the gang already uses, so that GPUs stay unfragmented and a gang
 sits on few nodes. Homogeneous gangs are placed whenever they fit (each placement lowers the
 room, sum of per-node pod slots, by exactly one); gangs of several shapes that best fit
-misses get two more greedy tries (CPU-heaviest first; fill the emptiest nodes one by one).
+misses get two more greedy tries (CPU-heaviest first; fill the emptiest nodes one by one),
+then, when small, a bounded exact search (`search`).
 The per-node fitting and node choice are `ganggate.core.placement.capacity`'s.
 """
 
@@ -21,6 +22,7 @@ from ganggate.core.state.outcome import Unfit
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, format_amount, gpus
 from ganggate.core.placement.topology import gang_request as gang_topology
+from ganggate.core.placement.search import search
 from ganggate.core.placement.topology import place
 
 
@@ -94,6 +96,8 @@ def plan_flat(
         for node, request, copies in reversed(taken):
             candidates.take(node, request, -copies)
         candidates.release_cards(placement)
+    if several and (found := search(pods, candidates, need)) is not None:
+        return found  # a small gang the greedy tries missed, placed by the bounded search
     return Unfit(message)
 
 
