@@ -39,18 +39,20 @@ class PodTable:
         return 1 if pod_view is not None and pod_view.node and pod_view.phase == "Pending" else 0
 
     def sync(self) -> bool:
-        """Bring the table up to the store's revision; True when it changed."""
+        """Bring the table up to the store's revision; True when a pod changed."""
         revision = self.store.resource_version
         if revision == self.revision:
             return False
         hub = self.store.hub
         if self.revision < 0 or hub.floor > self.revision:
             self._reread()
+            changed = True
         else:
-            self._apply(hub.history)
+            changed = self._apply(hub.history)
         self.revision = revision
-        self._listed = None
-        return True
+        if changed:  # (writes of other kinds leave the pods' list as it was)
+            self._listed = None
+        return changed
 
     def _reread(self) -> None:
         self.views, self.keys, self.max_rv, self.starting = {}, [], 0, 0
@@ -58,8 +60,9 @@ class PodTable:
             self.keys.append(key)
             self._put(key, stored.obj)
 
-    def _apply(self, history: Any) -> None:
-        """The pod events after self.revision, oldest first (the history is in rv order)."""
+    def _apply(self, history: Any) -> bool:
+        """The pod events after self.revision, oldest first (the history is in rv order);
+        whether there were any."""
         fresh = []
         for event in reversed(history):
             if event.rv <= self.revision:
@@ -82,6 +85,7 @@ class PodTable:
                 self._put(key, event.current.obj)
         if recount:  # the newest pod went: the highest resourceVersion of those left
             self.max_rv = max((rv for rv, _ in self.views.values()), default=0)
+        return bool(fresh)
 
     def _put(self, key: Key, obj: dict) -> None:
         old = self.views.get(key)
