@@ -95,7 +95,7 @@ def _job(group: list[Pod], origin: int) -> Job:
     submitted when it was created, running as long as its longest pod (a job holds its GPUs until
     its last rank ends)."""
     first = group[0]
-    job = parse_row({
+    return parse_row({
         "job_id": first.name,
         "submit_time": str(first.created - origin),
         "pods": str(len(group)),
@@ -104,7 +104,6 @@ def _job(group: list[Pod], origin: int) -> Job:
         "memory_per_pod": f"{first.memory_mib}Mi",
         "run_time": str(max(p.run_time for p in group)),
     }, first.line)
-    return job
 
 
 def _jobs(groups: list[list[Pod]], limit: int | None) -> list[Job]:
@@ -115,15 +114,15 @@ def _jobs(groups: list[list[Pod]], limit: int | None) -> list[Job]:
     return [_job(group, origin) for group in groups]
 
 
-def convert_rows(rows: Iterable[Mapping[str, str]], limit: int | None = None) -> list[Job]:
+def convert_rows(rows: Iterable[Mapping[str, str]], limit: int | None = None, first_line: int = 2) -> list[Job]:
     """Pods (rows of an openb_pod_list CSV) -> one-pod jobs, the first `limit` by creation time."""
-    return _jobs([[pod] for pod in scheduled_pods(rows)], limit)
+    return _jobs([[pod] for pod in scheduled_pods(rows, first_line)], limit)
 
 
 def convert_gangs(rows: Iterable[Mapping[str, str]], limit: int | None = None,
-                  window: float = GANG_WINDOW) -> list[Job]:
+                  window: float = GANG_WINDOW, first_line: int = 2) -> list[Job]:
     """Pods -> gang jobs (`group_gangs`), the first `limit` gangs by creation time."""
-    return _jobs(group_gangs(scheduled_pods(rows), window), limit)
+    return _jobs(group_gangs(scheduled_pods(rows, first_line), window), limit)
 
 
 def _read(path: str | Path) -> tuple[list[dict[str, str]], int]:
@@ -147,10 +146,10 @@ def _read(path: str | Path) -> tuple[list[dict[str, str]], int]:
 def load_alibaba(path: str | Path, limit: int | None = None) -> list[Job]:
     """Read an openb_pod_list CSV and convert it, a job per pod (see the module docstring)."""
     rows, first_line = _read(path)
-    return _jobs([[pod] for pod in scheduled_pods(rows, first_line)], limit)
+    return convert_rows(rows, limit, first_line)
 
 
 def load_alibaba_gangs(path: str | Path, limit: int | None = None, window: float = GANG_WINDOW) -> list[Job]:
     """Read an openb_pod_list CSV and convert it into gangs (`group_gangs`)."""
     rows, first_line = _read(path)
-    return _jobs(group_gangs(scheduled_pods(rows, first_line), window), limit)
+    return convert_gangs(rows, limit, window, first_line)
