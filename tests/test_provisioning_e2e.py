@@ -44,8 +44,32 @@ async def test_a_gang_larger_than_the_cluster_gets_nodes_and_starts_whole(tmp_pa
         assert all(p["metadata"]["annotations"][CONSUME_ANNOTATION] == "ganggate-train" for p in pods)
         assert len({decision(p)["id"] for p in pods}) == 1  # one decision: released together
         await wait_for(lambda: _none_left(env), what="the request deleted")
-        reasons = {e["reason"] for e in await list_events(env.core)}
-        assert {"ProvisioningRequested", "ProvisioningProvisioned"} <= reasons
+
+        async def told() -> bool:  # (Events are written by the recorder, after the fact)
+            return {"ProvisioningRequested", "ProvisioningProvisioned"} <= {e["reason"] for e in await list_events(env.core)}
+
+        assert await wait_for(told, what="the ProvisioningRequested and ProvisioningProvisioned Events")
+
+
+async def test_a_request_provisioned_between_two_polls_is_still_told(tmp_path, monkeypatch):
+    # The controller reads a pending request every POLL_SECONDS; the nodes can join and the gang
+    # start before the next read. Here no periodic read comes in time at all: the last look,
+    # before the controller deletes the request, must tell the user.
+    async def no_read_in_time(self, key, asked, now):
+        return None
+
+    monkeypatch.setattr("ganggate.controller.provisioner.Provisioner._poll", no_read_in_time)
+    async with _cluster(tmp_path) as env:
+        await env.start_controller(autoscaling="provisioning-request")
+        await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
+        await wait_for(lambda: _bound(env), what="the gang bound on the new nodes")
+        await wait_for(lambda: _none_left(env), what="the request deleted")
+
+        async def told() -> list[str]:
+            return [e["message"] for e in await list_events(env.core) if e["reason"] == "ProvisioningProvisioned"]
+
+        messages = await wait_for(told, what="the ProvisioningProvisioned Event")
+        assert all(m == "ProvisioningRequest ganggate-train is provisioned: the gang has started" for m in messages)
 
 
 async def _none_left(env) -> bool:

@@ -170,9 +170,7 @@ class Provisioner:
         if result == asked.state:
             return
         if result == "provisioned":
-            asked.state = "provisioned"
-            self._tell(key, "ProvisioningProvisioned",
-                       f"ProvisioningRequest {asked.name} is provisioned: the gang starts when the new nodes join")
+            self._provisioned(key, asked, "the gang starts when the new nodes join")
         elif result == "failed":
             conditions = {c.get("type"): c for c in (request.get("status") or {}).get("conditions") or []}
             why = conditions.get("Failed") or conditions.get("BookingExpired") or {}
@@ -182,6 +180,10 @@ class Provisioner:
             self.retry_at[key] = now + RETRY_SECONDS
             await self._delete(key[0], asked)
             self.asked.pop(key, None)
+
+    def _provisioned(self, key: GangKey, asked: Asked, then: str) -> None:
+        asked.state = "provisioned"
+        self._tell(key, "ProvisioningProvisioned", f"ProvisioningRequest {asked.name} is provisioned: {then}")
 
     def _note_pending(self, key: GangKey, asked: Asked, request: Mapping[str, Any]) -> None:
         """Tell once per answer why a request is not provisioned yet (check-capacity on a full
@@ -198,7 +200,21 @@ class Provisioner:
     def _let_go(self, key: GangKey, asked: Asked, why: str) -> None:
         log.info("gang %s/%s: %s; deleting ProvisioningRequest %s", *key, why, asked.name)
         self.asked.pop(key, None)
-        self.spawn(self._delete(key[0], asked))
+        self.spawn(self._last_look_and_delete(key, asked))
+
+    async def _last_look_and_delete(self, key: GangKey, asked: Asked) -> None:
+        """Delete the request, once read a last time if it was still pending as far as we knew:
+        the nodes can join, and the gang start, between two polls, and the gang's Events should
+        still say that the autoscaler provisioned its room (ProvisioningProvisioned)."""
+        if asked.state == "pending":
+            try:
+                request = await call_json(self.custom.get_namespaced_custom_object, GROUP, VERSION, key[0], PLURAL,
+                                          asked.name, verb="get")
+            except ApiCallError:
+                request = None  # gone, or not readable now: nothing more to say
+            if request is not None and request_outcome(request) == "provisioned":
+                self._provisioned(key, asked, "the gang has started")
+        await self._delete(key[0], asked)
 
     async def _delete(self, namespace: str, asked: Asked) -> None:
         calls = [lambda: call_json(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
