@@ -206,7 +206,7 @@ class Provisioner:
         """Delete the request, once read a last time if it was still pending as far as we knew:
         the nodes can join, and the gang start, between two polls, and the gang's Events should
         still say that the autoscaler provisioned its room (ProvisioningProvisioned)."""
-        if asked.state == "pending":
+        if asked.state == "pending" and key in self.state.gangs:  # (a gang that is gone hears nothing)
             try:
                 request = await call_json(self.custom.get_namespaced_custom_object, GROUP, VERSION, key[0], PLURAL,
                                           asked.name, verb="get")
