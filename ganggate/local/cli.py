@@ -29,6 +29,9 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     add_topology_arguments(up)
     add_gpushare_arguments(up)
     add_autoscaler_arguments(up)
+    from ganggate.sim.componentbase import featuregate as featuregates
+
+    featuregates.add_arguments(up)
     up.add_argument("--port", type=int, default=8001, help="API server port (default: 8001; 0 picks a free one)")
     up.add_argument("--webhook-port", type=int, default=0, help="webhook HTTPS port (default: 0, a free one)")
     up.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
@@ -44,6 +47,7 @@ def check(args: argparse.Namespace) -> str | None:
     """The first thing wrong with the flags, in one line, or None."""
     from ganggate.core.fit.resources import QuantityError, parse_quantity
 
+    from ganggate.sim.componentbase import featuregate as featuregates
     from ganggate.sim.cli import gpushare_nodes, node_groups, topology_shape
 
     if args.nodes < 0 or args.gpus_per_node < 0:
@@ -52,6 +56,7 @@ def check(args: argparse.Namespace) -> str | None:
         topology_shape(args)
         gpushare_nodes(args)
         node_groups(args)
+        featuregates.from_arguments(args)
     except ValueError as exc:
         return str(exc)
     for flag in ("port", "webhook_port"):
@@ -94,16 +99,19 @@ def _up(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    from ganggate.sim.componentbase import featuregate as featuregates
     from ganggate.sim.cli import gpushare_nodes, node_groups, topology_shape
 
     shape = topology_shape(args)
     per_card, node_specs = gpushare_nodes(args)
     groups, autoscaler_options = node_groups(args)
+    gates, scheduler_gates = featuregates.from_arguments(args)
     nodes = len(node_specs) if node_specs is not None else shape.nodes if shape else args.nodes
     options = UpOptions(nodes=nodes, topology=shape, gpus_per_node=args.gpus_per_node, cpu=args.cpu, memory=args.memory,
                         port=args.port, webhook_port=args.webhook_port, kubeconfig_out=args.kubeconfig_out,
                         certs_dir=args.certs_dir, gpu_mem_per_card=per_card, node_specs=node_specs,
-                        node_groups=groups, autoscaler_options=autoscaler_options)
+                        node_groups=groups, autoscaler_options=autoscaler_options, feature_gates=gates,
+                        scheduler_feature_gates=scheduler_gates)
 
     async def run() -> None:
         stop = asyncio.Event()

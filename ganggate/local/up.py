@@ -43,6 +43,8 @@ class UpOptions:
     node_specs: Any = None  # GPU sharing: nodes from the Alibaba node list (ganggate.sim.alibaba_nodes)
     node_groups: Any = None  # autoscaling: ganggate.sim.autoscaler NodeGroups kubesim's cluster-autoscaler grows
     autoscaler_options: Any = None  # its scan_seconds, unneeded_seconds
+    feature_gates: Any = None  # ganggate.sim.featuregates.FeatureGates of every component (1.35 defaults if None)
+    scheduler_feature_gates: Any = None  # the scheduler's own, over feature_gates
 
 
 def controller_client(sim: Any, max_in_flight: int) -> Any:
@@ -108,7 +110,8 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
                     memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out,
                     topology=options.topology, gpu_mem_per_card=options.gpu_mem_per_card,
                     node_specs=options.node_specs, node_groups=options.node_groups,
-                    autoscaler_options=options.autoscaler_options)
+                    autoscaler_options=options.autoscaler_options, feature_gates=options.feature_gates,
+                    scheduler_feature_gates=options.scheduler_feature_gates)
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:

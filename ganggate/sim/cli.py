@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ganggate.sim.componentbase import featuregate as featuregates
+
 
 def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
     """Add `sim` and `sim serve`; return the `sim` group so other packages can add to it."""
@@ -30,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     add_topology_arguments(serve)
     add_gpushare_arguments(serve)
     add_autoscaler_arguments(serve)
+    featuregates.add_arguments(serve)
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
     serve.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                        help="where to write the kubeconfig (default: ./kubesim.kubeconfig); not over one whose "
@@ -178,6 +181,7 @@ def _serve(args: argparse.Namespace) -> int:
         shape = topology_shape(args)
         per_card, node_specs = gpushare_nodes(args)
         groups, autoscaler_options = node_groups(args)
+        gates, scheduler_gates = featuregates.from_arguments(args)
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
@@ -217,6 +221,7 @@ def _serve(args: argparse.Namespace) -> int:
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
             kubeconfig_path=args.kubeconfig_out, topology=shape, gpu_mem_per_card=per_card, node_specs=node_specs,
             components_process=args.components_process, node_groups=groups, autoscaler_options=autoscaler_options,
+            feature_gates=gates, scheduler_feature_gates=scheduler_gates,
         ) as sim:
             if objects:
                 from ganggate.sim.apiserver.load import load_objects

@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from ganggate.sim.client.informers import SharedInformers
+from ganggate.sim.componentbase.featuregate import FeatureGates, parse
 
 log = logging.getLogger("ganggate.sim.components")
 
@@ -37,9 +38,14 @@ class Components:
         self.shared: SharedInformers | None = None
 
     def start(self, url: str, *, scheduler: bool, kubelet: bool, controllers: bool,
-              kubelet_start_seconds: float = 0.0, clock: Any = None, autoscaler: dict[str, Any] | None = None) -> None:
+              kubelet_start_seconds: float = 0.0, clock: Any = None, autoscaler: dict[str, Any] | None = None,
+              feature_gates: FeatureGates | None = None, scheduler_feature_gates: FeatureGates | None = None) -> None:
+        # feature_gates: kube-controller-manager's and the kubelet's; scheduler_feature_gates:
+        # kube-scheduler's (the cluster's, unless set apart: ganggate/sim/componentbase/featuregate.py).
+        self.feature_gates = feature_gates or FeatureGates()
+        self.scheduler_feature_gates = scheduler_feature_gates or self.feature_gates
         if scheduler:
-            self._start("ganggate.sim.scheduler.scheduler", "Scheduler", url)
+            self._start("ganggate.sim.scheduler.scheduler", "Scheduler", url, feature_gates=self.scheduler_feature_gates)
         if kubelet:
             self._start("ganggate.sim.kubelet.kubelet", "Kubelet", url, start_seconds=kubelet_start_seconds, clock=clock)
         if controllers:
@@ -91,9 +97,12 @@ class Components:
 
 
 def process_arguments(*, scheduler: bool, kubelet: bool, controllers: bool, kubelet_start_seconds: float,
-                      time_scale: float) -> list[str]:
+                      time_scale: float, feature_gates: FeatureGates | None = None,
+                      scheduler_feature_gates: FeatureGates | None = None) -> list[str]:
     """The command-line flags of `python -m ganggate.sim.components` for these stand-ins."""
-    flags = [f"--kubelet-start-seconds={kubelet_start_seconds}", f"--time-scale={time_scale}"]
+    flags = [f"--kubelet-start-seconds={kubelet_start_seconds}", f"--time-scale={time_scale}",
+             f"--feature-gates={(feature_gates or FeatureGates()).flag()}",
+             f"--scheduler-feature-gates={(scheduler_feature_gates or feature_gates or FeatureGates()).flag()}"]
     flags += [] if scheduler else ["--no-scheduler"]
     flags += [] if kubelet else ["--no-kubelet"]
     flags += [] if controllers else ["--no-controllers"]
@@ -119,7 +128,8 @@ async def _run_process(args: argparse.Namespace) -> None:
     components = Components()
     components.start(args.url, scheduler=not args.no_scheduler, kubelet=not args.no_kubelet,
                      controllers=not args.no_controllers, kubelet_start_seconds=args.kubelet_start_seconds,
-                     clock=WallClock(args.time_scale))
+                     clock=WallClock(args.time_scale), feature_gates=parse(args.feature_gates),
+                     scheduler_feature_gates=parse(args.scheduler_feature_gates))
     try:
         await components.wait_ready()
         sys.stdout.buffer.write(READY_LINE)
@@ -138,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-controllers", action="store_true")
     parser.add_argument("--kubelet-start-seconds", type=float, default=0.0)
     parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--feature-gates", default="")
+    parser.add_argument("--scheduler-feature-gates", default="")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(_run_process(args))

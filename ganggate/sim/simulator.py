@@ -26,11 +26,16 @@ from ganggate.sim.apiserver.server import ApiServer
 from ganggate.sim.components import READY_LINE, Components, process_arguments
 from ganggate.sim.helpers.nodes import node_manifest  # noqa: F401  (tests build nodes with it)
 from ganggate.sim.apiserver.faults import FaultInjector
+from ganggate.sim.componentbase.featuregate import FeatureGates, parse as parse_feature_gates
 from ganggate.sim.kubeconfig import write_kubeconfig
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.topology import parse_shape
 
 log = logging.getLogger("ganggate.sim.simulator")
+
+
+def _gates(value: FeatureGates | str | None) -> FeatureGates:
+    return value if isinstance(value, FeatureGates) else parse_feature_gates(value)
 
 
 class Simulator:
@@ -59,6 +64,8 @@ class Simulator:
         components_process: bool = False,
         node_groups: list[Any] | None = None,
         autoscaler_options: dict[str, Any] | None = None,
+        feature_gates: FeatureGates | str | None = None,
+        scheduler_feature_gates: FeatureGates | str | None = None,
     ) -> None:
         # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
         # node count and labels each node with its zone, block and rack.
@@ -69,6 +76,11 @@ class Simulator:
         # their own (ganggate/sim/components.py), not on this event loop; `components` is then empty.
         # node_groups: NodeGroups (ganggate/sim/autoscaler/nodegroups.py) the autoscaler stand-in may
         # grow and shrink; autoscaler_options: its scan_seconds, unneeded_seconds, reservation_seconds.
+        # feature_gates: the cluster's Kubernetes feature gates ("A=true,B=false" or FeatureGates;
+        # unset ones at their 1.35 defaults); scheduler_feature_gates: the scheduler's, over those
+        # (ganggate/sim/componentbase/featuregate.py).
+        self.feature_gates = _gates(feature_gates)
+        self.scheduler_feature_gates = self.feature_gates.with_overrides(_gates(scheduler_feature_gates))
         if node_groups and components_process:
             raise ValueError("the autoscaler runs on the API server's loop: node groups cannot go with components_process")
         self.autoscaler = {"node_groups": list(node_groups), **(autoscaler_options or {})} if node_groups else None
@@ -94,7 +106,8 @@ class Simulator:
         self.port = port
         self.store = Store(watch_history=watch_history, epoch=getattr(clock, "epoch", None))
         self.faults = FaultInjector(self.store.hub.close_all, self.store.compact)
-        self.server = ApiServer(self.store, self.faults, bookmark_seconds=bookmark_seconds)
+        self.server = ApiServer(self.store, self.faults, bookmark_seconds=bookmark_seconds,
+                                feature_gates=self.feature_gates)
         self._kubeconfig_path = kubeconfig_path
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._runner: web.AppRunner | None = None
@@ -140,7 +153,8 @@ class Simulator:
                 await self.server.create_object(Target(discovery.by_key("nodes"), None, None, None),
                                                 group.node(group.node_name(index)))
         enabled = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
-                       controllers=self.controllers_enabled, kubelet_start_seconds=self.kubelet_start_seconds)
+                       controllers=self.controllers_enabled, kubelet_start_seconds=self.kubelet_start_seconds,
+                       feature_gates=self.feature_gates, scheduler_feature_gates=self.scheduler_feature_gates)
         if self.components_process:
             await self._start_process(enabled)
             return

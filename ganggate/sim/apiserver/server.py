@@ -39,6 +39,7 @@ from ganggate.sim.apiserver.requests import (
 )
 
 from ganggate.sim.apiserver.reads import Reads
+from ganggate.sim.componentbase.featuregate import FeatureGates
 from ganggate.sim.apiserver.writes import Writes, set_condition  # noqa: F401
 
 log = logging.getLogger("ganggate.sim.apiserver.server")
@@ -56,8 +57,11 @@ class ApiServer(Reads, Writes):
         *,
         bookmark_seconds: float = 5.0,
         admission: Any = None,
+        feature_gates: FeatureGates | None = None,
     ) -> None:
         self.store = store or Store()
+        # kube-apiserver's --feature-gates (ganggate/sim/componentbase/featuregate.py): which fields and APIs it serves
+        self.feature_gates = feature_gates or FeatureGates()
         self.faults = faults or FaultInjector(self.store.hub.close_all, self.store.compact)
         self.bookmark_seconds = bookmark_seconds
         self._admission = admission

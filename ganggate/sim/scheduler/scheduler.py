@@ -22,6 +22,7 @@ from typing import Mapping
 
 import aiohttp
 
+from ganggate.sim.componentbase.featuregate import FeatureGates
 from ganggate.sim.scheduler import preemption
 from ganggate.sim.helpers.podrequests import scheduling_requests
 from ganggate.sim.apimachinery.quantity import QuantityError
@@ -84,8 +85,11 @@ class Scheduler:
         pod_max_backoff_seconds: float = 10.0,
         unschedulable_flush_seconds: float = 30.0,
         max_in_flight: int = 64,
+        feature_gates: FeatureGates | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # kube-scheduler's --feature-gates (ganggate/sim/componentbase/featuregate.py; 1.35 defaults when None)
+        self.feature_gates = feature_gates or FeatureGates()
         self.scheduler_name = scheduler_name
         self.cache = ClusterCache()
         self.algorithm = Algorithm(self.cache, seed=seed, percentage_of_nodes_to_score=percentage_of_nodes_to_score)

@@ -1,0 +1,121 @@
+"""Feature gates as kubesim's components take them: `--feature-gates A=true,B=false`.
+
+kubesim follows one Kubernetes release, 1.35, and its gate defaults (pkg/features/kube_features.go,
+staging/src/k8s.io/apiserver/pkg/features/kube_features.go at v1.35.0). Each component reads the
+gates it implements from the FeatureGates it is given; a gate kubesim does not know is refused, as
+component-base's featuregate.Set refuses one ("unrecognized feature gate: X"), and so is setting a
+GA gate locked to its default ("cannot set feature gate X to false, feature is locked to true").
+
+`--scheduler-feature-gates` (kubesim's own) overrides gates for the scheduler stand-in alone, as a
+cluster whose kube-scheduler runs with other flags than its kube-apiserver would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+RELEASE = "1.35"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate's 1.35 default, stage and lock, with the file that declares it."""
+
+    default: bool
+    stage: str  # ALPHA, BETA, GA, DEPRECATED
+    locked: bool = False
+    source: str = "pkg/features/kube_features.go"
+
+
+# The gates kubesim's behaviour depends on; a component consults only those it implements.
+# Add a gate here with the 1.35 default and stage as the source declares them.
+KNOWN: Mapping[str, Gate] = MappingProxyType({
+    # KEP-5142: pop a backed-off pod at once when activeQ is empty (beta, on, since 1.33)
+    "SchedulerPopFromBackoffQ": Gate(default=True, stage="BETA"),
+})
+
+
+class FeatureGateError(ValueError):
+    """A --feature-gates value a real component would refuse; the message says why."""
+
+
+@dataclass(frozen=True)
+class FeatureGates:
+    """The gates in force: each known gate's 1.35 default, overridden by what was set."""
+
+    overrides: Mapping[str, bool] = field(default_factory=dict)
+
+    def enabled(self, name: str) -> bool:
+        """Whether gate `name` is on; a name kubesim does not know is a programming error."""
+        if name in self.overrides:
+            return self.overrides[name]
+        try:
+            return KNOWN[name].default
+        except KeyError:
+            raise KeyError(f"kubesim knows no feature gate {name!r}") from None
+
+    def with_overrides(self, other: "FeatureGates") -> "FeatureGates":
+        """These gates with `other`'s settings on top (the scheduler's own flags over the cluster's)."""
+        return FeatureGates({**self.overrides, **other.overrides})
+
+    def flag(self) -> str:
+        """The --feature-gates value that gives these gates (empty when all are at their defaults)."""
+        return ",".join(f"{name}={str(value).lower()}" for name, value in sorted(self.overrides.items()))
+
+    def describe(self) -> str:
+        """One line for a start-up banner: the gates set away from their 1.35 defaults."""
+        changed = [f"{name}={str(value).lower()}" for name, value in sorted(self.overrides.items())
+                   if value != KNOWN[name].default]
+        return ", ".join(changed) or f"{RELEASE} defaults"
+
+
+def parse(text: str | None) -> FeatureGates:
+    """Parse `A=true,B=false` as component-base's featuregate.Set does; FeatureGateError says what is wrong."""
+    overrides: dict[str, bool] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep:
+            raise FeatureGateError(f"missing bool value for {name}")
+        if name not in KNOWN:
+            known = ", ".join(sorted(KNOWN)) or "none"
+            raise FeatureGateError(f"unrecognized feature gate: {name} (kubesim {RELEASE} knows: {known})")
+        lowered = value.lower()
+        if lowered not in ("true", "false", "1", "0", "t", "f"):
+            raise FeatureGateError(f"invalid value of {name}={value}, err: strconv.ParseBool: parsing {value!r}: "
+                                   "invalid syntax")
+        enabled = lowered in ("true", "1", "t")
+        gate = KNOWN[name]
+        if gate.locked and enabled != gate.default:
+            raise FeatureGateError(f"cannot set feature gate {name} to {str(enabled).lower()}, feature is locked "
+                                   f"to {str(gate.default).lower()}")
+        overrides[name] = enabled
+    return FeatureGates(overrides)
+
+
+def add_arguments(parser) -> None:
+    """--feature-gates and --scheduler-feature-gates; shared by `sim serve` and `sim up`."""
+    parser.add_argument("--feature-gates", metavar="A=true,B=false", default="",
+                        help=f"Kubernetes feature gates for every kubesim component, with the real names; "
+                             f"unset gates keep their {RELEASE} defaults (docs/kubesim.md lists those kubesim knows)")
+    parser.add_argument("--scheduler-feature-gates", metavar="A=true,B=false", default="",
+                        help="gates for the scheduler stand-in alone, over --feature-gates (a cluster whose "
+                             "kube-scheduler runs with other gates than its API server)")
+
+
+def from_arguments(args) -> tuple[FeatureGates, FeatureGates]:
+    """(the cluster's gates, the scheduler's gates) from the two flags; FeatureGateError on a bad one."""
+    try:
+        cluster = parse(args.feature_gates)
+    except FeatureGateError as exc:
+        raise FeatureGateError(f"--feature-gates: {exc}") from None
+    try:
+        scheduler = cluster.with_overrides(parse(args.scheduler_feature_gates))
+    except FeatureGateError as exc:
+        raise FeatureGateError(f"--scheduler-feature-gates: {exc}") from None
+    return cluster, scheduler
