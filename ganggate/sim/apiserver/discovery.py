@@ -80,6 +80,13 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
                  "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", False,
                  categories=("api-extensions",)),
+    # Beta in 1.35 behind the MutatingAdmissionPolicy gate (off by default): served only when it is on
+    # (server.py _serve; registry/mutatingadmissionpolicy.py).
+    ResourceInfo("admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicies", "mutatingadmissionpolicy",
+                 "MutatingAdmissionPolicy", False, categories=("api-extensions",)),
+    ResourceInfo("admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicybindings",
+                 "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", False,
+                 categories=("api-extensions",)),
     ResourceInfo("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",)),
     ResourceInfo("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",)),
     ResourceInfo("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True, ("pdb",),

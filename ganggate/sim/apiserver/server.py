@@ -34,6 +34,7 @@ from ganggate.sim.apiserver.hangup import ClientGone, client_hung_up, read_body
 from ganggate.sim.apiserver.faults import FaultInjector
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import clone
+from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as mutating_policy
 from ganggate.sim.apiserver.requests import (
     DEFAULT_NAMESPACES, JSON, _json_response, _not_found_path, error_response, parse_target, verb_of, wants_table,
 )
@@ -98,8 +99,21 @@ class ApiServer(Reads, Writes):
                 self._admission = AdmissionChain(
                     lambda: self.store.list("mutatingwebhookconfigurations"),
                     lambda name: self.store.get("namespaces", None, name),
+                    policies=self._mutating_policies(),
                 )
         return self._admission
+
+    def _mutating_policies(self) -> Any:
+        """The MutatingAdmissionPolicy plugin when its feature gate is on (registry/mutatingadmissionpolicy.py)."""
+        if not self.feature_gates.enabled(mutating_policy.FEATURE_GATE):
+            return None
+        from ganggate.sim.apiserver.admission.chain import AdmissionChain
+        from ganggate.sim.apiserver.admission.mutating_policy import MutatingPolicyChain
+
+        return MutatingPolicyChain(
+            lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
+            lambda name: self.store.get("namespaces", None, name),
+            default=lambda request, obj: AdmissionChain._default(request, obj))
 
     def set_admission(self, chain: Any) -> None:
         """Use this admission chain (an object with AdmissionChain's `admit`), or None for none."""
@@ -258,6 +272,8 @@ class ApiServer(Reads, Writes):
         admission_policy.begin_request()
         try:
             target = parse_target(group, version, [p for p in tail.split("/")])
+            if not mutating_policy.served(target.info.key, self.feature_gates):
+                raise _not_found_path()
             query = dict(request.query)
             verb = verb_of(request.method, target, query)
             allowed = target.info.subresources[target.subresource][1] if target.subresource else target.info.verbs

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
 from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
+from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as map_
 from ganggate.sim.apiserver.registry import provisioningrequest as provreq
 from ganggate.sim.apimachinery.errors import Cause
 
@@ -47,6 +48,10 @@ _STRATEGIES: dict[str, Strategy] = {
                              vap.validate_policy, vap.validate_policy_update),
     vap.BINDING_KEY: Strategy(vap.default_binding, vap.prepare_create, vap.prepare_update, vap.prepare_status_update,
                               vap.validate_binding, vap.validate_binding_update),
+    map_.POLICY_KEY: Strategy(map_.default_policy, map_.prepare_create, map_.prepare_update,
+                              map_.prepare_status_update, map_.validate_policy, map_.validate_policy_update),
+    map_.BINDING_KEY: Strategy(map_.default_binding, map_.prepare_create, map_.prepare_update,
+                               map_.prepare_status_update, map_.validate_binding, map_.validate_binding_update),
     provreq.KEY: Strategy(provreq.default, provreq.prepare_create, provreq.prepare_update,
                           provreq.prepare_status_update, provreq.validate, provreq.validate_update),
     provreq.PODTEMPLATES: Strategy(provreq.default, provreq.prepare_template_create, provreq.prepare_template_update,

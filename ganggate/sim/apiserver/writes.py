@@ -81,8 +81,9 @@ class Writes:
         if info.key != "pods" or target.subresource is not None:
             return obj
         chain = self.admission()
-        if chain is None or not self.store.count("mutatingwebhookconfigurations.admissionregistration.k8s.io"):
-            return obj  # no webhook configured: the chain could not change anything
+        if chain is None or not (self.store.count("mutatingwebhookconfigurations.admissionregistration.k8s.io")
+                                 or self.store.count("mutatingadmissionpolicybindings.admissionregistration.k8s.io")):
+            return obj  # no webhook configured and no policy bound: the chain could not change anything
         meta = obj.get("metadata") or {}
         try:
             result = await self._call_chain(chain, operation, info, meta, obj, old, dry_run)

@@ -34,6 +34,11 @@ class Gate:
 KNOWN: Mapping[str, Gate] = MappingProxyType({
     # KEP-5142: pop a backed-off pod at once when activeQ is empty (beta, on, since 1.33)
     "SchedulerPopFromBackoffQ": Gate(default=True, stage="BETA"),
+    # KEP-3962: MutatingAdmissionPolicy, served as admissionregistration.k8s.io/v1beta1 (alpha 1.32,
+    # beta and still off since 1.34; GA as v1 in 1.36). A real 1.35 server also needs
+    # --runtime-config=admissionregistration.k8s.io/v1beta1=true; kubesim serves it with the gate alone.
+    "MutatingAdmissionPolicy": Gate(default=False, stage="BETA",
+                                    source="staging/src/k8s.io/apiserver/pkg/features/kube_features.go"),
 })
 
 

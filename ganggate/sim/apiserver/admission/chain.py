@@ -143,9 +143,13 @@ class AdmissionChain:
         self,
         list_configurations: Callable[[], list[dict]],
         get_namespace: Callable[[str], dict | None],
+        policies: Any = None,
     ) -> None:
         self._list_configurations = list_configurations
         self._get_namespace = get_namespace
+        # MutatingAdmissionPolicies (apiserver/admission/mutating_policy.py), run before the webhooks
+        # and in the same reinvocation round; None when the feature gate is off.
+        self._policies = policies
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
@@ -183,9 +187,27 @@ class AdmissionChain:
         )
         current = copy.deepcopy(obj)
         hooks = webhooks_in_order(self._list_configurations())
-        if not hooks:
+        policies = self._policies if self._policies is not None and self._policies.active() else None
+        if not hooks and policies is None:
             return current
         reinvoke = _ReinvokeContext()
+        if policies is not None:
+            from ganggate.sim.apiserver.admission.mutating_policy import ReinvocationContext
+
+            policy_context = ReinvocationContext()
+            policy_request = self._policy_request(request, current)
+            current = policies.admit(policy_request, current, policy_context, reinvoking=False)
+            current = await self._dispatch(hooks, request, current, reinvoke, round_=0)
+            if not (policy_context.should_reinvoke or reinvoke.should_reinvoke):
+                return current
+            # reinvocation.go: the whole chain once more. The policies see whether the webhooks changed
+            # the object since they ran, the webhooks whether the policies did since the last webhook
+            # call (dispatcher.go IsOutputChangedSince...): then the IfNeeded ones run again.
+            last_webhook_output = copy.deepcopy(current)
+            current = policies.admit(policy_request, current, policy_context, reinvoking=True)
+            if not semantically_equal(current, last_webhook_output):
+                reinvoke.require_reinvoking_previously_invoked()
+            return await self._dispatch(hooks, request, current, reinvoke, round_=1)
         current = await self._dispatch(hooks, request, current, reinvoke, round_=0)
         if reinvoke.should_reinvoke and reinvoke.reinvoke:
             # reinvocation.go calls the chain a second time. kubesim has no in-tree mutating
@@ -195,6 +217,13 @@ class AdmissionChain:
             # (a CEL error there would still fail the request).
             current = await self._dispatch(hooks, request, current, reinvoke, round_=1)
         return current
+
+    @staticmethod
+    def _policy_request(request: _Request, current: dict) -> Any:
+        from ganggate.sim.apiserver.admission.policy import Request
+
+        return Request(request.operation, request.kind, request.resource, request.sub_resource, request.namespace,
+                       request.name, current, request.old_obj, request.dry_run, request.user_info)
 
     async def _dispatch(
         self, hooks: list[Webhook], request: _Request, current: dict, reinvoke: _ReinvokeContext, round_: int
