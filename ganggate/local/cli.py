@@ -34,6 +34,10 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     featuregates.add_arguments(up)
     up.add_argument("--port", type=int, default=8001, help="API server port (default: 8001; 0 picks a free one)")
     up.add_argument("--webhook-port", type=int, default=0, help="webhook HTTPS port (default: 0, a free one)")
+    up.add_argument("--gate-by", choices=("webhook", "policy"), default="webhook",
+                    help="who adds the scheduling gate: the webhook (default), or the API server with the "
+                    "MutatingAdmissionPolicies of deploy/components/gate-by-policy (turns the "
+                    "MutatingAdmissionPolicy feature gate on; no webhook runs)")
     up.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                     help="where to write the kubeconfig (default: ./kubesim.kubeconfig); an existing file "
                     "is overwritten only if kubesim wrote it and its cluster no longer answers")
@@ -56,9 +60,11 @@ def check(args: argparse.Namespace) -> str | None:
         topology_shape(args)
         gpushare_nodes(args)
         node_groups(args)
-        featuregates.from_arguments(args)
+        gates, _ = featuregates.from_arguments(args)
     except ValueError as exc:
         return str(exc)
+    if args.gate_by == "policy" and gates.overrides.get("MutatingAdmissionPolicy") is False:
+        return "--gate-by policy needs the MutatingAdmissionPolicy feature gate: drop MutatingAdmissionPolicy=false"
     for flag in ("port", "webhook_port"):
         if not 0 <= getattr(args, flag) <= 65535:
             return f"--{flag.replace('_', '-')} must be from 0 to 65535"
@@ -111,7 +117,7 @@ def _up(args: argparse.Namespace) -> int:
                         port=args.port, webhook_port=args.webhook_port, kubeconfig_out=args.kubeconfig_out,
                         certs_dir=args.certs_dir, gpu_mem_per_card=per_card, node_specs=node_specs,
                         node_groups=groups, autoscaler_options=autoscaler_options, feature_gates=gates,
-                        scheduler_feature_gates=scheduler_gates)
+                        scheduler_feature_gates=scheduler_gates, gate_by=args.gate_by)
 
     async def run() -> None:
         stop = asyncio.Event()

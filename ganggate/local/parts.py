@@ -107,6 +107,50 @@ async def register_policies(api: Any) -> None:
              ", ".join(o["metadata"]["name"] for o in admission_policies() if o["kind"] == "ValidatingAdmissionPolicy"))
 
 
+#: deploy/components/gate-by-policy's policies, shipped likewise (the gate by policy, `sim up --gate-by policy`).
+GATE_POLICIES = ("gate-mutatingadmissionpolicies.yaml", "gate-validatingadmissionpolicies.yaml")
+#: The version of MutatingAdmissionPolicy kubesim serves: 1.35's beta (the component's manifests say
+#: v1, GA in 1.36; the two have the same fields).
+KUBESIM_MAP_VERSION = "admissionregistration.k8s.io/v1beta1"
+
+
+def gate_policies_text(name: str) -> str:
+    """One of deploy/components/gate-by-policy's manifests, as shipped."""
+    return resources.files("ganggate.local").joinpath(name).read_text(encoding="utf-8")
+
+
+def gate_policies(map_version: str = KUBESIM_MAP_VERSION) -> list[dict[str, Any]]:
+    """The gate-by-policy objects, policies before their bindings, the MutatingAdmissionPolicies
+    in `map_version`."""
+    import yaml
+
+    objects = [doc for name in GATE_POLICIES for doc in yaml.safe_load_all(gate_policies_text(name)) if doc]
+    for obj in objects:
+        if obj["kind"].startswith("MutatingAdmissionPolicy"):
+            obj["apiVersion"] = map_version
+    return sorted(objects, key=lambda doc: doc["kind"].endswith("Binding"))
+
+
+async def register_gate_policies(api: Any) -> None:
+    """Create the gate by policy: the MutatingAdmissionPolicies that add the gate and the
+    ValidatingAdmissionPolicy with the webhook's checks (with their bindings). kubesim must serve
+    MutatingAdmissionPolicy (its feature gate on)."""
+    from kubernetes_asyncio import client
+
+    mutating = client.AdmissionregistrationV1beta1Api(api)
+    validating = client.AdmissionregistrationV1Api(api)
+    create = {
+        "MutatingAdmissionPolicy": mutating.create_mutating_admission_policy,
+        "MutatingAdmissionPolicyBinding": mutating.create_mutating_admission_policy_binding,
+        "ValidatingAdmissionPolicy": validating.create_validating_admission_policy,
+        "ValidatingAdmissionPolicyBinding": validating.create_validating_admission_policy_binding,
+    }
+    for obj in gate_policies():
+        await create[obj["kind"]](obj)
+    log.info("gate by policy registered: %s", ", ".join(
+        o["metadata"]["name"] for o in gate_policies() if not o["kind"].endswith("Binding")))
+
+
 async def ensure_namespace(api: Any, name: str) -> None:
     """Create the namespace unless it exists."""
     from kubernetes_asyncio import client

@@ -14,8 +14,9 @@ from typing import Any, TextIO
 
 from ganggate.core.placement.explain import plural
 
-from ganggate.local.parts import (ensure_namespace, make_certificates, register_webhook, start_controller,
-                                  start_tls_webhook, stop_task, webhook_configuration)
+from ganggate.local.parts import (ensure_namespace, make_certificates, register_gate_policies, register_policies,
+                                  register_webhook, start_controller, start_tls_webhook, stop_task,
+                                  webhook_configuration)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,9 @@ class UpOptions:
     autoscaler_options: Any = None  # its scan_seconds, unneeded_seconds
     feature_gates: Any = None  # ganggate.sim.featuregates.FeatureGates of every component (1.35 defaults if None)
     scheduler_feature_gates: Any = None  # the scheduler's own, over feature_gates
+    #: who adds the scheduling gate: "webhook" (the default), or "policy": kubesim's API server with the
+    #: MutatingAdmissionPolicies of deploy/components/gate-by-policy (its feature gate turned on), no webhook
+    gate_by: str = "webhook"
 
 
 def controller_client(sim: Any, max_in_flight: int) -> Any:
@@ -65,7 +69,12 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         sim = await _start_kubesim(parts, options)
         api = sim.api_client()
         parts.push_async_callback(api.close)
-        webhook_url, certs_dir = await _start_webhook(parts, api, options)
+        if options.gate_by == "policy":
+            await register_policies(api)
+            await register_gate_policies(api)
+            webhook_url, certs_dir = None, None
+        else:
+            webhook_url, certs_dir = await _start_webhook(parts, api, options)
         await ensure_namespace(api, LEASE_NAMESPACE)
         log.info("namespace %s ready for the controller's lease", LEASE_NAMESPACE)
         from ganggate.controller.config import ControllerConfig
@@ -88,7 +97,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         finally:
             stopping.cancel()
         _raise_if_stopped(task)
-        log.info("stopping: controller, webhook, kubesim")
+        log.info("stopping: controller, %skubesim", "webhook, " if webhook_url else "")
 
 
 def _autoscaling_settings(options: UpOptions) -> dict[str, Any]:
@@ -110,7 +119,7 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
                     memory=options.memory, port=options.port, kubeconfig_path=options.kubeconfig_out,
                     topology=options.topology, gpu_mem_per_card=options.gpu_mem_per_card,
                     node_specs=options.node_specs, node_groups=options.node_groups,
-                    autoscaler_options=options.autoscaler_options, feature_gates=options.feature_gates,
+                    autoscaler_options=options.autoscaler_options, feature_gates=cluster_gates(options),
                     scheduler_feature_gates=options.scheduler_feature_gates)
     try:
         await parts.enter_async_context(sim)
@@ -175,7 +184,17 @@ def _raise_if_stopped(task: asyncio.Task) -> None:
         raise UpError(f"the gate controller stopped: {exc or 'cancelled'}")
 
 
-def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, certs_dir: Path | None) -> str:
+def cluster_gates(options: UpOptions) -> Any:
+    """The cluster's feature gates: the options', with MutatingAdmissionPolicy on for the gate by policy."""
+    from ganggate.sim.componentbase.featuregate import FeatureGates
+
+    gates = options.feature_gates or FeatureGates()
+    if options.gate_by == "policy":
+        gates = gates.with_overrides(FeatureGates({"MutatingAdmissionPolicy": True}))
+    return gates
+
+
+def next_steps(options: UpOptions, api_url: str, webhook_url: str | None, lease: str, certs_dir: Path | None) -> str:
     """The ready banner: where each part is and what to run next."""
     kubeconfig = options.kubeconfig_out
     certs = f" (certificates in {certs_dir})" if certs_dir else ""
@@ -188,7 +207,8 @@ def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, c
     return (
         "ganggate sim up: ready\n"
         f"  API server:  {api_url} ({_nodes_line(options)}{shared})\n"
-        f"  webhook:     {webhook_url}/mutate{certs}\n"
+        + (f"  webhook:     {webhook_url}/mutate{certs}\n" if webhook_url else
+           "  gate:        by policy (MutatingAdmissionPolicy ganggate-gang-gate), no webhook\n") +
         f"  controller:  leader of lease {lease}\n"
         f"  kubeconfig:  {kubeconfig} (left in place when stopped)\n"
         f"{_topology_line(options)}"

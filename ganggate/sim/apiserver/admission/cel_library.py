@@ -288,10 +288,31 @@ def _to_bool(value: Any) -> bool:
     raise _overload("bool", value)
 
 
+def _re2_dollars(pattern: str) -> str:
+    """RE2's `$` (without the m flag) matches at the end of the text only; Python's also before a
+    final newline, which would let 'ddp\\n' pass '^[a-z0-9]+$'. Each such `$` becomes `\\Z`."""
+    if "(?m" in pattern or "$" not in pattern:
+        return pattern
+    out, escaped, in_class = [], False, False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        elif char == "$" and not in_class:
+            char = "\\Z"
+        out.append(char)
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=256)
 def _regex(pattern: str) -> re.Pattern[str]:
     try:
-        return re.compile(pattern)
+        return re.compile(_re2_dollars(pattern))
     except re.error as exc:
         raise CelError(f"invalid regular expression '{pattern}': {exc}") from None
 
