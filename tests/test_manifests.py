@@ -20,6 +20,7 @@ from ganggate.admission.review import ReviewPolicy, decide_create
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
 K8S_VERSION = "1.30"
+GATE_BY_POLICY_K8S_VERSION = "1.36"
 MANIFESTS = sorted(p for p in list(DEPLOY.rglob("*.yaml")) + list((REPO / "examples").glob("*.yaml"))
                    if p.name != "kustomization.yaml")
 KUSTOMIZATIONS = sorted(DEPLOY.rglob("kustomization.yaml"))
@@ -83,6 +84,9 @@ def validate(obj: dict) -> None:
         check_cert_manager(obj)
     elif obj["apiVersion"].startswith("monitoring.coreos.com/"):
         check_service_monitor(obj)
+    elif obj["kind"].startswith("MutatingAdmissionPolicy"):
+        # admissionregistration.k8s.io/v1 from 1.36 (deploy/components/gate-by-policy is for 1.36+).
+        kubernetes_validate.validate(obj, GATE_BY_POLICY_K8S_VERSION, strict=True)
     else:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
@@ -597,3 +601,23 @@ def test_the_placeholders_component_grants_pod_create_and_the_priority_class(tmp
     assert grants[("scheduling.k8s.io", "priorityclasses")] == {"create"}
     assert "--autoscaling=placeholders" in controller_args(objects)
     assert "create" not in granted(base_objects(), "ganggate-controller")[("", "pods")]
+
+
+@needs_kustomize
+@pytest.mark.parametrize("overlay", ["cert-manager", "self-signed"])
+def test_the_gate_by_policy_component_replaces_the_webhook_registration(overlay, tmp_path):
+    objects = with_components(tmp_path, overlay, "gate-by-policy")
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert not [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]  # nothing calls the webhook
+    assert {("MutatingAdmissionPolicy", "ganggate-gang-gate"), ("MutatingAdmissionPolicyBinding", "ganggate-gang-gate"),
+            ("MutatingAdmissionPolicy", "ganggate-shared-gpu-gate"),
+            ("MutatingAdmissionPolicyBinding", "ganggate-shared-gpu-gate"),
+            ("ValidatingAdmissionPolicy", "ganggate-gang-pod-create"),
+            ("ValidatingAdmissionPolicyBinding", "ganggate-gang-pod-create"),
+            ("ValidatingAdmissionPolicy", "ganggate-gang-annotations-immutable")} <= kinds
+    assert ("Deployment", "ganggate-webhook") in kinds  # kept: dropping the component goes back to it
+    for obj in objects:
+        validate(obj)
+        if obj["kind"] in ("MutatingAdmissionPolicy", "ValidatingAdmissionPolicy"):
+            assert obj["apiVersion"] == "admissionregistration.k8s.io/v1" and "namespace" not in obj["metadata"]
+            assert obj["spec"]["failurePolicy"] == "Fail"
