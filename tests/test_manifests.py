@@ -620,4 +620,6 @@ def test_the_gate_by_policy_component_replaces_the_webhook_registration(overlay,
         validate(obj)
         if obj["kind"] in ("MutatingAdmissionPolicy", "ValidatingAdmissionPolicy"):
             assert obj["apiVersion"] == "admissionregistration.k8s.io/v1" and "namespace" not in obj["metadata"]
-            assert obj["spec"]["failurePolicy"] == "Fail"
+            # A gang pod never slips through ungated or unchecked (the Job check is advice: Ignore).
+            assert obj["spec"]["failurePolicy"] == ("Ignore" if obj["metadata"]["name"] == "ganggate-job-gang-size"
+                                                    else "Fail")
