@@ -12,7 +12,8 @@ from ganggate.contract import (
     GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS, GROUP_TOPOLOGY_PREFERRED,
     GROUP_TOPOLOGY_REQUIRED,
 )
-from ganggate.local.parts import gate_policies
+from ganggate.local.parts import gate_by_policy_webhook, gate_policies, webhook_configuration
+from ganggate.sim.apiserver.admission.cel import build_activation, evaluate_conditions
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.admission.mutating_policy import MutatingPolicyChain, ReinvocationContext
 from ganggate.sim.apiserver.admission.policy import PolicyChain, Request
@@ -125,6 +126,15 @@ class PolicyCluster:
                 lambda name: namespace if name == "ml" else None)
         self.mutating = MutatingPolicyChain(*args)
         self.validating = PolicyChain(*args)
+        # The webhook as the component leaves it registered: shared-GPU pods without gang annotations only.
+        (hook,) = gate_by_policy_webhook(webhook_configuration("https://127.0.0.1:1", b""))["webhooks"]
+        self.webhook_conditions = hook["matchConditions"]
+
+    def sent_to_webhook(self, obj: dict[str, Any]) -> bool:
+        """Whether the API server would call the webhook for this pod (its matchConditions)."""
+        result = evaluate_conditions(self.webhook_conditions, build_activation(obj, None, {"operation": "CREATE"}))
+        assert result.error is None, result.error
+        return result.matches
 
     def create(self, body: dict[str, Any], uid: str = "") -> dict[str, Any]:
         """The pod after mutating admission; raises errors.ApiError when a policy refuses it."""
@@ -135,6 +145,13 @@ class PolicyCluster:
                           obj["metadata"].get("name", ""), obj, None, False, {"username": "test"})
         context = ReinvocationContext()
         obj = self.mutating.admit(request, obj, context, reinvoking=False)
+        if self.sent_to_webhook(obj):  # the mutating webhooks run after the policies
+            decision = decide_create(obj, ReviewPolicy(), uid)
+            if not decision.allowed:
+                raise errors.ApiError(decision.code or 400, "Invalid", WEBHOOK_PREFIX + str(decision.message))
+            if decision.patch is not None:
+                obj = decision.patch.apply(obj)
+                context.should_reinvoke = True
         if context.should_reinvoke:
             obj = self.mutating.admit(request, obj, context, reinvoking=True)
         checked = Request(request.operation, request.kind, request.resource, None, "ml", request.name, obj, None,
@@ -147,8 +164,8 @@ class PolicyCluster:
         try:
             self.create(body)
         except errors.ApiError as exc:
-            text = str(exc.args[0]) if exc.args else str(exc)
-            text = getattr(exc, "message", text)
-            assert VAP_PREFIX in text, text
-            return text.split(VAP_PREFIX, 1)[1]
+            text = exc.message
+            prefix = WEBHOOK_PREFIX if text.startswith(WEBHOOK_PREFIX) else VAP_PREFIX
+            assert prefix in text, text
+            return text.split(prefix, 1)[1]
         return None

@@ -37,7 +37,8 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     up.add_argument("--gate-by", choices=("webhook", "policy"), default="webhook",
                     help="who adds the scheduling gate: the webhook (default), or the API server with the "
                     "MutatingAdmissionPolicies of deploy/components/gate-by-policy (turns the "
-                    "MutatingAdmissionPolicy feature gate on; no webhook runs)")
+                    "MutatingAdmissionPolicy feature gate on; the webhook then gets only shared-GPU pods "
+                    "without gang annotations)")
     up.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",
                     help="where to write the kubeconfig (default: ./kubesim.kubeconfig); an existing file "
                     "is overwritten only if kubesim wrote it and its cluster no longer answers")

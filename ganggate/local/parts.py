@@ -109,6 +109,8 @@ async def register_policies(api: Any) -> None:
 
 #: deploy/components/gate-by-policy's policies, shipped likewise (the gate by policy, `sim up --gate-by policy`).
 GATE_POLICIES = ("gate-mutatingadmissionpolicies.yaml", "gate-validatingadmissionpolicies.yaml")
+#: ... and its kustomization, whose patch narrows the webhook to the pods a policy cannot gate.
+GATE_KUSTOMIZATION = "gate-kustomization.yaml"
 #: The version of MutatingAdmissionPolicy kubesim serves: 1.35's beta (the component's manifests say
 #: v1, GA in 1.36; the two have the same fields).
 KUBESIM_MAP_VERSION = "admissionregistration.k8s.io/v1beta1"
@@ -129,6 +131,17 @@ def gate_policies(map_version: str = KUBESIM_MAP_VERSION) -> list[dict[str, Any]
         if obj["kind"].startswith("MutatingAdmissionPolicy"):
             obj["apiVersion"] = map_version
     return sorted(objects, key=lambda doc: doc["kind"].endswith("Binding"))
+
+
+def gate_by_policy_webhook(configuration: dict[str, Any]) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration as the gate-by-policy component leaves it: the component's own
+    JSON patch applied (the webhook is sent shared-GPU pods without gang annotations only)."""
+    import jsonpatch
+    import yaml
+
+    kustomization = yaml.safe_load(gate_policies_text(GATE_KUSTOMIZATION))
+    (patch,) = [p for p in kustomization["patches"] if p["target"]["kind"] == "MutatingWebhookConfiguration"]
+    return jsonpatch.apply_patch(configuration, yaml.safe_load(patch["patch"]))
 
 
 async def register_gate_policies(api: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from ganggate.core.placement.explain import plural
 
-from ganggate.local.parts import (ensure_namespace, make_certificates, register_gate_policies, register_policies,
+from ganggate.local.parts import (ensure_namespace, gate_by_policy_webhook, make_certificates, register_gate_policies,
                                   register_webhook, start_controller, start_tls_webhook, stop_task,
                                   webhook_configuration)
 
@@ -69,12 +69,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         sim = await _start_kubesim(parts, options)
         api = sim.api_client()
         parts.push_async_callback(api.close)
-        if options.gate_by == "policy":
-            await register_policies(api)
-            await register_gate_policies(api)
-            webhook_url, certs_dir = None, None
-        else:
-            webhook_url, certs_dir = await _start_webhook(parts, api, options)
+        webhook_url, certs_dir = await _start_webhook(parts, api, options)
         await ensure_namespace(api, LEASE_NAMESPACE)
         log.info("namespace %s ready for the controller's lease", LEASE_NAMESPACE)
         from ganggate.controller.config import ControllerConfig
@@ -97,7 +92,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         finally:
             stopping.cancel()
         _raise_if_stopped(task)
-        log.info("stopping: controller, %skubesim", "webhook, " if webhook_url else "")
+        log.info("stopping: controller, webhook, kubesim")
 
 
 def _autoscaling_settings(options: UpOptions) -> dict[str, Any]:
@@ -145,7 +140,13 @@ async def _start_webhook(parts: contextlib.AsyncExitStack, api, options: UpOptio
         raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: {_reason(exc)}"
                       f"{_port_hint(exc, '--webhook-port')}") from None
     parts.push_async_callback(webhook.close)
-    await register_webhook(api, webhook_configuration(webhook.url, certs.ca_file.read_bytes()))
+    configuration = webhook_configuration(webhook.url, certs.ca_file.read_bytes())
+    if options.gate_by == "policy":
+        # deploy/components/gate-by-policy: the API server gates gang pods; the webhook keeps only
+        # shared-GPU pods without gang annotations (gangs of one).
+        await register_gate_policies(api)
+        configuration = gate_by_policy_webhook(configuration)
+    await register_webhook(api, configuration)
     return webhook.url, certs_dir
 
 
@@ -194,7 +195,7 @@ def cluster_gates(options: UpOptions) -> Any:
     return gates
 
 
-def next_steps(options: UpOptions, api_url: str, webhook_url: str | None, lease: str, certs_dir: Path | None) -> str:
+def next_steps(options: UpOptions, api_url: str, webhook_url: str, lease: str, certs_dir: Path | None) -> str:
     """The ready banner: where each part is and what to run next."""
     kubeconfig = options.kubeconfig_out
     certs = f" (certificates in {certs_dir})" if certs_dir else ""
@@ -207,8 +208,9 @@ def next_steps(options: UpOptions, api_url: str, webhook_url: str | None, lease:
     return (
         "ganggate sim up: ready\n"
         f"  API server:  {api_url} ({_nodes_line(options)}{shared})\n"
-        + (f"  webhook:     {webhook_url}/mutate{certs}\n" if webhook_url else
-           "  gate:        by policy (MutatingAdmissionPolicy ganggate-gang-gate), no webhook\n") +
+        f"  webhook:     {webhook_url}/mutate{certs}\n"
+        + ("  gate:        by policy: MutatingAdmissionPolicy ganggate-gang-gate (the webhook gets only shared-GPU "
+           "pods without gang annotations)\n" if options.gate_by == "policy" else "") +
         f"  controller:  leader of lease {lease}\n"
         f"  kubeconfig:  {kubeconfig} (left in place when stopped)\n"
         f"{_topology_line(options)}"
