@@ -29,9 +29,9 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim.apiserver import openapi_crds, openapi_schemas
+    from ganggate.sim.apiserver import openapi_crds, openapi_map_schemas, openapi_schemas
 
-    return {**openapi_schemas.load(), **openapi_crds.schemas()}
+    return {**openapi_schemas.load(), **openapi_crds.schemas(), **openapi_map_schemas.load()}
 
 
 @functools.lru_cache(maxsize=None)
