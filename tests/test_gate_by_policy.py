@@ -117,3 +117,42 @@ def test_the_examples_cover_every_check():
             GROUP_TOPOLOGY_PREFERRED, "spec.nodeName", "aliyun.com/gpu-mem", "asks both"]
     assert all(any(key in m for m in messages) for key in keys)
     assert len(policy["spec"]["validations"]) == 11
+
+
+# --- `ganggate sim up --gate-by policy` -------------------------------------------------------------
+
+def test_sim_up_gate_by_policy_releases_a_gang_and_refuses_a_broken_one_with_the_webhooks_reason(tmp_path):
+    import shutil
+
+    from tests.test_sim_up import EXAMPLES, eventually, released_and_running, start_up
+
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    up = start_up(tmp_path, "--nodes", "2", "--gate-by", "policy")
+    try:
+        assert up.kubectl("create", "namespace", "mpi").returncode == 0
+        applied = up.kubectl("apply", "-n", "mpi", "-f", str(EXAMPLES / "mpi-gang-pods.yaml"))
+        assert applied.returncode == 0, applied.stderr
+        eventually(lambda: (lambda p: len(p) == 4 and all(map(released_and_running, p)))(up.pods("mpi")),
+                   "the 4 MPI pods gated by policy, released and Running")
+        refused = up.kubectl("apply", "-f", str(EXAMPLES / "invalid-gang-pod.yaml"))
+        assert refused.returncode != 0
+        assert ("ValidatingAdmissionPolicy 'ganggate-gang-pod-create' with binding 'ganggate-gang-pod-create' denied "
+                "request: annotation scheduling.k8s.io/group-min-available='6': must be a plain decimal integer from 1 "
+                "to scheduling.k8s.io/group-pod-num (4)") in refused.stderr
+        served = up.kubectl("get", "mutatingadmissionpolicies", "-o", "name")
+        assert served.stdout.split() == ["mutatingadmissionpolicy.admissionregistration.k8s.io/ganggate-gang-gate"]
+    finally:
+        assert up.stop() == 0
+
+
+def test_sim_up_gate_by_policy_refuses_the_gate_turned_off(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "ganggate", "sim", "up", "--gate-by", "policy",
+                             "--feature-gates", "MutatingAdmissionPolicy=false",
+                             "--kubeconfig-out", str(tmp_path / "kubeconfig")], capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: --gate-by policy needs the MutatingAdmissionPolicy feature gate: "
+                             "drop MutatingAdmissionPolicy=false\n")
