@@ -212,3 +212,19 @@ async def test_without_webhooks_the_policies_alone_admit(webhook):
         "Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: 'x/gate'}]}}"))])
     assert (await admit(chain, gang_pod()))["spec"]["schedulingGates"] == [{"name": "x/gate"}]
     assert webhook.calls == []
+
+
+async def test_discovery_lists_the_beta_version_only_with_the_gate(raw):
+    code, group, _ = await raw.request("GET", "/apis/admissionregistration.k8s.io")
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1"]
+    code, resources, _ = await raw.request("GET", GROUP)
+    assert {r["name"] for r in resources["resources"]} == {"mutatingadmissionpolicies", "mutatingadmissionpolicybindings"}
+    async with Simulator(nodes=1, scheduler=False, kubelet=False, controllers=False) as sim:
+        async with aiohttp.ClientSession() as session:
+            off = Raw(sim.url, session)
+            code, group, _ = await off.request("GET", "/apis/admissionregistration.k8s.io")
+            assert [v["version"] for v in group["versions"]] == ["v1"]
+            code, groups, _ = await off.request("GET", "/apis")
+            (registration,) = [g for g in groups["groups"] if g["name"] == "admissionregistration.k8s.io"]
+            assert [v["version"] for v in registration["versions"]] == ["v1"]
+            assert (await off.request("GET", GROUP))[0] == 404

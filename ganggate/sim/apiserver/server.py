@@ -167,7 +167,7 @@ class ApiServer(Reads, Writes):
         return _json_response(discovery.api_versions(request.host))
 
     async def _apis(self, request: web.Request) -> web.Response:
-        return _json_response(discovery.api_group_list())
+        return _json_response(mutating_policy.without_unserved(discovery.api_group_list(), self.feature_gates))
 
     async def _core_root(self, request: web.Request) -> web.Response:
         doc = discovery.resource_list("", request.match_info["version"]) if request.method == "GET" else None
@@ -175,12 +175,14 @@ class ApiServer(Reads, Writes):
 
     async def _group_root(self, request: web.Request) -> web.Response:
         doc = discovery.api_group(request.match_info["group"]) if request.method == "GET" else None
+        doc = mutating_policy.without_unserved(doc, self.feature_gates) if doc else None
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _group_version_root(self, request: web.Request) -> web.Response:
         doc = None
-        if request.method == "GET":
-            doc = discovery.resource_list(request.match_info["group"], request.match_info["version"])
+        group, version = request.match_info["group"], request.match_info["version"]
+        if request.method == "GET" and mutating_policy.served_group_version(group, version, self.feature_gates):
+            doc = discovery.resource_list(group, version)
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
