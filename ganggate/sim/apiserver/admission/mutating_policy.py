@@ -90,7 +90,7 @@ class MutatingPolicyChain(PolicyChain):
             # The webhooks changed the object since the policies last ran: reinvoke the eligible ones.
             context.require_reinvoking_previously_invoked()
         result = self._dispatch(request, current, context, reinvoking)
-        context.last_output = copy.deepcopy(result)
+        context.last_output = result  # every later mutation makes a new object: no copy needed
         return result
 
     def _dispatch(self, request: Request, current: dict, context: ReinvocationContext, reinvoking: bool) -> dict:
@@ -238,7 +238,7 @@ def _apply_configuration(expression: str, current: dict, activation: Mapping[str
     if atomics:
         raise MutationError(f"invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: "
                             f"{', '.join(atomics)}")
-    return _merge(copy.deepcopy(current), patch)
+    return _merge(current, patch)
 
 
 def _atomics(value: Any, path: str) -> list[str]:
@@ -259,12 +259,14 @@ def _atomics(value: Any, path: str) -> list[str]:
 
 
 def _merge(live: Any, patch: Any, name: str = "") -> Any:
-    """The apply configuration merged into the live object: maps field by field, list-maps by key,
-    set-lists by value (typed.TypedValue.Merge over the fields an apply configuration may hold)."""
+    """The apply configuration merged into the live object, as a new object (the live one is left as
+    it was; what the patch does not reach is shared): maps field by field, list-maps by key, set-lists
+    by value (typed.TypedValue.Merge over the fields an apply configuration may hold)."""
     if isinstance(patch, dict) and isinstance(live, dict):
+        out = dict(live)
         for key, value in patch.items():
-            live[key] = _merge(live.get(key), value, key) if key in live else value
-        return live
+            out[key] = _merge(live[key], value, key) if key in live else copy.deepcopy(value)
+        return out
     if isinstance(patch, list) and isinstance(live, list):
         if name in _SET_LISTS:
             return live + [item for item in patch if item not in live]
@@ -274,8 +276,8 @@ def _merge(live: Any, patch: Any, name: str = "") -> Any:
             index = next((i for i, existing in enumerate(merged) if isinstance(existing, dict) and isinstance(item, dict)
                           and merge_key in item and existing.get(merge_key) == item.get(merge_key)), None)
             if index is None:
-                merged.append(item)
+                merged.append(copy.deepcopy(item))
             else:
                 merged[index] = _merge(merged[index], item)
         return merged
-    return patch
+    return copy.deepcopy(patch)
