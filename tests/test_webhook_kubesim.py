@@ -155,6 +155,12 @@ async def test_a_webhook_outage_blocks_gang_pods_only(cluster, gate_by):
             await core.create_namespaced_pod("ml", strip(gang_pod(name="bad", pod_num="0")))
         assert json.loads(refused.value.body)["message"] == refusal_prefix(gate_by, "bad") + (
             "annotation scheduling.k8s.io/group-pod-num='0': must be a plain decimal integer from 1 to 10000")
+        # What still needs the webhook: a pod asking a shared GPU without gang annotations (a gang of one).
+        shared = strip(gang_pod(name="inference", group=None, pod_num=None))
+        shared["spec"]["containers"][0]["resources"] = {"limits": {"aliyun.com/gpu-mem": "4"}}
+        with pytest.raises(ApiException) as refused:
+            await core.create_namespaced_pod("ml", shared)
+        assert "gang-gate.ganggate.io" in refused.value.body
     # Ordinary updates go on too (the condition never sends pods without gang annotations).
     await core.patch_namespaced_pod("plain", "ml", {"metadata": {"labels": {"x": "y"}}})
 
