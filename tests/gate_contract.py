@@ -26,10 +26,10 @@ WEBHOOK_PREFIX = 'admission webhook "gang-gate.ganggate.io" denied the request: 
 
 
 def pod(name: str, annotations: dict[str, str] | None = None, *, node: str | None = None,
-        limits: dict[str, str] | None = None, scheduler: str | None = None) -> dict[str, Any]:
-    """A pod as a user creates it (namespace set by the request)."""
+        limits: dict[str, str] | None = None, scheduler: str | None = None, in_requests: bool = False) -> dict[str, Any]:
+    """A pod as a user creates it (namespace set by the request); `in_requests` asks `limits` as requests."""
     container: dict[str, Any] = {"name": "main", "image": "pytorch",
-                                 "resources": {"limits": limits or {"nvidia.com/gpu": "1"}}}
+                                 "resources": {"requests" if in_requests else "limits": limits or {"nvidia.com/gpu": "1"}}}
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                             "spec": {"containers": [container]}}
     if annotations is not None:
@@ -90,11 +90,23 @@ ADMITTED: list[dict[str, Any]] = [
     pod("volcano", {GROUP_NAME: "Bad"}, scheduler="volcano"),
     pod("shared", limits={"aliyun.com/gpu-mem": "4"}),
     pod("shared-gang", _gang(), limits={"aliyun.com/gpu-mem": "4"}),
+    pod("shared-request-only", limits={"aliyun.com/gpu-mem": "4"}, in_requests=True),  # not sent to the webhook
 ]
 
 
+def sent_to_webhook(body: dict[str, Any]) -> bool:
+    """Whether deploy/base's MutatingWebhookConfiguration sends the webhook this pod (its matchConditions)."""
+    (hook,) = webhook_configuration("https://127.0.0.1:1", b"")["webhooks"]
+    result = evaluate_conditions(hook["matchConditions"], build_activation(body, None, {"operation": "CREATE"}))
+    assert result.error is None, result.error
+    return result.matches
+
+
 def webhook_message(body: dict[str, Any]) -> str | None:
-    """What the webhook answers for this pod at creation: its denial message, or None when it admits."""
+    """What the webhook answers for this pod at creation: its denial message, or None when it admits
+    (or is not sent the pod)."""
+    if not sent_to_webhook(body):
+        return None
     decision = decide_create(body, ReviewPolicy())
     return None if decision.allowed else decision.message
 
