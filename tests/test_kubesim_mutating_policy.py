@@ -228,3 +228,25 @@ async def test_discovery_lists_the_beta_version_only_with_the_gate(raw):
             (registration,) = [g for g in groups["groups"] if g["name"] == "admissionregistration.k8s.io"]
             assert [v["version"] for v in registration["versions"]] == ["v1"]
             assert (await off.request("GET", GROUP))[0] == 404
+
+
+# --- CEL of the mutating environment ------------------------------------------------------------------
+
+def test_json_patch_literals_escape_keys_and_unknown_types_do_not_compile():
+    from ganggate.sim.apiserver.admission.cel_mutation import compile_mutation, evaluate_mutation
+
+    patch = evaluate_mutation("[JSONPatch{op: 'add', path: '/metadata/annotations/' + "
+                              "jsonpatch.escapeKey('example.com/a~b'), value: 'x'}]", {"object": {}})
+    assert patch == [{"op": "add", "path": "/metadata/annotations/example.com~1a~0b", "value": "x"}]
+    assert compile_mutation("Pod{spec: 1}").error == "compilation error: undeclared reference to 'Pod'"
+    assert compile_mutation("JSONPatch{op: 'add', where: '/x'}").error == "compilation error: undefined field 'where'"
+
+
+def test_matches_is_anchored_as_re2_anchors_it():
+    """RE2's `$` is the end of the text: a trailing newline does not pass a DNS-label check, and the
+    policies refuse what the webhook refuses."""
+    from ganggate.sim.apiserver.admission.cel import evaluate_value
+
+    assert evaluate_value("'ddp\\n'.matches('^[a-z]+$')", {}) is False
+    assert evaluate_value("'ddp'.matches('^[a-z]+$')", {}) is True
+    assert evaluate_value("'a$'.matches('a[$]$')", {}) is True
