@@ -95,7 +95,7 @@ values = st.one_of(st.sampled_from(["ddp", "4", "2", "0", "04", "10000", "10001"
                    st.text(alphabet="abz019-./_ '\"\\\n", max_size=12))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(annotations=st.dictionaries(st.sampled_from(GANG_ANNOTATIONS + (GROUP_TOPOLOGY_REQUIRED, GROUP_TOPOLOGY_PREFERRED)),
                                    values, max_size=6),
        node=st.sampled_from([None, "gpu-1"]), shared=st.booleans())
