@@ -16,7 +16,7 @@ from ganggate.sim.apiserver.admission.mutating_policy import MutatingPolicyChain
 from ganggate.sim.apiserver.registry.mutatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 from tests.kubesim_support import Raw
 from tests.test_kubesim_admission import (  # noqa: F401  (fixtures)
-    NAMESPACES, add_label, admit, allow, configuration, gang_pod, hook, tls_pair, webhook,
+    NAMESPACES, add_label, admit, configuration, gang_pod, hook, tls_pair, webhook,
 )
 
 GROUP = "/apis/admissionregistration.k8s.io/v1beta1"
