@@ -29,9 +29,11 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim.apiserver import openapi_crds, openapi_schemas
+    from ganggate.sim.apiserver import openapi_crds, openapi_schemas, openapi_workload
 
-    return {**openapi_schemas.load(), **openapi_crds.schemas()}
+    every = {**openapi_schemas.load(), **openapi_crds.schemas(), **openapi_workload.schemas()}
+    openapi_workload.add_pod_field(every)
+    return every
 
 
 @functools.lru_cache(maxsize=None)

@@ -153,20 +153,21 @@ class ApiServer(Reads, Writes):
         return _json_response(discovery.api_versions(request.host))
 
     async def _apis(self, request: web.Request) -> web.Response:
-        return _json_response(discovery.api_group_list())
+        return _json_response(discovery.api_group_list(self.feature_gates))
 
     async def _core_root(self, request: web.Request) -> web.Response:
-        doc = discovery.resource_list("", request.match_info["version"]) if request.method == "GET" else None
+        doc = discovery.resource_list("", request.match_info["version"], self.feature_gates) if request.method == "GET" else None
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _group_root(self, request: web.Request) -> web.Response:
-        doc = discovery.api_group(request.match_info["group"]) if request.method == "GET" else None
+        doc = discovery.api_group(request.match_info["group"], self.feature_gates) if request.method == "GET" else None
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _group_version_root(self, request: web.Request) -> web.Response:
         doc = None
         if request.method == "GET":
-            doc = discovery.resource_list(request.match_info["group"], request.match_info["version"])
+            doc = discovery.resource_list(request.match_info["group"], request.match_info["version"],
+                                          self.feature_gates)
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
@@ -257,7 +258,7 @@ class ApiServer(Reads, Writes):
         self.requests += 1
         admission_policy.begin_request()
         try:
-            target = parse_target(group, version, [p for p in tail.split("/")])
+            target = parse_target(group, version, [p for p in tail.split("/")], self.feature_gates)
             query = dict(request.query)
             verb = verb_of(request.method, target, query)
             allowed = target.info.subresources[target.subresource][1] if target.subresource else target.info.verbs

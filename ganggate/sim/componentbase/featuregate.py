@@ -34,6 +34,11 @@ class Gate:
 KNOWN: Mapping[str, Gate] = MappingProxyType({
     # KEP-5142: pop a backed-off pod at once when activeQ is empty (beta, on, since 1.33)
     "SchedulerPopFromBackoffQ": Gate(default=True, stage="BETA"),
+    # KEP-4671: the Workload and PodGroup APIs and the pod field naming a PodGroup (alpha, off, since
+    # 1.35; beta and still off by default in 1.37). kubesim serves the 1.37 v1beta1 shape behind it.
+    "GenericWorkload": Gate(default=False, stage="ALPHA"),
+    # KEP-4671: kube-scheduler's GangScheduling plugin (alpha, off, since 1.35; needs GenericWorkload)
+    "GangScheduling": Gate(default=False, stage="ALPHA"),
 })
 
 
