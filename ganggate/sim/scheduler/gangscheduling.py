@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import aiohttp
 
 from ganggate.sim.api import scheduling as api
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
 from ganggate.sim.client.informers import Reflector, object_key
-
-if TYPE_CHECKING:
-    from ganggate.sim.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
@@ -71,7 +68,7 @@ def condition_patch(podgroup: Mapping, condition: dict) -> dict | None:
 class GangScheduling:
     """The plugin's state: the PodGroups seen, and the pods PreEnqueue holds back."""
 
-    def __init__(self, scheduler: "Scheduler") -> None:
+    def __init__(self, scheduler: Any) -> None:  # the ganggate.sim.scheduler.scheduler.Scheduler it serves
         self.scheduler = scheduler
         self.podgroups: dict[tuple[str, str], dict] = {}
         self.waiting: dict[str, tuple[dict, dict]] = {}  # pod key -> (pod, its request info)
