@@ -22,7 +22,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from ganggate.contract import (GANG_ANNOTATIONS, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED,
+from ganggate.contract import (ANNOTATIONS_ABSENT, GANG_ANNOTATIONS, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED,
                                has_gang_annotations)
 
 GROUP = "scheduling.k8s.io"
@@ -94,6 +94,8 @@ def project(pod: dict[str, Any], podgroup: Mapping[str, Any] | None) -> dict[str
         return pod
     out = dict(pod)
     out["metadata"] = dict(meta, annotations={**(meta.get("annotations") or {}), **added})
+    if meta.get("annotations") is None:
+        out["metadata"][ANNOTATIONS_ABSENT] = True
     return out
 
 
@@ -148,3 +150,15 @@ def conflicting_names(pod: Mapping[str, Any]) -> str | None:
         return None
     return (f"spec.schedulingGroup.podGroupName={group!r} and annotation {GROUP_NAME}={named!r} name two gangs: "
             "name the gang one way (or the same name both ways)")
+
+
+def add_arguments(parser: Any) -> None:
+    """--podgroups and --native-gang-scheduling, the same on the webhook and the controller."""
+    parser.add_argument("--podgroups", choices=MODES, default="auto",
+                        help="pods naming a PodGroup (spec.schedulingGroup): gate = ganggate admits them always; "
+                        "auto = unless the scheduler gang-schedules them (--native-gang-scheduling); create = as "
+                        "auto, and the controller makes a PodGroup for each annotation gang (default: auto)")
+    parser.add_argument("--native-gang-scheduling", action="store_true",
+                        help="the cluster's kube-scheduler gang-schedules PodGroups (its GenericWorkload and "
+                        "GangScheduling feature gates are on); under --podgroups=auto|create their pods are "
+                        "then left ungated")

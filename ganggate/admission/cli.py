@@ -89,6 +89,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(repeatable; default: aliyun.com/gpu-mem; --shared-resource= none). The MutatingWebhookConfiguration's "
         "matchConditions must send such pods too: see docs/gpu-sharing.md",
     )
+    from ganggate.podgroups import add_arguments as add_podgroup_arguments
+
     add_podgroup_arguments(parser)
     parser.add_argument(
         "--cert-reload-seconds",
@@ -97,20 +99,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how often to check the certificate files for a new certificate (default: 5)",
     )
     parser.set_defaults(func=run)
-
-
-def add_podgroup_arguments(parser: argparse.ArgumentParser) -> None:
-    """--podgroups and --native-gang-scheduling, the same on the webhook and the controller."""
-    from ganggate.podgroups import MODES
-
-    parser.add_argument("--podgroups", choices=MODES, default="auto",
-                        help="pods naming a PodGroup (spec.schedulingGroup): gate = ganggate admits them always; "
-                        "auto = unless the scheduler gang-schedules them (--native-gang-scheduling); create = as "
-                        "auto, and the controller makes a PodGroup for each annotation gang (default: auto)")
-    parser.add_argument("--native-gang-scheduling", action="store_true",
-                        help="the cluster's kube-scheduler gang-schedules PodGroups (its GenericWorkload and "
-                        "GangScheduling feature gates are on); under --podgroups=auto|create their pods are "
-                        "then left ungated")
 
 
 def _shared(values: list[str] | None) -> tuple[str, ...]:
