@@ -81,4 +81,4 @@ async def native_text(api_client: Any, namespace: str | None, list_all: Any, tab
     if not rows:
         return ""
     return ("\nPodGroups admitted by the scheduler's gang plugin (pods left ungated):\n"
-            + table(["PODGROUP", "PODS", "BOUND", INITIALLY_SCHEDULED.upper()], rows))
+            + table(["PODGROUP", "PODS", "BOUND", INITIALLY_SCHEDULED.upper()], rows) + "\n")

@@ -174,8 +174,7 @@ class Writes:
             strategy.prepare_create(obj)
         validation.drop_empty(obj)
         causes = strategy.validate(obj) if strategy is not None else validation.validate_create(info.kind, obj, info.namespaced)
-        if info.key == "pods":
-            causes += workload.validate_pod_scheduling_group(obj)
+        causes += workload.gated_create_causes(info.key, obj, self.feature_gates)
         if not causes and info.key == "services":
             # The REST storage allocates after validation (pkg/registry/core/service/storage/storage.go beginCreate).
             others = (stored.obj for _, stored in self.store.iter("services"))

@@ -39,6 +39,9 @@ KNOWN: Mapping[str, Gate] = MappingProxyType({
     "GenericWorkload": Gate(default=False, stage="ALPHA"),
     # KEP-4671: kube-scheduler's GangScheduling plugin (alpha, off, since 1.35; needs GenericWorkload)
     "GangScheduling": Gate(default=False, stage="ALPHA"),
+    # KEP-5732: PodGroup schedulingConstraints (topology). Not in 1.35: alpha, off, since 1.36, as
+    # the 1.37 PodGroup API kubesim serves declares it (+k8s:ifDisabled(...)=+k8s:forbidden).
+    "TopologyAwareWorkloadScheduling": Gate(default=False, stage="ALPHA"),
 })
 
 

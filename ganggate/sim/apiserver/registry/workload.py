@@ -231,6 +231,25 @@ def drop_disabled_pod_fields(pod: Obj, old: Mapping[str, Any] | None, enabled: b
         (pod.get("spec") or {}).pop("schedulingGroup", None)
 
 
+def gated_create_causes(key: str, obj: Mapping[str, Any], gates: Any) -> list[Cause]:
+    """What a create is refused for beside the kind's own rules: a pod's schedulingGroup that is
+    malformed; a PodGroup's or Workload template's schedulingConstraints while
+    TopologyAwareWorkloadScheduling is off (+k8s:ifDisabled(...)=+k8s:forbidden)."""
+    if key == "pods":
+        return validate_pod_scheduling_group(obj)
+    if gates.enabled("TopologyAwareWorkloadScheduling"):
+        return []
+    spec = obj.get("spec") or {}
+    if key == api.PODGROUPS and spec.get("schedulingConstraints") is not None:
+        return [forbidden("spec.schedulingConstraints", "disabled by feature-gate TopologyAwareWorkloadScheduling")]
+    if key == api.WORKLOADS:
+        return [forbidden(f"spec.podGroupTemplates[{i}].schedulingConstraints",
+                          "disabled by feature-gate TopologyAwareWorkloadScheduling")
+                for i, t in enumerate(spec.get("podGroupTemplates") or [])
+                if isinstance(t, Mapping) and t.get("schedulingConstraints") is not None]
+    return []
+
+
 def validate_pod_scheduling_group(pod: Mapping[str, Any]) -> list[Cause]:
     """ValidatePodSpec's schedulingGroup: podGroupName is required and a DNS subdomain."""
     group = (pod.get("spec") or {}).get("schedulingGroup")

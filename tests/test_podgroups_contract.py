@@ -1,0 +1,121 @@
+"""PodGroup gangs, the pure parts: a PodGroup read as the gang annotations it stands for, who
+admits its pods under each --podgroups mode, the webhook's answer to a pod naming a PodGroup, the
+PodGroupInitiallyScheduled condition ganggate writes, and the PodGroup --podgroups=create makes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ganggate.admission.review import ALREADY_GATED, DENIED, GATED, NOT_GANG, OTHER_SCHEDULER, ReviewPolicy, decide
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED, GangSpec
+from ganggate.core.state.pods import PodInfo
+from ganggate.controller.podgroup_status import native_rows, project_all
+from ganggate.podgroups import condition_patch, ganggate_admits, podgroup_for_gang, project
+from tests.webhook_support import review
+
+
+def podgroup(name="train", min_count=4, topology=None, conditions=None):
+    spec = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    pg = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": name, "namespace": "ml", "generation": 1}, "spec": spec}
+    if conditions:
+        pg["status"] = {"conditions": conditions}
+    return pg
+
+
+def member(name="w-0", group="train", gated=True, annotations=None, node=None):
+    spec = {"schedulingGroup": {"podGroupName": group},
+            "containers": [{"name": "t", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE_NAME}]
+    if node:
+        spec["nodeName"] = node
+    meta = {"name": name, "namespace": "ml", "uid": f"uid-{name}"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def test_a_podgroup_pod_reads_as_a_member_of_the_gang_the_podgroup_stands_for():
+    info = PodInfo.from_pod(project(member(), podgroup(min_count=3, topology="example.com/rack")))
+    assert info.gang == GangSpec("train", 3, 3, "example.com/rack")
+    assert not info.traits.has_annotations  # the pod has none: a release adds the map, not a key to it
+
+
+def test_a_pod_with_annotations_of_its_own_or_a_basic_podgroup_is_not_projected():
+    own = member(annotations={GROUP_NAME: "train", GROUP_POD_NUM: "2"})
+    assert project(own, podgroup()) is own
+    plain = member()
+    assert project(plain, podgroup(min_count=None)) is plain
+    assert project(plain, None) is plain
+
+
+@pytest.mark.parametrize("mode, native, admits", [
+    ("gate", False, True), ("gate", True, True),
+    ("auto", False, True), ("auto", True, False),
+    ("create", False, True), ("create", True, False),
+])
+def test_who_admits_podgroup_pods_in_each_mode(mode, native, admits):
+    assert ganggate_admits(mode, native) is admits
+
+
+def test_an_unknown_mode_is_refused():
+    with pytest.raises(ValueError, match="podgroups must be one of auto, gate, create"):
+        ganggate_admits("sometimes", False)
+
+
+def _decide(pod, **policy):
+    return decide(review(pod)["request"], ReviewPolicy(**policy))
+
+
+def test_the_webhook_gates_a_podgroup_pod_unless_the_scheduler_gang_schedules_it():
+    pod = member(gated=False)
+    assert _decide(pod).outcome == GATED
+    assert _decide(pod, native_gang_scheduling=True).outcome == NOT_GANG
+    assert _decide(pod, native_gang_scheduling=True, podgroups="gate").outcome == GATED
+    assert _decide(member(gated=True)).outcome == ALREADY_GATED
+    other = member(gated=False)
+    other["spec"]["schedulerName"] = "volcano"
+    assert _decide(other).outcome == OTHER_SCHEDULER
+
+
+def test_the_webhook_refuses_a_bound_podgroup_pod_and_one_that_names_two_gangs():
+    bound = _decide(member(gated=False, node="node-0"))
+    assert bound.outcome == DENIED and "must not be bound at creation" in bound.message
+    two = _decide(member(gated=False, annotations={GROUP_NAME: "other", GROUP_POD_NUM: "2"}))
+    assert two.outcome == DENIED and "name two gangs" in two.message
+    same = _decide(member(gated=False, annotations={GROUP_NAME: "train", GROUP_POD_NUM: "2"}))
+    assert same.outcome == GATED  # the annotation gang, named the same way twice
+
+
+def test_the_condition_is_written_once_true_and_not_repeated():
+    now = "2026-01-01T00:00:00Z"
+    waiting = condition_patch(podgroup(), "False", "Unschedulable", "GangWaiting: 3 of 4 pods exist", now)
+    (condition,) = waiting["status"]["conditions"]
+    assert condition["type"] == "PodGroupInitiallyScheduled" and condition["status"] == "False"
+    said = podgroup(conditions=waiting["status"]["conditions"])
+    assert condition_patch(said, "False", "Unschedulable", "GangWaiting: 3 of 4 pods exist", now) is None
+    done = condition_patch(said, "True", "Scheduled", "4 pods placed by ganggate", now)
+    assert done["status"]["conditions"][0]["status"] == "True"
+    assert condition_patch(podgroup(conditions=done["status"]["conditions"]), "False", "Unschedulable", "x", now) is None
+
+
+def test_create_makes_a_podgroup_owned_as_the_gang_pods_are():
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}
+    pg = podgroup_for_gang("ml", "train", 3, "example.com/rack", [owner])
+    assert pg["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}},
+                          "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]}}
+    (ref,) = pg["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["name"], ref["uid"], ref["controller"]) == ("Job", "train", "u1", False)
+
+
+def test_status_reads_gated_podgroup_pods_as_gang_members_and_lists_the_schedulers_own_apart():
+    gated = member("w-0")
+    native = member("n-0", group="native", gated=False, node="node-1")
+    projected = project_all([gated, native], [podgroup(), podgroup("native", 1)])
+    assert projected[0]["metadata"]["annotations"][GROUP_NAME] == "train"
+    assert GROUP_TOPOLOGY_REQUIRED not in projected[0]["metadata"]["annotations"]
+    assert projected[1] is native
+    assert native_rows([gated, native], [podgroup(), podgroup("native", 1)]) == [["ml/native", "1/1", "1", "-"]]
