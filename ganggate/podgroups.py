@@ -31,6 +31,10 @@ PLURAL = "podgroups"
 API_VERSION = f"{GROUP}/{VERSION}"
 #: The PodGroup's condition the scheduler writes once the group is placed (terminal once True).
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+#: The versions read, preferred first: 1.37's beta, and 1.36's alpha (same gang policy; the
+#: topology constraint is `topologyConstraints[].topologyKey` and the condition `PodGroupScheduled`).
+VERSIONS = ("v1beta1", "v1alpha2")
+CONDITION_TYPES = {"v1beta1": INITIALLY_SCHEDULED, "v1alpha2": "PodGroupScheduled"}
 MODES = ("auto", "gate", "create")
 #: The Event reason on a pod naming a PodGroup that does not exist (it waits, gated).
 MISSING_REASON = "PodGroupNotFound"
@@ -63,9 +67,10 @@ def min_count(podgroup: Mapping[str, Any]) -> int | None:
 def topology_key(podgroup: Mapping[str, Any]) -> str | None:
     """The key of the PodGroup's topology constraint (all pods in one domain), if it has one."""
     constraints = (podgroup.get("spec") or {}).get("schedulingConstraints") or {}
-    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    topology = (constraints.get("topology") or constraints.get("topologyConstraints")
+                if isinstance(constraints, Mapping) else None)
     first = topology[0] if isinstance(topology, list) and topology else None
-    key = first.get("key") if isinstance(first, Mapping) else None
+    key = (first.get("key") or first.get("topologyKey")) if isinstance(first, Mapping) else None
     return key if isinstance(key, str) and key else None
 
 
@@ -100,7 +105,7 @@ def project(pod: dict[str, Any], podgroup: Mapping[str, Any] | None) -> dict[str
 
 
 def podgroup_for_gang(namespace: str, name: str, min_available: int, topology_required: str | None,
-                      owners: list[dict[str, Any]] | None) -> dict[str, Any]:
+                      owners: list[dict[str, Any]] | None, version: str = VERSION) -> dict[str, Any]:
     """The PodGroup `--podgroups=create` makes for an annotation gang: its name, minCount = the
     gang's min-available, its required topology level, owned as its pods are (so it goes with them)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "ganggate"}}
@@ -108,14 +113,22 @@ def podgroup_for_gang(namespace: str, name: str, min_available: int, topology_re
         meta["ownerReferences"] = [dict(o, controller=False, blockOwnerDeletion=False) for o in copy.deepcopy(owners)]
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_available}}}
     if topology_required:
-        spec["schedulingConstraints"] = {"topology": [{"key": topology_required}]}
-    return {"apiVersion": API_VERSION, "kind": "PodGroup", "metadata": meta, "spec": spec}
+        spec["schedulingConstraints"] = ({"topology": [{"key": topology_required}]} if version == "v1beta1"
+                                         else {"topologyConstraints": [{"topologyKey": topology_required}]})
+    return {"apiVersion": f"{GROUP}/{version}", "kind": "PodGroup", "metadata": meta, "spec": spec}
+
+
+def condition_type(podgroup: Mapping[str, Any]) -> str:
+    """The scheduling condition of the PodGroup's version (PodGroupScheduled in v1alpha2)."""
+    version = str(podgroup.get("apiVersion") or API_VERSION).rpartition("/")[2]
+    return CONDITION_TYPES.get(version, INITIALLY_SCHEDULED)
 
 
 def initially_scheduled(podgroup: Mapping[str, Any]) -> bool:
     """True once the PodGroupInitiallyScheduled condition is True (it stays so)."""
+    kind = condition_type(podgroup)
     for condition in ((podgroup.get("status") or {}).get("conditions")) or []:
-        if isinstance(condition, Mapping) and condition.get("type") == INITIALLY_SCHEDULED:
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
             return condition.get("status") == "True"
     return False
 
@@ -123,18 +136,19 @@ def initially_scheduled(podgroup: Mapping[str, Any]) -> bool:
 def condition_patch(podgroup: Mapping[str, Any], status: str, reason: str, message: str, now: str) -> dict | None:
     """A merge patch of the PodGroup's status that sets PodGroupInitiallyScheduled, or None when
     it says so already or is True already (a terminal state)."""
+    kind = condition_type(podgroup)
     conditions = [c for c in ((podgroup.get("status") or {}).get("conditions")) or [] if isinstance(c, Mapping)]
-    current = next((c for c in conditions if c.get("type") == INITIALLY_SCHEDULED), None)
+    current = next((c for c in conditions if c.get("type") == kind), None)
     if current is not None and (current.get("status") == "True"
                                 or (current.get("status"), current.get("reason"), current.get("message"))
                                 == (status, reason, message)):
         return None
     since = current.get("lastTransitionTime") if current is not None and current.get("status") == status else now
-    condition = {"type": INITIALLY_SCHEDULED, "status": status, "reason": reason, "message": message,
+    condition = {"type": kind, "status": status, "reason": reason, "message": message,
                  "lastTransitionTime": since, "observedGeneration": (podgroup.get("metadata") or {}).get("generation")}
     if condition["observedGeneration"] is None:
         del condition["observedGeneration"]
-    rest = [dict(c) for c in conditions if c.get("type") != INITIALLY_SCHEDULED]
+    rest = [dict(c) for c in conditions if c.get("type") != kind]
     return {"status": {"conditions": rest + [condition]}}
 
 

@@ -119,3 +119,16 @@ def test_status_reads_gated_podgroup_pods_as_gang_members_and_lists_the_schedule
     assert GROUP_TOPOLOGY_REQUIRED not in projected[0]["metadata"]["annotations"]
     assert projected[1] is native
     assert native_rows([gated, native], [podgroup(), podgroup("native", 1)]) == [["ml/native", "1/1", "1", "-"]]
+
+
+def test_a_v1alpha2_podgroup_of_kubernetes_1_36_reads_the_same_and_gets_its_own_condition():
+    alpha = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+             "metadata": {"name": "train", "namespace": "ml"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                      "schedulingConstraints": {"topologyConstraints": [{"topologyKey": "example.com/rack"}]}}}
+    assert PodInfo.from_pod(project(member(), alpha)).gang == GangSpec("train", 2, 2, "example.com/rack")
+    (condition,) = condition_patch(alpha, "True", "Scheduled", "", "2026-01-01T00:00:00Z")["status"]["conditions"]
+    assert condition["type"] == "PodGroupScheduled"
+    made = podgroup_for_gang("ml", "train", 2, "example.com/rack", None, "v1alpha2")
+    assert made["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert made["spec"]["schedulingConstraints"] == {"topologyConstraints": [{"topologyKey": "example.com/rack"}]}

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ganggate.controller.podgroups import admitted_by_ganggate
-from ganggate.podgroups import GROUP, INITIALLY_SCHEDULED, PLURAL, VERSION, min_count, pod_group_name, project
+from ganggate.podgroups import (GROUP, INITIALLY_SCHEDULED, PLURAL, VERSIONS, condition_type, min_count,
+                                pod_group_name, project)
 
 
 async def list_podgroups(api_client: Any, list_all: Any) -> list[dict]:
@@ -19,10 +20,13 @@ async def list_podgroups(api_client: Any, list_all: Any) -> list[dict]:
     from ganggate.kube.calls import ApiCallError
 
     custom = client.CustomObjectsApi(api_client)
-    try:
-        return await list_all(lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kw))
-    except ApiCallError:
-        return []
+    for version in VERSIONS:
+        try:
+            items = await list_all(lambda **kw: custom.list_cluster_custom_object(GROUP, version, PLURAL, **kw))
+            return [dict(pg, apiVersion=pg.get("apiVersion") or f"{GROUP}/{version}") for pg in items]
+        except ApiCallError:
+            continue
+    return []
 
 
 def _group(obj: dict) -> tuple[str, str]:
@@ -62,7 +66,7 @@ def native_rows(pods: list[dict], podgroups: list[dict], namespace: str | None =
         live = members[key]
         bound = sum(1 for p in live if (p.get("spec") or {}).get("nodeName"))
         condition = next((c for c in (podgroup.get("status") or {}).get("conditions") or []
-                          if c.get("type") == INITIALLY_SCHEDULED), None)
+                          if c.get("type") == condition_type(podgroup)), None)
         said = "-" if condition is None else f"{condition.get('status')}: {condition.get('reason')}" + (
             f": {condition['message']}" if condition.get("message") else "")
         rows.append([f"{key[0]}/{key[1]}", f"{len(live)}/{count}", str(bound), said])

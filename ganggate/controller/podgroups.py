@@ -21,7 +21,7 @@ from typing import Any, Callable
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, GangSpec
 from ganggate.controller.informer import Informer
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
-from ganggate.podgroups import (GROUP, MISSING_REASON, PLURAL, VERSION, condition_patch, ganggate_admits,
+from ganggate.podgroups import (GROUP, MISSING_REASON, PLURAL, VERSIONS, condition_patch, ganggate_admits,
                                 initially_scheduled, min_count, pod_group_name, podgroup_for_gang, project)
 
 log = logging.getLogger(__name__)
@@ -46,23 +46,27 @@ def _alive(pod: dict) -> bool:
             and not (pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
-async def served(custom: Any) -> bool:
-    """Whether the API server serves scheduling.k8s.io/v1beta1 podgroups (GenericWorkload on)."""
-    try:
-        await call_json(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL, verb="list", limit=1)
-    except ApiCallError as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+async def served(custom: Any) -> str | None:
+    """The version of scheduling.k8s.io podgroups the API server serves (v1beta1, else 1.36's
+    v1alpha2), or None (GenericWorkload off, or a release before 1.36)."""
+    for version in VERSIONS:
+        try:
+            await call_json(custom.list_cluster_custom_object, GROUP, version, PLURAL, verb="list", limit=1)
+        except ApiCallError as exc:
+            if exc.status == 404:
+                continue
+            raise
+        return version
+    return None
 
 
 class PodGroupSource:
     """Keeps the PodGroups and turns their pods into gang members; see the module docstring."""
 
     def __init__(self, custom: Any, events: Any, *, mode: str, native: bool, spawn: Callable[[Any], Any],
-                 may_act: Callable[[], bool], metrics: Any = None) -> None:
+                 may_act: Callable[[], bool], metrics: Any = None, version: str = VERSIONS[0]) -> None:
         self.custom = custom
+        self.version = version
         self.events = events
         self.mode = mode
         self.admits = ganggate_admits(mode, native)
@@ -76,13 +80,18 @@ class PodGroupSource:
         self._creating: set[GroupKey] = set()
         self.reinject: Callable[[str, dict], None] = lambda kind, pod: None  # set by the controller
         self.synced = asyncio.Event()
-        self.informer = Informer(functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL),
+        self.informer = Informer(functools.partial(custom.list_cluster_custom_object, GROUP, version, PLURAL),
                                  "podgroups", on_list=self._on_list, on_event=self._on_event, metrics=metrics)
 
     # ---- the PodGroup informer -------------------------------------------------------------------
 
+    def _stamp(self, podgroup: dict) -> dict:
+        """List items carry no apiVersion; the condition's name depends on it (podgroups.condition_type)."""
+        podgroup.setdefault("apiVersion", f"{GROUP}/{self.version}")
+        return podgroup
+
     def _on_list(self, podgroups: list[dict]) -> None:
-        self.podgroups = {_key(pg): pg for pg in podgroups}
+        self.podgroups = {_key(pg): self._stamp(pg) for pg in podgroups}
         self.synced.set()
         for group in list(self.podgroups):
             self._found(group)
@@ -92,7 +101,7 @@ class PodGroupSource:
         if kind == "DELETED":
             self.podgroups.pop(group, None)
             return
-        self.podgroups[group] = podgroup
+        self.podgroups[group] = self._stamp(podgroup)
         self._found(group)
 
     def _found(self, group: GroupKey) -> None:
@@ -177,10 +186,10 @@ class PodGroupSource:
 
     async def _patch(self, group: GroupKey, patch: dict) -> None:
         try:
-            body = await call_json(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, group[0],
+            body = await call_json(self.custom.patch_namespaced_custom_object_status, GROUP, self.version, group[0],
                                    PLURAL, group[1], patch, verb="patch", _content_type=MERGE_PATCH)
             if isinstance(body, dict) and body.get("metadata"):
-                self.podgroups[group] = body
+                self.podgroups[group] = self._stamp(body)
         except ApiCallError as exc:
             self._written.pop(group, None)  # said again on the next occasion
             log.warning("PodGroup %s/%s: cannot write its condition: %s", group[0], group[1], exc)
@@ -200,12 +209,13 @@ class PodGroupSource:
             return
         self._creating.add(group)
         owners = [o for o in meta.get("ownerReferences") or [] if o.get("controller")]
-        body = podgroup_for_gang(group[0], spec.name, spec.min_available, spec.topology_required, owners)
+        body = podgroup_for_gang(group[0], spec.name, spec.min_available, spec.topology_required, owners,
+                                 self.version)
         self.spawn(self._create(group, body))
 
     async def _create(self, group: GroupKey, body: dict) -> None:
         try:
-            created = await call_json(self.custom.create_namespaced_custom_object, GROUP, VERSION, group[0], PLURAL,
+            created = await call_json(self.custom.create_namespaced_custom_object, GROUP, self.version, group[0], PLURAL,
                                       body, verb="create")
             self.podgroups.setdefault(group, created)
             log.info("PodGroup %s/%s created for the annotation gang of that name", *group)
@@ -224,20 +234,21 @@ async def start(controller: Any) -> asyncio.Task | None:
     config = controller.config
     custom = client.CustomObjectsApi(controller.api_client)
     try:
-        if not await served(custom):
-            log.info("PodGroups: scheduling.k8s.io/%s podgroups not served (GenericWorkload off): annotation gangs only",
-                     VERSION)
+        version = await served(custom)
+        if version is None:
+            log.info("PodGroups: scheduling.k8s.io podgroups not served (GenericWorkload off): annotation gangs only")
             return None
     except ApiCallError as exc:
         log.warning("PodGroups: cannot list them (%s): annotation gangs only", exc)
         return None
     source = PodGroupSource(custom, controller.events, mode=config.podgroups, native=config.native_gang_scheduling,
-                            spawn=controller._spawn, may_act=controller._may_act, metrics=controller.metrics)
+                            spawn=controller._spawn, may_act=controller._may_act, metrics=controller.metrics,
+                            version=version)
     source.reinject = controller._on_pod_event
     controller.podgroups = source
     task = asyncio.create_task(source.informer.run())
     await source.synced.wait()
-    log.info("PodGroups: %s (--podgroups=%s%s)", "ganggate admits their gangs" if source.admits else
+    log.info("PodGroups (scheduling.k8s.io/" + version + "): %s (--podgroups=%s%s)", "ganggate admits their gangs" if source.admits else
              "the scheduler's gang plugin admits their gangs; ganggate reports them", config.podgroups,
              ", --native-gang-scheduling" if config.native_gang_scheduling else "")
     return task
