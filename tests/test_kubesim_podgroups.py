@@ -1,6 +1,7 @@
 """kubesim's Workload and PodGroup API (scheduling.k8s.io/v1beta1, the 1.37 shape) behind
 GenericWorkload, the pod's spec.schedulingGroup, and its scheduler's gang scheduling of PodGroups
-behind GangScheduling: what a user sees through the API."""
+with the scheduler's GenericWorkload (1.37 merged GangScheduling into it; GangScheduling=false
+turns the plugin off): what a user sees through the API."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ async def _condition(api: Api, name: str) -> dict | None:
 
 
 async def test_the_scheduler_gang_schedules_a_podgroup_whole_or_not_at_all():
-    sim, session, api = await _cluster("GenericWorkload=true,GangScheduling=true")
+    sim, session, api = await _cluster("GenericWorkload=true")
     try:
         await api("POST", PODGROUPS, podgroup("train", 4))
         for i in range(3):

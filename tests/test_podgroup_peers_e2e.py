@@ -16,7 +16,8 @@ from ganggate.kube.calls import call_json
 from tests.controller_support import decision, e2e_cluster, gang_pod, is_gated, list_events, wait_for
 
 KINDS = ["annotations", "podgroup"]
-GATES = "GenericWorkload=true"  # the API and the pod field; the scheduler's GangScheduling stays off
+GATES = "GenericWorkload=true"  # the API and the pod field
+SCHEDULER_GATES = "GenericWorkload=false"  # a scheduler that does not gang-schedule PodGroups
 
 
 class Gangs:
@@ -84,7 +85,8 @@ async def _event(env: Any, reason: str, pod: str) -> dict | None:
 
 @pytest.fixture(params=KINDS)
 async def gangs(request, tmp_path):
-    async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8, feature_gates=GATES) as env:
+    async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8, feature_gates=GATES,
+                           scheduler_feature_gates=SCHEDULER_GATES) as env:
         await env.start_controller()
         yield Gangs(env, request.param)
 

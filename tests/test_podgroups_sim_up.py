@@ -5,7 +5,7 @@
   whole, two PodGroups that fit only one at a time run one after the other, one larger than the
   cluster is told it can never fit, a pod naming a missing PodGroup waits with an Event saying so;
   each PodGroup's PodGroupInitiallyScheduled condition is written;
-- the scheduler gang-schedules them too (GangScheduling on) and ganggate runs with
+- the scheduler gang-schedules them too (GenericWorkload on in it as well) and ganggate runs with
   --podgroups=create: PodGroup pods are left ungated and run whole by the scheduler's plugin, an
   annotation gang still runs whole and gets a PodGroup owned by its Job, and `ganggate status`
   reports both.
@@ -115,7 +115,7 @@ def test_ganggate_admits_podgroups_where_the_scheduler_does_not_gang_schedule_th
 
 
 def test_native_gang_scheduling_is_respected_and_annotation_gangs_carry_over(tmp_path):
-    up = start_up(tmp_path, "--nodes", "4", "--feature-gates", "GenericWorkload=true,GangScheduling=true",
+    up = start_up(tmp_path, "--nodes", "4", "--feature-gates", "GenericWorkload=true",
                   "--podgroups", "create")
     try:
         applied = up.kubectl("apply", "-f", str(EXAMPLES / "podgroups" / "podgroup-job.yaml"))

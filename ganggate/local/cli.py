@@ -34,7 +34,7 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     featuregates.add_arguments(up)
     up.add_argument("--podgroups", choices=("auto", "gate", "create"), default="auto",
                     help="the webhook's and controller's --podgroups (docs/controller.md); they get "
-                    "--native-gang-scheduling when the scheduler's GenericWorkload and GangScheduling gates are on")
+                    "--native-gang-scheduling when kubesim's scheduler gang-schedules PodGroups (its GenericWorkload on)")
     up.add_argument("--port", type=int, default=8001, help="API server port (default: 8001; 0 picks a free one)")
     up.add_argument("--webhook-port", type=int, default=0, help="webhook HTTPS port (default: 0, a free one)")
     up.add_argument("--kubeconfig-out", metavar="FILE", default="kubesim.kubeconfig",

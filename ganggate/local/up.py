@@ -51,8 +51,10 @@ class UpOptions:
     def native_gang_scheduling(self) -> bool:
         """Whether kubesim's scheduler gang-schedules PodGroups: what an operator tells ganggate
         with --native-gang-scheduling when kube-scheduler runs with both gates on."""
+        from ganggate.sim.scheduler.gangscheduling import enabled
+
         gates = self.scheduler_feature_gates or self.feature_gates
-        return gates is not None and gates.enabled("GenericWorkload") and gates.enabled("GangScheduling")
+        return gates is not None and bool(enabled(gates))
 
 
 def controller_client(sim: Any, max_in_flight: int) -> Any:

@@ -11,8 +11,10 @@ name a PodGroup (spec.schedulingGroup.podGroupName) whose policy is `gang`, as 1
 - The PodGroup's `PodGroupInitiallyScheduled` condition: True (reason Scheduled) once the group is
   placed, a terminal state never written again; False (reason Unschedulable) while it is not.
 
-On only when the scheduler's GenericWorkload and GangScheduling gates are both on (GangScheduling
-depends on GenericWorkload in kube_features.go). A basic-policy PodGroup's pods are scheduled
+On when the scheduler's GenericWorkload gate is on, as in 1.37, where the GangScheduling gate
+(1.35's alpha, off) was merged into GenericWorkload (kubernetes/kubernetes#139520, KEP-4671
+"Feature gates merge in v1.37"); `GangScheduling=false` set explicitly turns the plugin off, as a
+1.36 scheduler without that gate or a 1.37 scheduler profile without the plugin would be. A basic-policy PodGroup's pods are scheduled
 one by one as any pod. kubesim's plugin does not preempt for a group (WorkloadAwarePreemption,
 a separate 1.36 alpha gate, is not modelled).
 """
@@ -35,8 +37,8 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 def enabled(gates: Any) -> bool:
-    """Whether a scheduler with these gates gang-schedules PodGroups."""
-    return gates.enabled(api.GENERIC_WORKLOAD) and gates.enabled(api.GANG_SCHEDULING)
+    """Whether a scheduler with these gates gang-schedules PodGroups (see the module docstring)."""
+    return gates.enabled(api.GENERIC_WORKLOAD) and gates.overrides.get(api.GANG_SCHEDULING, True)
 
 
 def group_key(pod: Mapping) -> tuple[str, str] | None:
