@@ -132,3 +132,59 @@ def test_a_v1alpha2_podgroup_of_kubernetes_1_36_reads_the_same_and_gets_its_own_
     made = podgroup_for_gang("ml", "train", 2, "example.com/rack", None, "v1alpha2")
     assert made["apiVersion"] == "scheduling.k8s.io/v1alpha2"
     assert made["spec"]["schedulingConstraints"] == {"topologyConstraints": [{"topologyKey": "example.com/rack"}]}
+
+
+class _Recorder:
+    def __init__(self):
+        self.emitted = []
+
+    def emit(self, pod, reason, message):
+        self.emitted.append((pod["metadata"]["name"], reason, message))
+
+
+def _source():
+    from ganggate.controller.podgroups import PodGroupSource
+
+    class Custom:
+        def list_cluster_custom_object(self, *args, **kwargs):
+            raise AssertionError("not listed in this test")
+
+    events = _Recorder()
+    source = PodGroupSource(Custom(), events, mode="auto", native=False, spawn=lambda work: work.close(),
+                            may_act=lambda: True)
+    fed = []
+    source.reinject = lambda kind, pod: fed.append((kind, pod["metadata"]["name"]))
+    source._on_list([])
+    return source, events, fed
+
+
+def test_a_pod_whose_podgroup_is_missing_waits_told_once_and_is_read_again_when_it_appears():
+    source, events, fed = _source()
+    pod = member("w-0", group="late")
+    assert source.project(pod) is pod and source.project(pod) is pod
+    assert [(name, reason) for name, reason, _ in events.emitted] == [("w-0", "PodGroupNotFound")]
+    gone = member("w-1", group="late")
+    source.project(gone)
+    source.project(gone, "DELETED")  # a deleted pod is never fed back
+    source._on_event("ADDED", podgroup("late", 1))
+    assert fed == [("MODIFIED", "w-0")]
+    assert PodInfo.from_pod(source.project(pod)).gang == GangSpec("late", 1, 1)
+
+
+def test_a_changed_min_count_reads_every_live_member_again():
+    source, _, fed = _source()
+    source._on_event("ADDED", podgroup("train", 2))
+    for name in ("w-0", "w-1"):
+        source.project(member(name))
+    source.project(member("w-1"), "DELETED")
+    source._on_event("MODIFIED", podgroup("train", 2))  # nothing about the gang changed
+    assert fed == []
+    source._on_event("MODIFIED", podgroup("train", 3))
+    assert fed == [("MODIFIED", "w-0")]
+
+
+def test_ungated_podgroup_pods_are_the_schedulers_and_not_read_as_members():
+    source, events, _ = _source()
+    source._on_event("ADDED", podgroup("train", 2))
+    pod = member("w-0", gated=False)
+    assert source.project(pod) is pod and not events.emitted

@@ -266,12 +266,12 @@ class Controller(Releasing):
         self._changes.apply(self.state.apply_node, kind, node)
         self._poke()
 
-    def _project(self, pod: dict) -> dict:
+    def _project(self, pod: dict, kind: str = "") -> dict:
         """A PodGroup's pod as a member of its gang (controller.podgroups); others as they are."""
-        return pod if self.podgroups is None else self.podgroups.project(pod)
+        return pod if self.podgroups is None else self.podgroups.project(pod, kind)
 
     def _on_pod_event(self, kind: str, pod: dict) -> None:
-        self._changes.apply(self._apply_pod, kind, self._project(pod))
+        self._changes.apply(self._apply_pod, kind, self._project(pod, kind))
         self._poke()
 
     def _apply_pod(self, kind: str, pod: dict) -> None:

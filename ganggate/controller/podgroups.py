@@ -21,7 +21,8 @@ from typing import Any, Callable
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, GangSpec
 from ganggate.controller.informer import Informer
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
-from ganggate.podgroups import (GROUP, MISSING_REASON, PLURAL, VERSIONS, condition_patch, ganggate_admits,
+from ganggate.podgroups import (GROUP, MISSING_REASON, PLURAL, VERSIONS, condition_patch, gang_annotations_of,
+                                ganggate_admits,
                                 initially_scheduled, min_count, pod_group_name, podgroup_for_gang, project)
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,9 @@ class PodGroupSource:
         self.podgroups: dict[GroupKey, dict] = {}
         self.missing: dict[str, dict] = {}  # pod key -> the gated pod whose PodGroup is missing
         self.bound: dict[GroupKey, set[str]] = {}  # the live bound members seen, per PodGroup
+        # The last-seen object of each live member read through its PodGroup: when the PodGroup's
+        # gang changes (minCount is mutable), they are read again, so that no two disagree.
+        self.members: dict[GroupKey, dict[str, dict]] = {}
         self._told_missing: set[str] = set()
         self._written: dict[GroupKey, tuple[str, str]] = {}  # last (status, message) written
         self._creating: set[GroupKey] = set()
@@ -101,8 +105,12 @@ class PodGroupSource:
         if kind == "DELETED":
             self.podgroups.pop(group, None)
             return
+        old = self.podgroups.get(group)
         self.podgroups[group] = self._stamp(podgroup)
         self._found(group)
+        if old is not None and gang_annotations_of(old) != gang_annotations_of(podgroup):
+            for pod in list(self.members.get(group, {}).values()):
+                self.reinject("MODIFIED", pod)  # minCount changed: every member says the new gang
 
     def _found(self, group: GroupKey) -> None:
         """Pods that waited for this PodGroup are seen again, now as members."""
@@ -110,25 +118,27 @@ class PodGroupSource:
             if (_key(pod)[0], pod_group_name(pod)) == group:
                 del self.missing[key]
                 self._told_missing.discard(key)
-                self.reinject("MODIFIED", pod)
+                self.reinject("MODIFIED", pod)  # its last-seen object, now read as a member
 
     # ---- pods --------------------------------------------------------------------------------------
 
-    def project(self, pod: dict) -> dict:
-        """The pod as the core should see it (called for every pod the informer lists or watches)."""
+    def project(self, pod: dict, kind: str = "") -> dict:
+        """The pod as the core should see it (called for every pod the informer lists or watches;
+        `kind` is the watch event's type, DELETED for one that is gone)."""
         name = pod_group_name(pod)
         if name is None:
             if self.mode == "create":
                 self._maybe_create(pod)
-            return self._count_bound(pod, pod)
+            return self._count_bound(pod, kind == "DELETED")
         if not admitted_by_ganggate(pod):
             return pod  # the scheduler's own gang plugin admits it (or nothing gated it)
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
         group = (meta.get("namespace") or "default", name)
         podgroup = self.podgroups.get(group)
+        gone = kind == "DELETED"
         if podgroup is None:
-            if _alive(pod) and not (pod.get("spec") or {}).get("nodeName"):
+            if not gone and _alive(pod) and not (pod.get("spec") or {}).get("nodeName"):
                 self.missing[key] = pod
                 if key not in self._told_missing and self.synced.is_set():
                     self._told_missing.add(key)
@@ -138,9 +148,14 @@ class PodGroupSource:
                 self.missing.pop(key, None)
             return pod
         self.missing.pop(key, None)
-        return self._count_bound(project(pod, podgroup), pod)
+        live = self.members.setdefault(group, {})
+        if _alive(pod) and not gone:
+            live[key] = pod
+        else:
+            live.pop(key, None)
+        return self._count_bound(project(pod, podgroup), gone)
 
-    def _count_bound(self, seen: dict, original: dict) -> dict:
+    def _count_bound(self, seen: dict, gone: bool) -> dict:
         """Count a bound member of a gang that has a PodGroup of its name; write the condition once
         minCount members are bound."""
         annotations = (seen.get("metadata") or {}).get("annotations") or {}
@@ -153,7 +168,7 @@ class PodGroupSource:
             return seen
         key = f"{group[0]}/{(seen.get('metadata') or {}).get('name') or ''}"
         members = self.bound.setdefault(group, set())
-        if _alive(seen) and (seen.get("spec") or {}).get("nodeName"):
+        if not gone and _alive(seen) and (seen.get("spec") or {}).get("nodeName"):
             members.add(key)
         else:
             members.discard(key)
