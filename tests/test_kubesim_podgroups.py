@@ -181,3 +181,19 @@ async def _is_bound(api: Api, name: str) -> bool:
 
 async def _all_bound(api: Api, prefix: str, count: int) -> bool:
     return sum(1 for name, node in (await api.bound()).items() if name.startswith(prefix) and node) >= count
+
+
+async def test_openapi_lists_the_group_version_only_with_the_gate_on(api_on):
+    _, root = await api_on("GET", "/openapi/v3")
+    assert "apis/scheduling.k8s.io/v1beta1" in root["paths"]
+    _, doc = await api_on("GET", root["paths"]["apis/scheduling.k8s.io/v1beta1"]["serverRelativeURL"])
+    assert "io.k8s.api.scheduling.v1beta1.PodGroup" in doc["components"]["schemas"]
+    sim, session, off = await _cluster("", scheduler=False)
+    try:
+        _, root = await off("GET", "/openapi/v3")
+        assert "apis/scheduling.k8s.io/v1beta1" not in root["paths"]
+        status, _ = await off("GET", "/openapi/v3/apis/scheduling.k8s.io/v1beta1")
+        assert status == 404
+    finally:
+        await session.close()
+        await sim.stop()

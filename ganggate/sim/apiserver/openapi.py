@@ -203,20 +203,22 @@ def document_hash(group: str, version: str) -> str:
     return hashlib.sha512(data).hexdigest().upper()
 
 
-def group_versions() -> list[tuple[str, str]]:
-    """Every (group, version) kubesim serves, core first."""
+def group_versions(gates: Any = None) -> list[tuple[str, str]]:
+    """Every (group, version) kubesim serves with these feature gates (None: all), core first."""
     seen: list[tuple[str, str]] = []
     for info in discovery.RESOURCES:
+        if gates is not None and not discovery.served(info, gates):
+            continue
         if (info.group, info.version) not in seen:
             seen.append((info.group, info.version))
     return seen
 
 
-def discovery_document() -> dict[str, Any]:
-    """GET /openapi/v3."""
+def discovery_document(gates: Any = None) -> dict[str, Any]:
+    """GET /openapi/v3 (the group-versions served with these feature gates)."""
     return {"paths": {
         _gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash={document_hash(g, v)}"}
-        for g, v in group_versions()
+        for g, v in group_versions(gates)
     }}
 
 

@@ -184,12 +184,13 @@ class ApiServer(Reads, Writes):
                                                 "Cache-Control": "no-cache, private"})
 
     async def _openapi_root(self, request: web.Request) -> web.Response:
-        return _json_response(openapi.discovery_document(), headers={"Cache-Control": "no-cache, private"})
+        return _json_response(openapi.discovery_document(self.feature_gates),
+                              headers={"Cache-Control": "no-cache, private"})
 
     async def _openapi_gv(self, request: web.Request) -> web.StreamResponse:
         """One group-version's document (kube-openapi handler3.go: immutable when asked for by hash)."""
         gv = openapi.parse_gv_path(request.match_info["tail"])
-        data = openapi.document_bytes(*gv) if gv else None
+        data = openapi.document_bytes(*gv) if gv and gv in openapi.group_versions(self.feature_gates) else None
         if gv is None or data is None:
             return error_response(_not_found_path())
         current = openapi.document_hash(*gv)
