@@ -5,7 +5,6 @@ turns the plugin off): what a user sees through the API."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp

@@ -7,6 +7,8 @@ to `v1beta1` in 1.37 with the shape kubesim serves: the shape users and controll
 JobSet, LeaderWorkerSet, Kueue) write from 1.37 on, behind the same `GenericWorkload` gate.
 """
 
+from collections.abc import Mapping
+
 GROUP = "scheduling.k8s.io"
 VERSION = "v1beta1"
 WORKLOADS = "workloads.scheduling.k8s.io"
@@ -28,17 +30,17 @@ MAX_POD_GROUP_TEMPLATES = 8  # WorkloadMaxPodGroupTemplates
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
 
 
-def pod_group_name(pod: dict) -> str | None:
+def pod_group_name(pod: Mapping) -> str | None:
     """The PodGroup a pod names (spec.schedulingGroup.podGroupName), or None."""
     group = ((pod.get("spec") or {}).get("schedulingGroup") or {})
-    name = group.get("podGroupName") if isinstance(group, dict) else None
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
     return name if isinstance(name, str) and name else None
 
 
-def gang_min_count(podgroup: dict) -> int | None:
+def gang_min_count(podgroup: Mapping) -> int | None:
     """spec.schedulingPolicy.gang.minCount, or None for a basic (non-gang) PodGroup."""
     gang = (((podgroup.get("spec") or {}).get("schedulingPolicy") or {}).get("gang"))
-    if not isinstance(gang, dict):
+    if not isinstance(gang, Mapping):
         return None
     count = gang.get("minCount")
     return count if isinstance(count, int) and not isinstance(count, bool) else None

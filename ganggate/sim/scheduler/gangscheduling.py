@@ -42,7 +42,7 @@ def enabled(gates: Any) -> bool:
 
 
 def group_key(pod: Mapping) -> tuple[str, str] | None:
-    name = api.pod_group_name(dict(pod))
+    name = api.pod_group_name(pod)
     return None if name is None else ((pod.get("metadata") or {}).get("namespace") or "default", name)
 
 
