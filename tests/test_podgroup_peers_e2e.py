@@ -150,3 +150,16 @@ async def _cannot_fit(gangs: Gangs) -> dict | None:
 async def _bound(gangs: Gangs, name: str, count: int) -> bool:
     return sum(1 for p in (await gangs.members()).get(name, []) if p["spec"].get("nodeName")) >= count
 
+
+
+async def test_ganggate_and_the_schedulers_own_gang_plugin_together_still_run_a_podgroup_whole(tmp_path):
+    """--podgroups=gate on a cluster whose scheduler gang-schedules PodGroups: ganggate releases
+    the gang, then the scheduler's plugin sees all of it at once and places it in one cycle."""
+    async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8, feature_gates=GATES) as env:
+        await env.start_controller(podgroups="gate", native_gang_scheduling=True)
+        gangs = Gangs(env, "podgroup")
+        await gangs.make("a", 4)
+        await wait_for(lambda: _bound(gangs, "a", 4), what="the gang bound whole")
+        await gangs.released_as_one("a")
+        condition = await wait_for(lambda: gangs.condition("a"), what="the PodGroup's condition")
+        assert condition["status"] == "True"
