@@ -31,9 +31,6 @@ GATE_NAME = "scheduling.k8s.io/group-gate"
 #: gang, pods); a later run (after a crash, or another replica) reads it back to finish that
 #: release under the same decision id, and a pod without gate or record bypassed the webhook.
 DECISION_ANNOTATION = "ganggate.io/decision"
-#: A key of the metadata (not an annotation) of a PodGroup's pod read as a gang member
-#: (ganggate.podgroups.project): the pod itself has no annotations, so a release adds the map.
-ANNOTATIONS_ABSENT = "ganggate.io/annotations-absent"
 
 #: GPU sharing (docs/gpu-sharing.md), the contract of the gpushare device plugin and scheduler
 #: extender (AliyunContainerService/gpushare-device-plugin pkg/gpu/nvidia/const.go,

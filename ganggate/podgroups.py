@@ -22,7 +22,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from ganggate.contract import (ANNOTATIONS_ABSENT, GANG_ANNOTATIONS, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED,
+from ganggate.contract import (GANG_ANNOTATIONS, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED,
                                has_gang_annotations)
 
 GROUP = "scheduling.k8s.io"
@@ -38,6 +38,12 @@ CONDITION_TYPES = {"v1beta1": INITIALLY_SCHEDULED, "v1alpha2": "PodGroupSchedule
 MODES = ("auto", "gate", "create")
 #: The Event reason on a pod naming a PodGroup that does not exist (it waits, gated).
 MISSING_REASON = "PodGroupNotFound"
+#: Written by the webhook on a PodGroup pod it gates: the PodGroup it gated it for. The API server
+#: drops spec.schedulingGroup after mutating admission when its GenericWorkload gate is off; this
+#: record lets the controller tell the user why such a pod waits.
+GATED_FOR_ANNOTATION = "ganggate.io/pod-group"
+#: The Event reason on such a pod.
+DROPPED_REASON = "PodGroupFieldDropped"
 
 
 def pod_group_name(pod: Mapping[str, Any]) -> str | None:
@@ -99,8 +105,6 @@ def project(pod: dict[str, Any], podgroup: Mapping[str, Any] | None) -> dict[str
         return pod
     out = dict(pod)
     out["metadata"] = dict(meta, annotations={**(meta.get("annotations") or {}), **added})
-    if meta.get("annotations") is None:
-        out["metadata"][ANNOTATIONS_ABSENT] = True
     return out
 
 

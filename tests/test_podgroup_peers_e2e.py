@@ -163,3 +163,16 @@ async def test_ganggate_and_the_schedulers_own_gang_plugin_together_still_run_a_
         await gangs.released_as_one("a")
         condition = await wait_for(lambda: gangs.condition("a"), what="the PodGroup's condition")
         assert condition["status"] == "True"
+
+
+async def test_a_pod_naming_a_podgroup_on_a_cluster_without_the_api_is_told_why_it_waits(tmp_path):
+    """GenericWorkload off: the webhook gated the pod for its PodGroup, then the API server dropped
+    spec.schedulingGroup; the pod is in no gang, and says so."""
+    async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8) as env:
+        await env.start_controller()
+        pod = gang_pod("early-0", None, None, gpus=1)
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "early"}
+        created = await call_json(env.core.create_namespaced_pod, "default", pod)
+        assert "schedulingGroup" not in created["spec"] and is_gated(created)
+        told = await wait_for(lambda: _event(env, "PodGroupFieldDropped", "early-0"), what="PodGroupFieldDropped")
+        assert told["type"] == "Warning" and "'early'" in told["message"]

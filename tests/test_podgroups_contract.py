@@ -39,9 +39,9 @@ def member(name="w-0", group="train", gated=True, annotations=None, node=None):
 
 
 def test_a_podgroup_pod_reads_as_a_member_of_the_gang_the_podgroup_stands_for():
-    info = PodInfo.from_pod(project(member(), podgroup(min_count=3, topology="example.com/rack")))
+    info = PodInfo.from_pod(project(member(annotations={"ganggate.io/pod-group": "train"}),
+                                    podgroup(min_count=3, topology="example.com/rack")))
     assert info.gang == GangSpec("train", 3, 3, "example.com/rack")
-    assert not info.traits.has_annotations  # the pod has none: a release adds the map, not a key to it
 
 
 def test_a_pod_with_annotations_of_its_own_or_a_basic_podgroup_is_not_projected():
@@ -72,7 +72,11 @@ def _decide(pod, **policy):
 
 def test_the_webhook_gates_a_podgroup_pod_unless_the_scheduler_gang_schedules_it():
     pod = member(gated=False)
-    assert _decide(pod).outcome == GATED
+    gated = _decide(pod)
+    assert gated.outcome == GATED
+    patched = gated.patch.apply(pod)
+    assert patched["spec"]["schedulingGates"] == [{"name": GATE_NAME}]
+    assert patched["metadata"]["annotations"] == {"ganggate.io/pod-group": "train"}  # what it was gated for
     assert _decide(pod, native_gang_scheduling=True).outcome == NOT_GANG
     assert _decide(pod, native_gang_scheduling=True, podgroups="gate").outcome == GATED
     assert _decide(member(gated=True)).outcome == ALREADY_GATED
@@ -188,3 +192,12 @@ def test_ungated_podgroup_pods_are_the_schedulers_and_not_read_as_members():
     source._on_event("ADDED", podgroup("train", 2))
     pod = member("w-0", gated=False)
     assert source.project(pod) is pod and not events.emitted
+
+
+def test_a_pod_gated_for_a_podgroup_whose_field_the_api_server_dropped_is_told_why():
+    source, events, _ = _source()
+    pod = member("w-0", annotations={"ganggate.io/pod-group": "train"})
+    del pod["spec"]["schedulingGroup"]  # GenericWorkload off: dropped after admission
+    assert source.project(pod) is pod and source.project(pod) is pod
+    ((name, reason, message),) = events.emitted
+    assert (name, reason) == ("w-0", "PodGroupFieldDropped") and "GenericWorkload feature gate is off" in message

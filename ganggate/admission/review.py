@@ -30,7 +30,7 @@ from ganggate.contract import (
     has_gate,
     parse_gang,
 )
-from ganggate.podgroups import conflicting_names, ganggate_admits, pod_group_name
+from ganggate.podgroups import GATED_FOR_ANNOTATION, conflicting_names, ganggate_admits, pod_group_name
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -173,7 +173,13 @@ def _deny(error: ContractError, code: int = 422) -> Decision:
 def _solo_patch(pod: Mapping[str, Any], raw_spec: Mapping[str, Any] | None, request_uid: str) -> jsonpatch.JsonPatch:
     """The gate, plus the annotations that make a sharing pod a gang of one."""
     metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else None
-    added = solo_annotations((metadata or {}).get("name"), request_uid)
+    return _with_annotations(pod, raw_spec, solo_annotations((metadata or {}).get("name"), request_uid))
+
+
+def _with_annotations(pod: Mapping[str, Any], raw_spec: Mapping[str, Any] | None,
+                      added: Mapping[str, str]) -> jsonpatch.JsonPatch:
+    """The gate, plus these annotations (the map created if the pod has none)."""
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else None
     ops = list(gate_patch(raw_spec).patch)
     if metadata is None:
         ops.append({"op": "add", "path": "/metadata", "value": {"annotations": added}})
@@ -260,7 +266,7 @@ def _decide_podgroup_pod(pod: Mapping[str, Any], spec: Mapping[str, Any], raw_sp
         return Decision(DENIED, allowed=False, code=400, message=f"spec.schedulingGates={gates!r}: must be a list")
     if has_gate(spec):
         return Decision(ALREADY_GATED)
-    return Decision(GATED, patch=gate_patch(raw_spec))
+    return Decision(GATED, patch=_with_annotations(pod, raw_spec, {GATED_FOR_ANNOTATION: str(group)}))
 
 
 def decide_update(old: Mapping[str, Any], new: Mapping[str, Any], policy: ReviewPolicy) -> Decision:

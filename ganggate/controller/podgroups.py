@@ -21,8 +21,8 @@ from typing import Any, Callable
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, GangSpec
 from ganggate.controller.informer import Informer
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
-from ganggate.podgroups import (GROUP, MISSING_REASON, PLURAL, VERSIONS, condition_patch, gang_annotations_of,
-                                ganggate_admits,
+from ganggate.podgroups import (DROPPED_REASON, GATED_FOR_ANNOTATION, GROUP, MISSING_REASON, PLURAL, VERSIONS,
+                                condition_patch, gang_annotations_of, ganggate_admits,
                                 initially_scheduled, min_count, pod_group_name, podgroup_for_gang, project)
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ class PodGroupSource:
     """Keeps the PodGroups and turns their pods into gang members; see the module docstring."""
 
     def __init__(self, custom: Any, events: Any, *, mode: str, native: bool, spawn: Callable[[Any], Any],
-                 may_act: Callable[[], bool], metrics: Any = None, version: str = VERSIONS[0]) -> None:
+                 may_act: Callable[[], bool], metrics: Any = None, version: str | None = VERSIONS[0]) -> None:
+        # version None: the API serves no PodGroups; the source only explains pods gated for one
         self.custom = custom
         self.version = version
         self.events = events
@@ -84,8 +85,9 @@ class PodGroupSource:
         self._creating: set[GroupKey] = set()
         self.reinject: Callable[[str, dict], None] = lambda kind, pod: None  # set by the controller
         self.synced = asyncio.Event()
-        self.informer = Informer(functools.partial(custom.list_cluster_custom_object, GROUP, version, PLURAL),
-                                 "podgroups", on_list=self._on_list, on_event=self._on_event, metrics=metrics)
+        self.informer = None if version is None else Informer(
+            functools.partial(custom.list_cluster_custom_object, GROUP, version, PLURAL), "podgroups",
+            on_list=self._on_list, on_event=self._on_event, metrics=metrics)
 
     # ---- the PodGroup informer -------------------------------------------------------------------
 
@@ -126,8 +128,10 @@ class PodGroupSource:
         """The pod as the core should see it (called for every pod the informer lists or watches;
         `kind` is the watch event's type, DELETED for one that is gone)."""
         name = pod_group_name(pod)
+        if name is None and kind != "DELETED":
+            self._tell_dropped(pod)
         if name is None:
-            if self.mode == "create":
+            if self.mode == "create" and self.version is not None:
                 self._maybe_create(pod)
             return self._count_bound(pod, kind == "DELETED")
         if not admitted_by_ganggate(pod):
@@ -154,6 +158,22 @@ class PodGroupSource:
         else:
             live.pop(key, None)
         return self._count_bound(project(pod, podgroup), gone)
+
+    def _tell_dropped(self, pod: dict) -> None:
+        """A pod the webhook gated for a PodGroup whose spec.schedulingGroup the API server then
+        dropped (its GenericWorkload gate off): it is no gang member and waits; say why, once."""
+        meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        group = annotations.get(GATED_FOR_ANNOTATION)
+        if group is None or GROUP_NAME in annotations or not admitted_by_ganggate(pod) or not _alive(pod):
+            return
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        if key in self._told_missing or (pod.get("spec") or {}).get("nodeName"):
+            return
+        self._told_missing.add(key)
+        self.events.emit(pod, DROPPED_REASON, f"the API server dropped spec.schedulingGroup.podGroupName={group!r} "
+                         "(its GenericWorkload feature gate is off): the pod is in no gang and waits, gated; "
+                         "recreate it with gang annotations, or once PodGroups are served")
 
     def _count_bound(self, seen: dict, gone: bool) -> dict:
         """Count a bound member of a gang that has a PodGroup of its name; write the condition once
@@ -248,19 +268,21 @@ async def start(controller: Any) -> asyncio.Task | None:
 
     config = controller.config
     custom = client.CustomObjectsApi(controller.api_client)
+    version: str | None = None
     try:
         version = await served(custom)
         if version is None:
             log.info("PodGroups: scheduling.k8s.io podgroups not served (GenericWorkload off): annotation gangs only")
-            return None
     except ApiCallError as exc:
         log.warning("PodGroups: cannot list them (%s): annotation gangs only", exc)
-        return None
     source = PodGroupSource(custom, controller.events, mode=config.podgroups, native=config.native_gang_scheduling,
                             spawn=controller._spawn, may_act=controller._may_act, metrics=controller.metrics,
                             version=version)
     source.reinject = controller._on_pod_event
     controller.podgroups = source
+    if version is None or source.informer is None:
+        source.synced.set()
+        return None  # the source only explains pods gated for a PodGroup the API server dropped
     task = asyncio.create_task(source.informer.run())
     await source.synced.wait()
     log.info("PodGroups (scheduling.k8s.io/" + version + "): %s (--podgroups=%s%s)", "ganggate admits their gangs" if source.admits else

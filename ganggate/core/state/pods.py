@@ -23,7 +23,6 @@ from types import MappingProxyType
 from typing import Any, Hashable, Mapping
 
 from ganggate.contract import (
-    ANNOTATIONS_ABSENT,
     DECISION_ANNOTATION,
     DEFAULT_MAX_POD_NUM,
     GATE_NAME,
@@ -205,7 +204,7 @@ def _traits(meta: Mapping, annotations: Mapping[str, str], owner: Mapping[str, s
         decided=DECISION_ANNOTATION in annotations,
         solo=SOLO_ANNOTATION in annotations,
         reservation=annotations.get(PREEMPTION_ANNOTATION),
-        has_annotations=meta.get("annotations") is not None and ANNOTATIONS_ABSENT not in meta,
+        has_annotations=meta.get("annotations") is not None,
         shape=facts.shape if gated else "",
     )
     key = (tuple(labels.items()), None if owner is None else tuple(owner.items()), facts.constraint_key,
