@@ -106,8 +106,8 @@ async def test_two_gangs_that_fit_only_one_at_a_time_never_deadlock(gangs):
     for index in range(4):  # interleaved, as two Jobs' pods arrive
         for name in ("a", "b"):
             if index == 0 and gangs.kind == "podgroup":
-                await gangs.make(name, 4, pods=0, run_seconds=2)
-            await gangs.add(name, 4, index, run_seconds=2)
+                await gangs.make(name, 4, pods=0, run_seconds=1)
+            await gangs.add(name, 4, index, run_seconds=1)
     seen: set[str] = set()
     deadline = time.monotonic() + 90
     while seen != {"a", "b"}:  # one runs whole, then the other

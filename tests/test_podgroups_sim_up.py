@@ -75,7 +75,7 @@ def test_ganggate_admits_podgroups_where_the_scheduler_does_not_gang_schedule_th
     try:
         assert "podgroups" in up.kubectl("api-resources", "--api-group", "scheduling.k8s.io").stdout
         # two PodGroups of 4 x 4 GPUs, only one of which fits at a time: one runs, then the other
-        apply(up, tmp_path, "ab", podgroup_gang("a", 4, run_seconds=3) + "---\n" + podgroup_gang("b", 4, run_seconds=3))
+        apply(up, tmp_path, "ab", podgroup_gang("a", 4, run_seconds=1) + "---\n" + podgroup_gang("b", 4, run_seconds=1))
         seen: set[str] = set()
 
         def both_ran() -> bool:
