@@ -213,6 +213,8 @@ EXPECTED_CONTROLLER_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("batch", "jobs"): {"get"},
+    ("scheduling.k8s.io", "podgroups"): {"list", "watch", "create"},
+    ("scheduling.k8s.io", "podgroups/status"): {"patch"},
 }
 
 

@@ -89,6 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(repeatable; default: aliyun.com/gpu-mem; --shared-resource= none). The MutatingWebhookConfiguration's "
         "matchConditions must send such pods too: see docs/gpu-sharing.md",
     )
+    from ganggate.podgroups import add_arguments as add_podgroup_arguments
+
+    add_podgroup_arguments(parser)
     parser.add_argument(
         "--cert-reload-seconds",
         type=float,
@@ -144,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         metrics_host=args.metrics_host,
         shutdown_grace_seconds=args.shutdown_grace_seconds,
         shared_resources=_shared(args.shared_resources),
+        podgroups=args.podgroups,
+        native_gang_scheduling=args.native_gang_scheduling,
     )
     try:
         return asyncio.run(serve(config))

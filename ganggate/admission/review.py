@@ -30,6 +30,7 @@ from ganggate.contract import (
     has_gate,
     parse_gang,
 )
+from ganggate.podgroups import GATED_FOR_ANNOTATION, conflicting_names, ganggate_admits, pod_group_name
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -61,6 +62,9 @@ class ReviewPolicy:
     #: Shared GPU resources (docs/gpu-sharing.md): a pod asking one is gated, as a gang of one
     #: when it has no gang annotations, so that ganggate picks its card.
     shared_resources: frozenset[str] = field(default_factory=lambda: frozenset(DEFAULT_SHARED_RESOURCES))
+    #: Pods naming a PodGroup (ganggate.podgroups): gated when ganggate admits them.
+    podgroups: str = "auto"
+    native_gang_scheduling: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,13 @@ def _deny(error: ContractError, code: int = 422) -> Decision:
 def _solo_patch(pod: Mapping[str, Any], raw_spec: Mapping[str, Any] | None, request_uid: str) -> jsonpatch.JsonPatch:
     """The gate, plus the annotations that make a sharing pod a gang of one."""
     metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else None
-    added = solo_annotations((metadata or {}).get("name"), request_uid)
+    return _with_annotations(pod, raw_spec, solo_annotations((metadata or {}).get("name"), request_uid))
+
+
+def _with_annotations(pod: Mapping[str, Any], raw_spec: Mapping[str, Any] | None,
+                      added: Mapping[str, str]) -> jsonpatch.JsonPatch:
+    """The gate, plus these annotations (the map created if the pod has none)."""
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else None
     ops = list(gate_patch(raw_spec).patch)
     if metadata is None:
         ops.append({"op": "add", "path": "/metadata", "value": {"annotations": added}})
@@ -190,6 +200,11 @@ def decide_create(pod: Mapping[str, Any], policy: ReviewPolicy, request_uid: str
         raise MalformedReview(f"request.object.spec must be an object, not {type(raw_spec).__name__}")
     spec = raw_spec or {}
     sharing = bool(policy.shared_resources) and shares_gpu(spec, policy.shared_resources)
+    if pod_group_name(pod) is not None and not sharing:
+        if (problem := conflicting_names(pod)) is not None:
+            return Decision(DENIED, allowed=False, code=422, message=problem)
+        if not has_gang_annotations(annotations):
+            return _decide_podgroup_pod(pod, spec, raw_spec, policy)
     if not sharing and not has_gang_annotations(annotations):
         return Decision(NOT_GANG)
     if scheduler_name(spec) not in policy.scheduler_names:
@@ -231,6 +246,27 @@ def decide_create(pod: Mapping[str, Any], policy: ReviewPolicy, request_uid: str
     if has_gate(spec):
         return Decision(ALREADY_GATED)
     return Decision(GATED, patch=gate_patch(raw_spec))
+
+
+def _decide_podgroup_pod(pod: Mapping[str, Any], spec: Mapping[str, Any], raw_spec: Mapping[str, Any] | None,
+                         policy: ReviewPolicy) -> Decision:
+    """A pod naming a PodGroup: gated when ganggate admits PodGroup pods (ganggate.podgroups),
+    left alone for the scheduler's own gang plugin otherwise."""
+    if scheduler_name(spec) not in policy.scheduler_names:
+        return Decision(OTHER_SCHEDULER)
+    if not ganggate_admits(policy.podgroups, policy.native_gang_scheduling):
+        return Decision(NOT_GANG)
+    group = pod_group_name(pod)
+    if spec.get("nodeName"):
+        return Decision(DENIED, allowed=False, code=422, message=(
+            f"spec.nodeName={spec['nodeName']!r} on a pod of PodGroup {group!r}: a gang pod must not be bound at "
+            "creation, a bound pod cannot be gated"))
+    gates = spec.get("schedulingGates")
+    if gates is not None and not isinstance(gates, list):
+        return Decision(DENIED, allowed=False, code=400, message=f"spec.schedulingGates={gates!r}: must be a list")
+    if has_gate(spec):
+        return Decision(ALREADY_GATED)
+    return Decision(GATED, patch=_with_annotations(pod, raw_spec, {GATED_FOR_ANNOTATION: str(group)}))
 
 
 def decide_update(old: Mapping[str, Any], new: Mapping[str, Any], policy: ReviewPolicy) -> Decision:

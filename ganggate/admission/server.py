@@ -61,11 +61,15 @@ class WebhookConfig:
     shutdown_grace_seconds: float = 10.0
     # Shared GPU resources whose pods are gated (as gangs of one without gang annotations).
     shared_resources: tuple[str, ...] = DEFAULT_SHARED_RESOURCES
+    # PodGroup pods (ganggate.podgroups): --podgroups and --native-gang-scheduling
+    podgroups: str = "auto"
+    native_gang_scheduling: bool = False
 
     @property
     def policy(self) -> ReviewPolicy:
         return ReviewPolicy(max_pod_num=self.max_pod_num, scheduler_names=frozenset(self.scheduler_names),
-                            shared_resources=frozenset(self.shared_resources))
+                            shared_resources=frozenset(self.shared_resources), podgroups=self.podgroups,
+                            native_gang_scheduling=self.native_gang_scheduling)
 
 
 @dataclass

@@ -92,6 +92,9 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--card-policy", choices=CARD_POLICIES, default=None,
                      help="GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (default: "
                      f"{DEFAULT_CARD_POLICY}; see docs/gpu-sharing.md)")
+    from ganggate.podgroups import add_arguments as add_podgroup_arguments
+
+    add_podgroup_arguments(ctl)  # --podgroups, --native-gang-scheduling (docs/controller.md)
     ctl.set_defaults(func=run_controller)
 
     st = subparsers.add_parser(
@@ -145,6 +148,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
         planning=args.planning, rounds=args.rounds, node_lost_after_seconds=args.node_lost_after,
         autoscaling=args.autoscaling, provisioning_class=args.provisioning_class,
+        podgroups=args.podgroups, native_gang_scheduling=args.native_gang_scheduling,
     )
     if args.card_policy is not None:
         cfg.card_policy = args.card_policy

@@ -119,6 +119,10 @@ class ControllerConfig:
     # A gang with a member on a node not Ready this long is restarted whole (None: off, the
     # taint manager's eviction decides); see NODE_LOST_HELP for the trade-off.
     node_lost_after_seconds: float | None = None
+    # PodGroup gangs (ganggate.podgroups, controller.podgroups): who admits them, and whether the
+    # scheduler gang-schedules them itself
+    podgroups: str = "auto"  # "auto" | "gate" | "create"
+    native_gang_scheduling: bool = False
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -127,7 +131,7 @@ class ControllerConfig:
                    "on_member_loss": ("restart", "none"), "preemption": ("gang", "off"),
                    "planning": ("thread", "loop"), "rounds": ("incremental", "full"),
                    "card_policy": CARD_POLICIES, "autoscaling": ("off", "provisioning-request", "placeholders"),
-                   "provisioning_class": PROVISIONING_CLASSES}
+                   "provisioning_class": PROVISIONING_CLASSES, "podgroups": ("auto", "gate", "create")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")

@@ -113,8 +113,9 @@ class Controller(Releasing):
                               convert=NodeInfo.from_node, keep_store=False, freeze_pages=True)
         self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods", on_list=self._relist_pods,
                              on_event=self._on_pod_event, metrics=self.metrics,
-                             convert=lambda pod: PodInfo.from_pod(pod, max_pod_num), keep_store=False,
+                             convert=lambda pod: PodInfo.from_pod(self._project(pod), max_pod_num), keep_store=False,
                              freeze_pages=True)
+        self.podgroups: Any = None  # a PodGroupSource once run() finds PodGroups served (controller.podgroups)
         self.leader: LeaderElector | None = None
         if config.leader_election:
             self.leader = LeaderElector(
@@ -265,8 +266,12 @@ class Controller(Releasing):
         self._changes.apply(self.state.apply_node, kind, node)
         self._poke()
 
+    def _project(self, pod: dict, kind: str = "") -> dict:
+        """A PodGroup's pod as a member of its gang (controller.podgroups); others as they are."""
+        return pod if self.podgroups is None else self.podgroups.project(pod, kind)
+
     def _on_pod_event(self, kind: str, pod: dict) -> None:
-        self._changes.apply(self._apply_pod, kind, pod)
+        self._changes.apply(self._apply_pod, kind, self._project(pod, kind))
         self._poke()
 
     def _apply_pod(self, kind: str, pod: dict) -> None:
@@ -290,8 +295,11 @@ class Controller(Releasing):
             runner, self.metrics_port = await serve_metrics(
                 self.metrics, self.config.metrics_port, self.healthy, self.ready
             )
+        from ganggate.controller.podgroups import start as start_podgroups
+
+        podgroups = await start_podgroups(self)  # before the pods are listed
         tasks = [asyncio.create_task(c) for c in (self.nodes.run(), self.pods.run(), self.events.run(),
-                                                   self._loop())]
+                                                   self._loop())] + ([podgroups] if podgroups else [])
         if self.leader is not None:
             tasks.append(asyncio.create_task(self.leader.run()))
         if self.lifecycle.protection is not None:  # every PodDisruptionBudget: controller.protection
@@ -490,3 +498,5 @@ class Controller(Releasing):
 
     def _emit_waiting(self, pod: Any, reason: str, message: str) -> None:
         self.events.emit(pod, reason, message, log_it=False)
+        if self.podgroups is not None:
+            self.podgroups.waiting(pod, reason, message)  # its PodGroup's condition, if it has one

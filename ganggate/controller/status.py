@@ -233,6 +233,9 @@ async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-
     core = client.CoreV1Api(api_client)
     nodes = await list_all(core.list_node)
     pods = await list_all(core.list_pod_for_all_namespaces)
+    from ganggate.controller.podgroup_status import list_podgroups, project_all
+
+    pods = project_all(pods, await list_podgroups(api_client, list_all))  # PodGroup gangs ganggate admits
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
     state.reset(nodes, pods)
     return state
@@ -299,6 +302,9 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     asked = format_requests(await list_requests(api_client), namespace)
     if asked:
         text += "\n" + asked
+    from ganggate.controller.podgroup_status import native_text
+
+    text += await native_text(api_client, namespace, list_all, _table)  # PodGroups the scheduler's own plugin admits
     return head + "\n\n" + text if head else text
 
 

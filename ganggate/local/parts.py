@@ -71,12 +71,13 @@ def make_certificates(directory: Path) -> Certificates:
     return Certificates(directory / certfiles.TLS_CERT, directory / certfiles.TLS_KEY, directory / certfiles.CA_CERT)
 
 
-async def start_tls_webhook(certs: Certificates, port: int = 0) -> Any:
-    """Serve the webhook over HTTPS on 127.0.0.1:`port` (0: a free one); a taken port raises OSError."""
+async def start_tls_webhook(certs: Certificates, port: int = 0, **podgroups: Any) -> Any:
+    """Serve the webhook over HTTPS on 127.0.0.1:`port` (0: a free one); a taken port raises OSError.
+    `podgroups`: the webhook's podgroups and native_gang_scheduling settings (WebhookConfig)."""
     from ganggate.admission.server import WebhookConfig, start_webhook
 
     return await start_webhook(WebhookConfig(cert_file=str(certs.cert_file), key_file=str(certs.key_file),
-                                             host="127.0.0.1", port=port, cert_reload_seconds=0))
+                                             host="127.0.0.1", port=port, cert_reload_seconds=0, **podgroups))
 
 
 async def register_webhook(api: Any, configuration: dict[str, Any], *, policies: bool = True) -> None:

@@ -49,6 +49,16 @@ class UpOptions:
     #: who adds the scheduling gate: "webhook" (the default), or "policy": kubesim's API server with the
     #: MutatingAdmissionPolicies of deploy/components/gate-by-policy (its feature gate turned on), no webhook
     gate_by: str = "webhook"
+    podgroups: str = "auto"  # the webhook's and controller's --podgroups (ganggate.podgroups)
+
+    @property
+    def native_gang_scheduling(self) -> bool:
+        """Whether kubesim's scheduler gang-schedules PodGroups: what an operator tells ganggate
+        with --native-gang-scheduling when kube-scheduler runs with both gates on."""
+        from ganggate.sim.scheduler.gangscheduling import enabled
+
+        gates = self.scheduler_feature_gates or self.feature_gates
+        return gates is not None and bool(enabled(gates))
 
 
 def controller_client(sim: Any, max_in_flight: int) -> Any:
@@ -75,6 +85,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         from ganggate.controller.config import ControllerConfig
 
         config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None,
+                                  podgroups=options.podgroups, native_gang_scheduling=options.native_gang_scheduling,
                                   **_topology_settings(options), **_autoscaling_settings(options))
         controller_api = controller_client(sim, config.max_in_flight)
         parts.push_async_callback(controller_api.close)
@@ -135,7 +146,8 @@ async def _start_webhook(parts: contextlib.AsyncExitStack, api, options: UpOptio
         where = options.certs_dir or "a temporary directory"
         raise UpError(f"cannot write the webhook's certificates to {where}: {_reason(exc)}") from None
     try:
-        webhook = await start_tls_webhook(certs, options.webhook_port)
+        webhook = await start_tls_webhook(certs, options.webhook_port, podgroups=options.podgroups,
+                                          native_gang_scheduling=options.native_gang_scheduling)
     except OSError as exc:
         raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: {_reason(exc)}"
                       f"{_port_hint(exc, '--webhook-port')}") from None

@@ -34,6 +34,8 @@ class ResourceInfo:
     """subresource name -> (kind, verbs)."""
     verbs: tuple[str, ...] = ALL_VERBS
     categories: tuple[str, ...] = ()
+    feature_gate: str = ""
+    """The feature gate the API server serves the resource behind (none: always served)."""
 
     @property
     def api_version(self) -> str:
@@ -81,12 +83,12 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", False,
                  categories=("api-extensions",)),
     # Beta in 1.35 behind the MutatingAdmissionPolicy gate (off by default): served only when it is on
-    # (server.py _serve; registry/mutatingadmissionpolicy.py).
+    # (served() below; registry/mutatingadmissionpolicy.py).
     ResourceInfo("admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicies", "mutatingadmissionpolicy",
-                 "MutatingAdmissionPolicy", False, categories=("api-extensions",)),
+                 "MutatingAdmissionPolicy", False, categories=("api-extensions",), feature_gate="MutatingAdmissionPolicy"),
     ResourceInfo("admissionregistration.k8s.io", "v1beta1", "mutatingadmissionpolicybindings",
                  "mutatingadmissionpolicybinding", "MutatingAdmissionPolicyBinding", False,
-                 categories=("api-extensions",)),
+                 categories=("api-extensions",), feature_gate="MutatingAdmissionPolicy"),
     ResourceInfo("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",)),
     ResourceInfo("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",)),
     ResourceInfo("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True, ("pdb",),
@@ -95,15 +97,27 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     # cluster-autoscaler's CRD (autoscaling.x-k8s.io_provisioningrequests.yaml), served as if installed
     ResourceInfo("autoscaling.x-k8s.io", "v1", "provisioningrequests", "provisioningrequest", "ProvisioningRequest", True,
                  ("provreq", "provreqs"), {"status": ("ProvisioningRequest", ("get", "patch", "update"))}),
+    # KEP-4671 in its 1.37 shape (pkg/registry/scheduling/rest/storage_scheduling.go), behind GenericWorkload
+    ResourceInfo("scheduling.k8s.io", "v1beta1", "workloads", "workload", "Workload", True,
+                 feature_gate="GenericWorkload"),
+    ResourceInfo("scheduling.k8s.io", "v1beta1", "podgroups", "podgroup", "PodGroup", True,
+                 subresources={"status": ("PodGroup", ("get", "patch", "update"))}, feature_gate="GenericWorkload"),
 )
+
+
+def served(info: ResourceInfo, gates: Any = None) -> bool:
+    """Whether the API server serves `info` with these feature gates (a FeatureGates; None: all
+    gates at their defaults, under which no gated resource is served)."""
+    return not info.feature_gate or (gates is not None and gates.enabled(info.feature_gate))
 
 _BY_PATH: dict[tuple[str, str, str], ResourceInfo] = {(r.group, r.version, r.plural): r for r in RESOURCES}
 _BY_KEY: dict[str, ResourceInfo] = {r.key: r for r in RESOURCES}
 
 
-def lookup(group: str, version: str, plural: str) -> ResourceInfo | None:
-    """The resource served at /api(s)/<group>/<version>/<plural>, if any."""
-    return _BY_PATH.get((group, version, plural))
+def lookup(group: str, version: str, plural: str, gates: Any = None) -> ResourceInfo | None:
+    """The resource served at /api(s)/<group>/<version>/<plural>, if any (with these gates)."""
+    info = _BY_PATH.get((group, version, plural))
+    return info if info is not None and served(info, gates) else None
 
 
 def by_key(key: str) -> ResourceInfo:
@@ -117,11 +131,11 @@ def by_key(key: str) -> ResourceInfo:
     return info
 
 
-def groups() -> dict[str, list[str]]:
+def groups(gates: Any = None) -> dict[str, list[str]]:
     """Non-core group name -> versions served, in registration order."""
     out: dict[str, list[str]] = {}
     for info in RESOURCES:
-        if info.group and info.version not in out.setdefault(info.group, []):
+        if info.group and served(info, gates) and info.group and info.version not in out.setdefault(info.group, []):
             out[info.group].append(info.version)
     return out
 
@@ -155,28 +169,28 @@ def _group_doc(name: str, versions: list[str]) -> dict[str, Any]:
     return {"name": name, "versions": entries, "preferredVersion": entries[0]}
 
 
-def api_group_list() -> dict[str, Any]:
+def api_group_list(gates: Any = None) -> dict[str, Any]:
     """GET /apis."""
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [_group_doc(name, versions) for name, versions in groups().items()],
+        "groups": [_group_doc(name, versions) for name, versions in groups(gates).items()],
     }
 
 
-def api_group(name: str) -> dict[str, Any] | None:
+def api_group(name: str, gates: Any = None) -> dict[str, Any] | None:
     """GET /apis/<group>."""
-    versions = groups().get(name)
+    versions = groups(gates).get(name)
     if versions is None:
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_doc(name, versions)}
 
 
-def resource_list(group: str, version: str) -> dict[str, Any] | None:
+def resource_list(group: str, version: str, gates: Any = None) -> dict[str, Any] | None:
     """GET /api/v1 or /apis/<group>/<version>: the APIResourceList."""
     items: list[dict[str, Any]] = []
     for info in RESOURCES:
-        if info.group != group or info.version != version:
+        if info.group != group or info.version != version or not served(info, gates):
             continue
         entry: dict[str, Any] = {
             "name": info.plural,

@@ -29,9 +29,12 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim.apiserver import openapi_crds, openapi_map_schemas, openapi_schemas
+    from ganggate.sim.apiserver import openapi_crds, openapi_map_schemas, openapi_schemas, openapi_workload
 
-    return {**openapi_schemas.load(), **openapi_crds.schemas(), **openapi_map_schemas.load()}
+    every = {**openapi_schemas.load(), **openapi_crds.schemas(), **openapi_map_schemas.load(),
+             **openapi_workload.schemas()}
+    openapi_workload.add_pod_field(every)
+    return every
 
 
 @functools.lru_cache(maxsize=None)
@@ -201,20 +204,22 @@ def document_hash(group: str, version: str) -> str:
     return hashlib.sha512(data).hexdigest().upper()
 
 
-def group_versions() -> list[tuple[str, str]]:
-    """Every (group, version) kubesim serves, core first."""
+def group_versions(gates: Any = None) -> list[tuple[str, str]]:
+    """Every (group, version) kubesim serves with these feature gates (None: all), core first."""
     seen: list[tuple[str, str]] = []
     for info in discovery.RESOURCES:
+        if gates is not None and not discovery.served(info, gates):
+            continue
         if (info.group, info.version) not in seen:
             seen.append((info.group, info.version))
     return seen
 
 
-def discovery_document() -> dict[str, Any]:
-    """GET /openapi/v3."""
+def discovery_document(gates: Any = None) -> dict[str, Any]:
+    """GET /openapi/v3 (the group-versions served with these feature gates)."""
     return {"paths": {
         _gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash={document_hash(g, v)}"}
-        for g, v in group_versions()
+        for g, v in group_versions(gates)
     }}
 
 

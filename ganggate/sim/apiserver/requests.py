@@ -51,17 +51,17 @@ def _not_found_path() -> errors.ApiError:
     return errors.ApiError(404, "NotFound", "the server could not find the requested resource", kind="", name="")
 
 
-def parse_target(group: str, version: str, parts: list[str]) -> Target:
+def parse_target(group: str, version: str, parts: list[str], gates: Any = None) -> Target:
     """Resolve the path below /api/v1 or /apis/<group>/<version> (404 for anything not served)."""
     namespace: str | None = None
     if len(parts) >= 3 and parts[0] == "namespaces":
-        candidate = discovery.lookup(group, version, parts[2])
+        candidate = discovery.lookup(group, version, parts[2], gates)
         if candidate is not None and candidate.namespaced:
             namespace = parts[1]
             parts = parts[2:]
     if not parts or len(parts) > 3:
         raise _not_found_path()
-    info = discovery.lookup(group, version, parts[0])
+    info = discovery.lookup(group, version, parts[0], gates)
     if info is None or (info.namespaced and namespace is None and len(parts) > 1):
         raise _not_found_path()
     name = parts[1] if len(parts) > 1 else None

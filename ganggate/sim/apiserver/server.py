@@ -167,22 +167,21 @@ class ApiServer(Reads, Writes):
         return _json_response(discovery.api_versions(request.host))
 
     async def _apis(self, request: web.Request) -> web.Response:
-        return _json_response(mutating_policy.without_unserved(discovery.api_group_list(), self.feature_gates))
+        return _json_response(discovery.api_group_list(self.feature_gates))
 
     async def _core_root(self, request: web.Request) -> web.Response:
-        doc = discovery.resource_list("", request.match_info["version"]) if request.method == "GET" else None
+        doc = discovery.resource_list("", request.match_info["version"], self.feature_gates) if request.method == "GET" else None
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _group_root(self, request: web.Request) -> web.Response:
-        doc = discovery.api_group(request.match_info["group"]) if request.method == "GET" else None
-        doc = mutating_policy.without_unserved(doc, self.feature_gates) if doc else None
+        doc = discovery.api_group(request.match_info["group"], self.feature_gates) if request.method == "GET" else None
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _group_version_root(self, request: web.Request) -> web.Response:
         doc = None
-        group, version = request.match_info["group"], request.match_info["version"]
-        if request.method == "GET" and mutating_policy.served_group_version(group, version, self.feature_gates):
-            doc = discovery.resource_list(group, version)
+        if request.method == "GET":
+            doc = discovery.resource_list(request.match_info["group"], request.match_info["version"],
+                                          self.feature_gates)
         return _json_response(doc) if doc else error_response(_not_found_path())
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
@@ -199,12 +198,13 @@ class ApiServer(Reads, Writes):
                                                 "Cache-Control": "no-cache, private"})
 
     async def _openapi_root(self, request: web.Request) -> web.Response:
-        return _json_response(openapi.discovery_document(), headers={"Cache-Control": "no-cache, private"})
+        return _json_response(openapi.discovery_document(self.feature_gates),
+                              headers={"Cache-Control": "no-cache, private"})
 
     async def _openapi_gv(self, request: web.Request) -> web.StreamResponse:
         """One group-version's document (kube-openapi handler3.go: immutable when asked for by hash)."""
         gv = openapi.parse_gv_path(request.match_info["tail"])
-        data = openapi.document_bytes(*gv) if gv else None
+        data = openapi.document_bytes(*gv) if gv and gv in openapi.group_versions(self.feature_gates) else None
         if gv is None or data is None:
             return error_response(_not_found_path())
         current = openapi.document_hash(*gv)
@@ -273,9 +273,7 @@ class ApiServer(Reads, Writes):
         self.requests += 1
         admission_policy.begin_request()
         try:
-            target = parse_target(group, version, [p for p in tail.split("/")])
-            if not mutating_policy.served(target.info.key, self.feature_gates):
-                raise _not_found_path()
+            target = parse_target(group, version, [p for p in tail.split("/")], self.feature_gates)
             query = dict(request.query)
             verb = verb_of(request.method, target, query)
             allowed = target.info.subresources[target.subresource][1] if target.subresource else target.info.verbs

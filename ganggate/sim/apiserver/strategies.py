@@ -16,6 +16,8 @@ from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbu
 from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
 from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as map_
 from ganggate.sim.apiserver.registry import provisioningrequest as provreq
+from ganggate.sim.apiserver.registry import workload
+from ganggate.sim.api import scheduling
 from ganggate.sim.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
@@ -57,6 +59,12 @@ _STRATEGIES: dict[str, Strategy] = {
     provreq.PODTEMPLATES: Strategy(provreq.default, provreq.prepare_template_create, provreq.prepare_template_update,
                                    provreq.prepare_template_update, provreq.validate_template,
                                    provreq.validate_template_update),
+    scheduling.WORKLOADS: Strategy(workload.default, workload.prepare_create, workload.prepare_update,
+                                   workload.prepare_status_update, workload.validate_workload,
+                                   workload.validate_workload_update),
+    scheduling.PODGROUPS: Strategy(workload.default, workload.prepare_create, workload.prepare_update,
+                                   workload.prepare_status_update, workload.validate_podgroup,
+                                   workload.validate_podgroup_any_update),
 }
 
 

@@ -19,6 +19,8 @@ from aiohttp import web
 from ganggate.sim.apiserver import propagation as gc
 from ganggate.sim.apiserver import deletion, discovery, fieldvalidation, patch as patching
 from ganggate.sim.apiserver.registry import service as services
+from ganggate.sim.apiserver.registry import workload
+from ganggate.sim.api import scheduling
 from ganggate.sim.apimachinery import errors, selectors
 from ganggate.sim.apiserver.admission import policy as admission_policy, priority
 from ganggate.sim.apiserver import eviction, strategies, validation
@@ -165,6 +167,7 @@ class Writes:
             # SchedulingGated's lastTransitionTime: podutil.UpdatePodCondition's metav1.Now(), the
             # server's clock, as creationTimestamp (pkg/registry/core/pod/strategy.go PrepareForCreate).
             validation.prepare_pod_create(obj, self.store.timestamp())
+            workload.drop_disabled_pod_fields(obj, None, self.feature_gates.enabled(scheduling.GENERIC_WORKLOAD))
         elif info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
             meta["generation"] = 1
         strategy = strategies.for_key(info.key)
@@ -172,6 +175,7 @@ class Writes:
             strategy.prepare_create(obj)
         validation.drop_empty(obj)
         causes = strategy.validate(obj) if strategy is not None else validation.validate_create(info.kind, obj, info.namespaced)
+        causes += workload.gated_create_causes(info.key, obj, self.feature_gates)
         if not causes and info.key == "services":
             # The REST storage allocates after validation (pkg/registry/core/service/storage/storage.go beginCreate).
             others = (stored.obj for _, stored in self.store.iter("services"))
@@ -267,6 +271,7 @@ class Writes:
                     meta[field] = old_meta[field]
             if info.key == "pods":
                 validation.prepare_pod_update(new, old)
+                workload.drop_disabled_pod_fields(new, old, self.feature_gates.enabled(scheduling.GENERIC_WORKLOAD))
             elif strategy is not None:
                 strategy.prepare_update(new, old)
             else:

@@ -39,6 +39,16 @@ KNOWN: Mapping[str, Gate] = MappingProxyType({
     # --runtime-config=admissionregistration.k8s.io/v1beta1=true; kubesim serves it with the gate alone.
     "MutatingAdmissionPolicy": Gate(default=False, stage="BETA",
                                     source="staging/src/k8s.io/apiserver/pkg/features/kube_features.go"),
+    # KEP-4671: the Workload and PodGroup APIs and the pod field naming a PodGroup (alpha, off, since
+    # 1.35; beta and still off by default in 1.37). kubesim serves the 1.37 v1beta1 shape behind it.
+    "GenericWorkload": Gate(default=False, stage="ALPHA"),
+    # KEP-4671: kube-scheduler's GangScheduling plugin (alpha, off, since 1.35; needs GenericWorkload).
+    # Merged into GenericWorkload in 1.37 (kubernetes#139520); kubesim's scheduler, serving the 1.37
+    # API, gang-schedules with GenericWorkload and takes GangScheduling=false as "plugin off".
+    "GangScheduling": Gate(default=False, stage="ALPHA"),
+    # KEP-5732: PodGroup schedulingConstraints (topology). Not in 1.35: alpha, off, since 1.36, as
+    # the 1.37 PodGroup API kubesim serves declares it (+k8s:ifDisabled(...)=+k8s:forbidden).
+    "TopologyAwareWorkloadScheduling": Gate(default=False, stage="ALPHA"),
 })
 
 

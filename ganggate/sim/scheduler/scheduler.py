@@ -23,7 +23,7 @@ from typing import Mapping
 import aiohttp
 
 from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.scheduler import preemption
+from ganggate.sim.scheduler import gangscheduling, preemption
 from ganggate.sim.helpers.podrequests import scheduling_requests
 from ganggate.sim.apimachinery.quantity import QuantityError
 from ganggate.sim.scheduler.schedule_one import Algorithm, Decision
@@ -111,6 +111,8 @@ class Scheduler:
         self._held = False
         self.scheduled = 0
         self.failed_attempts = 0
+        # KEP-4671 PodGroup gangs (ganggate/sim/scheduler/gangscheduling.py), when the gates are on
+        self.gangs = gangscheduling.GangScheduling(self) if gangscheduling.enabled(self.feature_gates) else None
 
     # -- for drivers (the replay): is there anything left to do? ---------------------------
 
@@ -203,6 +205,8 @@ class Scheduler:
         if info is None:
             self.queue.delete(key)
             return
+        if self.gangs is not None and self.gangs.hold(key, pod, info):
+            return  # PreEnqueue: its PodGroup is missing or short of minCount
         self.queue.update(key, pod, **info)
         self._nominate(key, pod, info)
         self._wake.set()
@@ -317,6 +321,9 @@ class Scheduler:
                     async with asyncio.timeout(timeout):
                         await self._wake.wait()
                 continue
+            if self.gangs is not None and self.gangs.owns(queued.pod):
+                await self.gangs.cycle(queued, bind_slots)  # the whole PodGroup in one cycle
+                continue
             try:
                 node = self.schedule_one(queued)
             except Exception:  # one odd pod must not stop the scheduler: back off and go on
@@ -421,6 +428,8 @@ class Scheduler:
             self._pdbs = Reflector(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", lambda *_: None)
             watchers = [asyncio.ensure_future(nodes.run()), asyncio.ensure_future(self._pods.run()),
                         asyncio.ensure_future(self._pdbs.run())]
+            if self.gangs is not None:
+                watchers.append(asyncio.ensure_future(self.gangs.start(session).run()))
             loop_task: asyncio.Future | None = None
             try:
                 await nodes.synced.wait()

@@ -42,27 +42,6 @@ prepare_update = vap.prepare_update
 prepare_status_update = vap.prepare_status_update
 
 
-def served(key: str, gates: Any) -> bool:
-    """Whether a resource is served under these feature gates (only the policy kinds need the gate)."""
-    return key not in (POLICY_KEY, BINDING_KEY) or gates.enabled(FEATURE_GATE)
-
-
-def served_group_version(group: str, version: str, gates: Any) -> bool:
-    """Whether a group-version is served: admissionregistration.k8s.io/v1beta1 holds only these kinds."""
-    return (group, version) != (GROUP, VERSION) or gates.enabled(FEATURE_GATE)
-
-
-def without_unserved(doc: dict[str, Any], gates: Any) -> dict[str, Any]:
-    """An APIGroupList or APIGroup without admissionregistration.k8s.io/v1beta1 when the gate is off
-    (the real server's discovery lists only the versions it serves)."""
-    if gates.enabled(FEATURE_GATE):
-        return doc
-    for group in doc.get("groups", [doc]):
-        if group.get("name") == GROUP:
-            group["versions"] = [v for v in group["versions"] if v["version"] != VERSION]
-    return doc
-
-
 def default_policy(policy: Obj) -> None:
     """SetDefaults_MutatingAdmissionPolicySpec."""
     spec = policy.get("spec")
