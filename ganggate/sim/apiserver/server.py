@@ -275,13 +275,13 @@ class ApiServer(Reads, Writes):
                 return await pod_log.serve(request, self.store, target.namespace or "", target.name or "")
             if verb == "get":
                 if wants_table(request.headers.get("Accept", "")) and target.subresource is None:
-                    return self._table(target, [self._current(target)], str(self.store.resource_version))
+                    return self._table(target, [self._current(target)], str(self.store.resource_version), query=query)
                 return self._get(target, query)
             if verb == "list":
                 if wants_table(request.headers.get("Accept", "")):
                     listed = json.loads(self._list(target, query).body)
                     return self._table(target, listed["items"], listed["metadata"].get("resourceVersion", ""),
-                                       listed["metadata"].get("continue"))
+                                       listed["metadata"].get("continue"), query=query)
                 return self._list(target, query)
             body = await self._body(request) if request.method in ("POST", "PUT", "PATCH") else None
             if verb == "create":

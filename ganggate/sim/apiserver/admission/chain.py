@@ -1,6 +1,6 @@
 """kubesim's mutating admission chain: MutatingWebhookConfigurations applied as kube-apiserver does.
 
-The API server calls `AdmissionChain.admit` on CREATE and UPDATE (incl. PATCH) of a pod, after
+The API server calls `AdmissionChain.admit` on CREATE and UPDATE (incl. PATCH) of an object, after
 decoding and defaulting and before validation. The chain follows
 k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go (Dispatch,
 callAttrMutatingHook), generic/webhook.go (ShouldCallHook) and
