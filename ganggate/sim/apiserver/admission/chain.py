@@ -177,14 +177,15 @@ class AdmissionChain:
         user_info: dict,
     ) -> dict:
         """Return the object after every matching webhook's patch; raise AdmissionDenied to refuse."""
+        hooks = webhooks_in_order(self._list_configurations())
+        if not any(any_rule_matches(hook, operation=operation, resource=dict(resource), sub_resource=sub_resource or None,
+                                    namespace=namespace or "") for hook in hooks):
+            return copy.deepcopy(obj)  # no webhook's rules name this request (a lease, an event, ...): nothing to call
         request = _Request(
             operation, dict(kind), dict(resource), sub_resource or None, namespace or "", name or "",
             copy.deepcopy(old_obj), bool(dry_run), dict(user_info or {}),
         )
         current = copy.deepcopy(obj)
-        hooks = webhooks_in_order(self._list_configurations())
-        if not hooks:
-            return current
         reinvoke = _ReinvokeContext()
         current = await self._dispatch(hooks, request, current, reinvoke, round_=0)
         if reinvoke.should_reinvoke and reinvoke.reinvoke:
