@@ -5,6 +5,7 @@ own message and code; one whose templates pass is allowed untouched."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,3 +116,47 @@ def test_cronjobs_jobsets_and_kubeflow_jobs_are_checked_in_every_template():
     fine = {"kind": "MPIJob", "spec": {"mpiReplicaSpecs": {"Launcher": {"template": template(None)},
                                                            "Worker": {"template": template(GOOD)}}}}
     assert decide(request(("kubeflow.org", "MPIJob"), fine), POLICY).outcome == WORKLOAD_OK
+
+
+async def test_with_the_template_check_down_the_job_is_taken_and_its_refused_pods_show_on_it(tmp_path):
+    """failurePolicy Ignore: the Job passes while gang-template.ganggate.io is unreachable; the pod
+    webhook refuses each pod, and the Job controller says so on the Job, once, its count rising."""
+    import socket
+
+    import yaml
+    from kubernetes_asyncio import client
+
+    from ganggate.admission.server import WebhookConfig, start_webhook
+    from ganggate.certs.files import TLS_CERT, TLS_KEY
+    from ganggate.certs.inject import inject_ca_bundle
+    from ganggate.sim import Simulator
+    from tests.kubesim_support import eventually
+    from tests.webhook_support import make_certs
+
+    cert_dir = make_certs(tmp_path / "certs")
+    webhook = await start_webhook(WebhookConfig(cert_file=str(cert_dir / TLS_CERT), key_file=str(cert_dir / TLS_KEY),
+                                                host="127.0.0.1", port=0))
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead_port = closed.getsockname()[1]
+    try:
+        async with Simulator(nodes=1, scheduler=False, kubelet=False) as sim, sim.api_client() as api_client:
+            mwc = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy" / "kubesim" / "webhook-url.yaml").read_text())
+            mwc["webhooks"][0]["clientConfig"]["url"] = f"https://127.0.0.1:{webhook.port}/mutate"
+            mwc["webhooks"][1]["clientConfig"]["url"] = f"https://127.0.0.1:{dead_port}/mutate"
+            await client.AdmissionregistrationV1Api(api_client).create_mutating_webhook_configuration(mwc)
+            await inject_ca_bundle(api_client, "ganggate", (cert_dir / "ca.crt").read_bytes())
+            await client.BatchV1Api(api_client).create_namespaced_job(
+                "default", job(template(BROKEN[0], restartPolicy="Never")))
+
+            def failed_create() -> list[dict[str, Any]]:
+                return [e for e in sim.store.list("events", "default")
+                        if e["reason"] == "FailedCreate" and e["involvedObject"]["name"] == "typo"]
+            (event,) = await eventually(lambda: [e for e in failed_create() if e["count"] >= 2], timeout=30)
+            assert event["message"] == (
+                'Error creating: admission webhook "gang-gate.ganggate.io" denied the request: annotation '
+                "scheduling.k8s.io/group-pod-num='abc': must be a plain decimal integer from 1 to 10000")
+            assert event["involvedObject"]["kind"] == "Job" and event["type"] == "Warning"
+            assert len(failed_create()) == 1 and sim.store.list("pods", "default") == []
+    finally:
+        await webhook.close()
