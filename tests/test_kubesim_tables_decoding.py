@@ -93,3 +93,16 @@ async def test_a_number_or_bool_in_a_string_map_is_refused_at_decode_with_the_re
     status, body, _ = await raw.request("PUT", PODS + "/n", current)
     assert status == 400 and body["message"].startswith('Pod in version "v1" cannot be handled as a Pod: json: '
                                                         "cannot unmarshal number")
+
+
+def test_the_error_names_the_innermost_struct_and_the_path_through_lists():
+    from ganggate.sim.apiserver.decoding import decode_error
+
+    term = {"labelSelector": {"matchLabels": {"app": 1}}}
+    body = {"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+    assert decode_error("", "v1", "Pod", body) == (
+        "json: cannot unmarshal number into Go struct field LabelSelector.spec.affinity.podAntiAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution.labelSelector.matchLabels of type string")
+    assert decode_error("", "v1", "Pod", {"spec": {"nodeSelector": {"gpu": ["a"]}}}) == (
+        "json: cannot unmarshal array into Go struct field PodSpec.spec.nodeSelector of type string")
+    assert decode_error("", "v1", "Pod", {"metadata": {"labels": {"a": None}}}) is None  # null decodes to ""
