@@ -51,7 +51,7 @@ def make_event(ref: Mapping[str, Any], component: str, event_type: str, reason: 
         "metadata": {"name": f"{ref.get('name')}.{now_ns:x}", "namespace": ref.get("namespace") or "default"},
         "involvedObject": dict(ref), "reason": reason, "message": message, "type": event_type,
         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        "source": {"component": component}, "reportingComponent": component, "reportingInstance": "",
+        "source": {"component": component}, "reportingComponent": component,  # reportingInstance: the host, none
     }
 
 
