@@ -96,7 +96,8 @@ class ApiServer(Reads, Writes):
                 self._admission = None
             else:
                 self._admission = AdmissionChain(
-                    lambda: self.store.list("mutatingwebhookconfigurations"),
+                    # The stored objects themselves: the chain only reads them (and copies what it keeps).
+                    lambda: [s.obj for _, s in self.store.iter("mutatingwebhookconfigurations.admissionregistration.k8s.io")],
                     lambda name: self.store.get("namespaces", None, name),
                 )
         return self._admission

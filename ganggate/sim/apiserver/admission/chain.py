@@ -34,6 +34,7 @@ from ganggate.sim.apiserver.admission.matching import (
     namespace_selector_applies,
     namespace_selector_is_empty,
     object_matches,
+    rule_matches,
     webhooks_in_order,
 )
 
@@ -176,11 +177,15 @@ class AdmissionChain:
         dry_run: bool,
         user_info: dict,
     ) -> dict:
-        """Return the object after every matching webhook's patch; raise AdmissionDenied to refuse."""
-        hooks = webhooks_in_order(self._list_configurations())
-        if not any(any_rule_matches(hook, operation=operation, resource=dict(resource), sub_resource=sub_resource or None,
-                                    namespace=namespace or "") for hook in hooks):
-            return copy.deepcopy(obj)  # no webhook's rules name this request (a lease, an event, ...): nothing to call
+        """Return the object after every matching webhook's patch (`obj` itself, uncopied, when no
+        webhook's rules name the request); raise AdmissionDenied to refuse."""
+        configurations = self._list_configurations()
+        if not any(rule_matches(rule, operation=operation, resource=resource, sub_resource=sub_resource or None,
+                                namespace=namespace or "")
+                   for config in configurations for spec in config.get("webhooks") or []
+                   for rule in spec.get("rules") or []):
+            return obj  # no webhook's rules name this request (a lease, an event, ...): nothing to call or copy
+        hooks = webhooks_in_order(configurations)
         request = _Request(
             operation, dict(kind), dict(resource), sub_resource or None, namespace or "", name or "",
             copy.deepcopy(old_obj), bool(dry_run), dict(user_info or {}),
