@@ -198,12 +198,12 @@ async def test_inject_patches_the_configuration_in_kubesim(tmp_path):
             code, out, err = await run_ganggate("certs", "inject", "--webhook-configuration", "ganggate",
                                                 "--ca-file", str(tmp_path / "ca.crt"), "--kubeconfig", sim.kubeconfig)
             assert code == 0, err
-            assert "injected the CA into 1 webhook of ganggate" in out
+            assert "injected the CA into 2 webhooks of ganggate" in out
             stored = await api.read_mutating_webhook_configuration("ganggate")
-            (hook,) = stored.webhooks
-            assert base64.b64decode(hook.client_config.ca_bundle) == ca_pem
-            assert hook.client_config.url == "https://127.0.0.1:8443/mutate"
-            assert hook.failure_policy == "Fail"  # nothing else changed
+            for hook, policy in zip(stored.webhooks, ("Fail", "Ignore"), strict=True):
+                assert base64.b64decode(hook.client_config.ca_bundle) == ca_pem
+                assert hook.client_config.url == "https://127.0.0.1:8443/mutate"
+                assert hook.failure_policy == policy  # nothing else changed
 
             code, _, err = await run_ganggate("certs", "inject", "--webhook-configuration", "missing",
                                               "--ca-file", str(tmp_path / "ca.crt"), "--kubeconfig", sim.kubeconfig)

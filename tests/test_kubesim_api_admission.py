@@ -117,9 +117,14 @@ async def test_subresources_are_not_admitted(api, chain):
     assert len(chain.calls) == calls
 
 
-async def test_other_resources_are_not_admitted(api, chain):
+async def test_other_resources_are_admitted_but_not_webhook_configurations(api, chain):
+    # kube-apiserver runs mutating admission for every resource (a webhook's rules choose), except
+    # admissionregistration.k8s.io's own objects (generic/webhook.go IsExemptAdmissionConfigurationResource).
     await client.CoordinationV1Api(api).create_namespaced_lease("default", {"metadata": {"name": "l"}, "spec": {}})
-    assert chain.calls == []
+    assert [c["kind"]["kind"] for c in chain.calls] == ["Lease"]
+    await client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
+        {"metadata": {"name": "another"}, "webhooks": []})
+    assert [c["kind"]["kind"] for c in chain.calls] == ["Lease"]
 
 
 async def test_dry_run_is_passed_to_the_chain(api, chain, sim):

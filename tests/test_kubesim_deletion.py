@@ -171,10 +171,12 @@ async def test_job_pods_deleted_gracefully_are_replaced_and_counted_failed_once_
         await delete(api, first["metadata"]["name"])
 
         async def replaced():
+            if clock.now() < 5:  # the Job controller waits its 1 s syncJobBatchPeriod on this clock
+                clock.advance_to(clock.now() + 0.25)
             pods = [p for p in await api.pods() if p["metadata"]["name"] != first["metadata"]["name"]]
             return pods or None
         await wait_for(replaced, "a replacement pod")  # the terminating pod is not active any more
-        clock.advance_to(30)
+        clock.advance_to(clock.now() + 30)  # the grace period, from whenever the kubelet saw the deletion
         await gone(api, first["metadata"]["name"])
 
 

@@ -16,6 +16,7 @@ import yaml
 
 from ganggate.contract import GANG_ANNOTATIONS, GangSpec, parse_gang
 from ganggate.admission.review import ReviewPolicy, decide_create
+from ganggate.admission.templates import WORKLOADS, pod_templates as workload_templates
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -404,7 +405,8 @@ def webhook_configurations() -> list[dict]:
 
 @pytest.mark.parametrize("mwc", webhook_configurations(), ids=["service", "url"])
 def test_webhook_configuration_settings(mwc):
-    (hook,) = mwc["webhooks"]
+    hook, templates = mwc["webhooks"]
+    assert hook["name"] == "gang-gate.ganggate.io" and templates["name"] == "gang-template.ganggate.io"
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["sideEffects"] == "None"
     assert hook["failurePolicy"] == "Fail"
@@ -416,21 +418,35 @@ def test_webhook_configuration_settings(mwc):
     (expr,) = hook["namespaceSelector"]["matchExpressions"]
     assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
     assert set(expr["values"]) == {"kube-system", "ganggate-system"}
+    # The workload check: the same endpoint, never mutating, advice only (the pods are checked anyway).
+    assert templates["clientConfig"] == hook["clientConfig"]
+    assert templates["failurePolicy"] == "Ignore" and templates["sideEffects"] == "None"
+    assert "reinvocationPolicy" not in templates
+    resources = {(g, r) for rule in templates["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert {(group, kind) for group, kind in WORKLOADS} == {(g, KINDS[r]) for g, r in resources}
+    assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in templates["rules"])
+    assert templates["namespaceSelector"] == hook["namespaceSelector"]
+
+
+KINDS = {"jobs": "Job", "cronjobs": "CronJob", "jobsets": "JobSet", "pytorchjobs": "PyTorchJob", "tfjobs": "TFJob",
+         "mpijobs": "MPIJob", "xgboostjobs": "XGBoostJob", "paddlejobs": "PaddleJob"}
 
 
 def test_kubesim_configuration_is_the_base_one_with_a_url():
     base, url = webhook_configurations()
-    assert url["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:8443/mutate"}
+    for hook in url["webhooks"]:
+        assert hook["clientConfig"] == {"url": "https://127.0.0.1:8443/mutate"}
     for mwc in (base, url):
-        del mwc["webhooks"][0]["clientConfig"]
+        for hook in mwc["webhooks"]:
+            del hook["clientConfig"]
     assert base == url
 
 
-def match_condition(mwc: dict):
+def match_condition(mwc: dict, index: int = 0):
     """The CEL matchCondition, compiled with cel-python as a predicate on (object, oldObject)."""
     import celpy
 
-    (condition,) = mwc["webhooks"][0]["matchConditions"]
+    (condition,) = mwc["webhooks"][index]["matchConditions"]
     env = celpy.Environment()
     program = env.program(env.compile(condition["expression"]))
 
@@ -460,6 +476,42 @@ def test_match_conditions_send_only_gang_pods():
     for key in GANG_ANNOTATIONS:
         assert matches(pod({key: "x"}), None)
     # (UPDATE is matched only with the component webhook-update-check: tests/test_admission_policies.py.)
+
+
+def _template(annotations: dict | None = None, limits: dict | None = None) -> dict:
+    template: dict = {"spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
+    if annotations is not None:
+        template["metadata"] = {"annotations": annotations}
+    if limits is not None:
+        template["spec"]["containers"][0]["resources"] = {"limits": limits}
+    return template
+
+
+WRAPPERS = {
+    "Job": lambda t: {"spec": {"template": t}},
+    "CronJob": lambda t: {"spec": {"jobTemplate": {"spec": {"template": t}}}},
+    "JobSet": lambda t: {"spec": {"replicatedJobs": [{"template": {"spec": {"template": _template()}}},
+                                                     {"template": {"spec": {"template": t}}}]}},
+    **{kind: (lambda field: lambda t: {"spec": {field: {"Master": {"template": _template()}, "Worker": {"template": t}}}})(field)
+       for kind, field in (("PyTorchJob", "pytorchReplicaSpecs"), ("TFJob", "tfReplicaSpecs"), ("MPIJob", "mpiReplicaSpecs"),
+                           ("XGBoostJob", "xgbReplicaSpecs"), ("PaddleJob", "paddleReplicaSpecs"))},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WRAPPERS))
+def test_the_template_webhook_is_sent_only_workloads_with_a_gang_or_shared_gpu_template(kind):
+    matches = match_condition(webhook_configurations()[0], index=1)
+    assert {k for _, k in WORKLOADS} == set(WRAPPERS)
+    for template in (_template(), _template({"team": "a"}), _template(limits={"nvidia.com/gpu": "1"})):
+        assert not matches(dict(WRAPPERS[kind](template), kind=kind), None)
+    for key in GANG_ANNOTATIONS:
+        assert matches(dict(WRAPPERS[kind](_template({key: "x"})), kind=kind), None)
+    assert matches(dict(WRAPPERS[kind](_template(limits={"aliyun.com/gpu-mem": "8"})), kind=kind), None)
+    # Each workload's templates are where ganggate.admission.templates looks for them.
+    group = next(g for g, k in WORKLOADS if k == kind)
+    obj = dict(WRAPPERS[kind](_template({"scheduling.k8s.io/group-name": "g"})), kind=kind)
+    assert [t.get("metadata") for _, t in workload_templates(group, kind, obj)][-1] == {
+        "annotations": {"scheduling.k8s.io/group-name": "g"}}
 
 
 # --- examples --------------------------------------------------------------------------------------

@@ -57,18 +57,20 @@ def test_view_and_progress():
 
 def test_webhook_configuration_is_deploys_url_form_with_our_url_and_ca():
     config = webhook_configuration("https://127.0.0.1:4321", b"-----PEM-----")
-    (webhook,) = config["webhooks"]
-    assert webhook["clientConfig"] == {
-        "url": "https://127.0.0.1:4321/mutate",
-        "caBundle": base64.b64encode(b"-----PEM-----").decode(),
-    }
-    assert webhook["failurePolicy"] == "Fail"
-    assert webhook["matchConditions"]
+    webhook, templates = config["webhooks"]
+    for hook in (webhook, templates):
+        assert hook["clientConfig"] == {
+            "url": "https://127.0.0.1:4321/mutate",
+            "caBundle": base64.b64encode(b"-----PEM-----").decode(),
+        }
+        assert hook["matchConditions"]
+    assert (webhook["failurePolicy"], templates["failurePolicy"]) == ("Fail", "Ignore")
 
 
 def test_webhook_configuration_without_match_conditions_keeps_the_rest():
     exact = webhook_configuration("https://127.0.0.1:1", b"ca")
     lean = webhook_configuration("https://127.0.0.1:1", b"ca", match_conditions=False)
-    assert "matchConditions" not in lean["webhooks"][0]
-    exact["webhooks"][0].pop("matchConditions")
+    for hook in exact["webhooks"]:
+        hook.pop("matchConditions")
+    assert all("matchConditions" not in hook for hook in lean["webhooks"])
     assert lean == exact

@@ -16,6 +16,7 @@ import jsonpatch
 import orjson  # parses a review 3-5x faster than json (bench/bench_webhook.py: server CPU per review)
 
 from ganggate.admission.sharing import shares_gpu, sharing_problem, solo_annotations
+from ganggate.admission.templates import WORKLOADS, pod_of, pod_templates
 from ganggate.contract import (
     DEFAULT_MAX_POD_NUM,
     DEFAULT_SCHEDULER_NAMES,
@@ -46,7 +47,8 @@ OTHER_SCHEDULER = "other_scheduler"  # allowed untouched: a scheduler ganggate d
 UPDATE_OK = "update_ok"  # allowed: an update that leaves the gang annotations alone
 DENIED = "denied"  # allowed: false
 MALFORMED = "malformed"  # HTTP 400: not an AdmissionReview at all
-OUTCOMES = (GATED, ALREADY_GATED, NOT_GANG, OTHER_SCHEDULER, UPDATE_OK, DENIED, MALFORMED)
+WORKLOAD_OK = "workload_ok"  # allowed: a workload (Job, JobSet, ...) whose gang pod templates pass
+OUTCOMES = (GATED, ALREADY_GATED, NOT_GANG, OTHER_SCHEDULER, UPDATE_OK, DENIED, MALFORMED, WORKLOAD_OK)
 
 
 class MalformedReview(ValueError):
@@ -288,10 +290,52 @@ def decide_update(old: Mapping[str, Any], new: Mapping[str, Any], policy: Review
     raise AssertionError("unreachable: the annotations differ")  # pragma: no cover
 
 
+def _workload(request: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(group, kind) of a workload whose pod templates the webhook checks (not a subresource)."""
+    kind = request.get("kind")
+    if not isinstance(kind, Mapping) or request.get("subResource"):
+        return None
+    key = (str(kind.get("group") or ""), str(kind.get("kind") or ""))
+    return key if key in WORKLOADS else None
+
+
+def template_decision(group: str, kind: str, obj: Mapping[str, Any], policy: ReviewPolicy) -> Decision:
+    """The workload's decision: the first denial of a pod made of one of its templates (the pod's
+    own message and code), else what its templates add up to."""
+    outcomes = set()
+    for _, template in pod_templates(group, kind, obj):
+        try:
+            decision = decide_create(pod_of(template), policy)
+        except MalformedReview:
+            continue  # a template of the wrong shape is the API server's validation to refuse
+        if not decision.allowed:
+            return decision
+        outcomes.add(decision.outcome)
+    if outcomes & {GATED, ALREADY_GATED}:
+        return Decision(WORKLOAD_OK)
+    return Decision(OTHER_SCHEDULER if OTHER_SCHEDULER in outcomes else NOT_GANG)
+
+
+def decide_workload(request: Mapping[str, Any], group: str, kind: str, policy: ReviewPolicy) -> Decision:
+    """Deny a workload CREATE or UPDATE whose pod template no pod could pass. An UPDATE that leaves
+    a template's problem as it was (a label, a finalizer on a Job admitted while the webhook was
+    down) passes: only the change is judged."""
+    obj = request.get("object")
+    if request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, Mapping):
+        return Decision(NOT_GANG)
+    decision = template_decision(group, kind, obj, policy)
+    old = request.get("oldObject")
+    if not decision.allowed and request.get("operation") == "UPDATE" and isinstance(old, Mapping):
+        if template_decision(group, kind, old, policy).message == decision.message:
+            return Decision(WORKLOAD_OK)
+    return decision
+
+
 def decide(request: Mapping[str, Any], policy: ReviewPolicy) -> Decision:
     """The decision for one checked AdmissionRequest (see check_review)."""
     if not _is_pod(request):
-        return Decision(NOT_GANG)
+        workload = _workload(request)
+        return decide_workload(request, *workload, policy) if workload else Decision(NOT_GANG)
     operation = request.get("operation")
     pod = request.get("object")
     if operation == "CREATE":

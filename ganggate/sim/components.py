@@ -52,7 +52,7 @@ class Components:
             # kube-controller-manager's job, garbagecollector, nodelifecycle and disruption
             # controllers, sharing one watch per collection as its controllers share informers.
             self.shared = SharedInformers(url)
-            self._start("ganggate.sim.controllers.job", "JobController", url, shared=self.shared)
+            self._start("ganggate.sim.controllers.job", "JobController", url, shared=self.shared, clock=clock)
             self._start("ganggate.sim.controllers.garbagecollector", "GarbageCollector", url, shared=self.shared)
             self._start("ganggate.sim.controllers.nodelifecycle", "NodeLifecycleController", url, clock=clock, shared=self.shared)
             self._start("ganggate.sim.controllers.disruption", "DisruptionController", url, shared=self.shared)

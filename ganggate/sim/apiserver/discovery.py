@@ -407,14 +407,25 @@ def columns_for(kind: str) -> tuple[list[dict[str, Any]], Cells]:
     return TABLES.get(kind) or MORE_TABLES.get(kind) or ([_NAME, _AGE], lambda obj: [_name(obj), age(obj)])
 
 
+#: metav1.IncludeObjectPolicy: what a Table row's `object` carries (the query's includeObject).
+INCLUDE_OBJECT = ("None", "Metadata", "Object")
+
+
+def row_object(obj: dict[str, Any], include: str, kind: str, api_version: str) -> dict[str, Any] | None:
+    """handlers/response.go asTable: the whole object (Object), PartialObjectMetadata (Metadata, the
+    default) or nothing (None)."""
+    if include == "Object":
+        return dict(obj, kind=kind, apiVersion=api_version)
+    if include == "None":
+        return None
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata") or {}}
+
+
 def table_of(kind: str, items: list[dict[str, Any]], rv: str, token: str | None = None,
-             headers: bool = True) -> dict[str, Any]:
-    """A meta.k8s.io/v1 Table of the objects, with rows carrying PartialObjectMetadata."""
+             headers: bool = True, include: str = "Metadata", api_version: str = "") -> dict[str, Any]:
+    """A meta.k8s.io/v1 Table of the objects, with rows carrying what `include` asks (row_object)."""
     columns, cells = columns_for(kind)
-    rows = [{
-        "cells": cells(obj),
-        "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata") or {}},
-    } for obj in items]
+    rows = [{"cells": cells(obj), "object": row_object(obj, include, kind, api_version)} for obj in items]
     meta: dict[str, Any] = {"resourceVersion": rv}
     if token:
         meta["continue"] = token
@@ -422,11 +433,11 @@ def table_of(kind: str, items: list[dict[str, Any]], rv: str, token: str | None 
             "columnDefinitions": columns if headers else [], "rows": rows}
 
 
-def table_event_line(kind: str, line: bytes, headers: bool) -> bytes:
+def table_event_line(kind: str, line: bytes, headers: bool, include: str = "Metadata", api_version: str = "") -> bytes:
     """A watch event whose object is rendered as a one-row Table (kubectl get --watch)."""
     event = json.loads(line)
     obj = event.get("object") or {}
     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-        event["object"] = table_of(kind, [obj], rv, headers=headers)
+        event["object"] = table_of(kind, [obj], rv, headers=headers, include=include, api_version=api_version)
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"

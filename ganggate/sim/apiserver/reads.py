@@ -15,6 +15,14 @@ from ganggate.sim.apiserver.requests import DEFAULT_WATCH_SECONDS, JSON, Target,
 
 
 
+def include_object(query: dict[str, str]) -> str:
+    """The TableOptions' includeObject (Metadata when unset); 400 for another value (response.go asTable)."""
+    value = query.get("includeObject") or "Metadata"
+    if value not in discovery.INCLUDE_OBJECT:
+        raise errors.bad_request(f'unrecognized includeObject value: "{value}"')
+    return value
+
+
 class Reads:
     """get, list and watch; mixed into ApiServer, whose store, faults and bookmarks they read."""
 
@@ -91,9 +99,14 @@ class Reads:
         body = head[:-1] + b',"items":[' + b",".join(items) + b"]}"
         return _json_response(None, raw=body)
 
-    def _table(self, target: Target, items: list[dict[str, Any]], rv: str, token: str | None = None) -> web.Response:
-        """A meta.k8s.io/v1 Table, as `kubectl get` asks for (pkg/printers/internalversion/printers.go)."""
-        return _json_response(discovery.table_of(target.info.kind, items, rv, token))
+    def _table(self, target: Target, items: list[dict[str, Any]], rv: str, token: str | None = None,
+               query: dict[str, str] | None = None) -> web.Response:
+        """A meta.k8s.io/v1 Table, as `kubectl get` asks for (pkg/printers/internalversion/printers.go),
+        its rows carrying the objects as `includeObject` asks (kubectl's --sort-by and -o
+        custom-columns ask for Object)."""
+        include = include_object(query or {})
+        return _json_response(discovery.table_of(target.info.kind, items, rv, token, include=include,
+                                                 api_version=target.info.api_version))
 
     # ---- watch ---------------------------------------------------------------------------------------
     async def _watch(self, request: web.Request, target: Target, query: dict[str, str]) -> web.StreamResponse:
@@ -119,6 +132,8 @@ class Reads:
             except ValueError as exc:
                 raise errors.bad_request(f"invalid resource version: {rv_text}") from exc
             self._check_not_ahead(since)
+        as_table = wants_table(request.headers.get("Accept", ""))
+        include = include_object(query) if as_table else "Metadata"
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -132,7 +147,6 @@ class Reads:
             await response.write(event_line("ERROR", dumps(error.status())))
             await response.write_eof()
             return response
-        as_table = wants_table(request.headers.get("Accept", ""))
         headers = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -142,7 +156,8 @@ class Reads:
                 lines = watcher.drain()
                 if lines and as_table:
                     # The column definitions come with the first event only.
-                    lines = [discovery.table_event_line(info.kind, line, headers and i == 0) for i, line in enumerate(lines)]
+                    lines = [discovery.table_event_line(info.kind, line, headers and i == 0, include, info.api_version)
+                             for i, line in enumerate(lines)]
                     headers = False
                 if lines:
                     await response.write(b"".join(lines))

@@ -97,7 +97,8 @@ class ApiServer(Reads, Writes):
                 self._admission = None
             else:
                 self._admission = AdmissionChain(
-                    lambda: self.store.list("mutatingwebhookconfigurations"),
+                    # The stored objects themselves: the chain only reads them (and copies what it keeps).
+                    lambda: [s.obj for _, s in self.store.iter("mutatingwebhookconfigurations.admissionregistration.k8s.io")],
                     lambda name: self.store.get("namespaces", None, name),
                     policies=self._mutating_policies(),
                 )
@@ -291,13 +292,13 @@ class ApiServer(Reads, Writes):
                 return await pod_log.serve(request, self.store, target.namespace or "", target.name or "")
             if verb == "get":
                 if wants_table(request.headers.get("Accept", "")) and target.subresource is None:
-                    return self._table(target, [self._current(target)], str(self.store.resource_version))
+                    return self._table(target, [self._current(target)], str(self.store.resource_version), query=query)
                 return self._get(target, query)
             if verb == "list":
                 if wants_table(request.headers.get("Accept", "")):
                     listed = json.loads(self._list(target, query).body)
                     return self._table(target, listed["items"], listed["metadata"].get("resourceVersion", ""),
-                                       listed["metadata"].get("continue"))
+                                       listed["metadata"].get("continue"), query=query)
                 return self._list(target, query)
             body = await self._body(request) if request.method in ("POST", "PUT", "PATCH") else None
             if verb == "create":

@@ -1,7 +1,7 @@
 """The write verbs of kubesim's API server over the Store: create, update, patch, bind, evict and
 delete, in the real server's order (k8s.io/apiserver/pkg/endpoints/handlers/create.go, update.go,
 patch.go, delete.go; k8s.io/apiserver/pkg/registry/generic/registry/store.go): decode + default ->
-mutating admission (pods, CREATE/UPDATE, not subresources) -> strategy PrepareForCreate /
+mutating admission (CREATE/UPDATE, not subresources) -> strategy PrepareForCreate /
 PrepareForUpdate -> validation -> validating admission by ValidatingAdmissionPolicies -> store.
 
 Why this module is long: the create, update and patch pipelines share their admission, defaulting
@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim.apiserver import propagation as gc
-from ganggate.sim.apiserver import deletion, discovery, fieldvalidation, patch as patching
+from ganggate.sim.apiserver import decoding, deletion, discovery, fieldvalidation, patch as patching
 from ganggate.sim.apiserver.registry import service as services
 from ganggate.sim.apiserver.registry import workload
 from ganggate.sim.api import scheduling
@@ -78,9 +78,11 @@ class Writes:
 
     async def _admit(self, operation: str, target: Target, obj: dict[str, Any], old: dict[str, Any] | None,
                      dry_run: bool) -> dict[str, Any]:
-        """Mutating admission for pods (kubesim/apiserver/admission/chain.py), then defaulting again as after decode."""
+        """Mutating admission (kubesim/apiserver/admission/chain.py), then defaulting again as after decode.
+        Webhooks are never called for admissionregistration.k8s.io objects (generic/webhook.go
+        IsExemptAdmissionConfigurationResource); kubesim calls none for subresources."""
         info = target.info
-        if info.key != "pods" or target.subresource is not None:
+        if target.subresource is not None or info.group == "admissionregistration.k8s.io":
             return obj
         chain = self.admission()
         if chain is None or not (self.store.count("mutatingwebhookconfigurations.admissionregistration.k8s.io")
@@ -212,6 +214,7 @@ class Writes:
             raise errors.method_not_allowed("POST", info.plural)
         if info.namespaced and target.namespace is None:
             raise errors.method_not_allowed("POST", info.plural)
+        decoding.check(info.group, info.version, info.kind, body)
         warnings = fieldvalidation.check(info.group, info.version, info.kind, body, fieldvalidation.directive(query))
         created = await self.create_object(target, body, dry_run)
         return _warned(_json_response(created, status=201), warnings)
@@ -309,6 +312,7 @@ class Writes:
             raise errors.method_not_allowed("PUT", target.info.plural)
         dry_run = _dry_run(query)
         info = target.info
+        decoding.check(info.group, info.version, info.kind, body)
         warnings = fieldvalidation.check(info.group, info.version, info.kind, body,
                                          fieldvalidation.directive(query, "UpdateOptions"))
         for _ in range(MAX_UPDATE_ATTEMPTS):
@@ -331,6 +335,7 @@ class Writes:
             current = stored.obj
             original = json.loads(stored.raw)  # a copy to patch
             patched = patching.apply_patch(content_type, original, body, in_place=True)
+            decoding.check(info.group, info.version, info.kind, patched, patch=True)
             warnings = fieldvalidation.check(info.group, info.version, info.kind, patched, mode, patch=True)
             meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else None
             if meta is not None and meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:

@@ -1,6 +1,6 @@
 """kubesim's mutating admission chain: MutatingWebhookConfigurations applied as kube-apiserver does.
 
-The API server calls `AdmissionChain.admit` on CREATE and UPDATE (incl. PATCH) of a pod, after
+The API server calls `AdmissionChain.admit` on CREATE and UPDATE (incl. PATCH) of an object, after
 decoding and defaulting and before validation. The chain follows
 k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go (Dispatch,
 callAttrMutatingHook), generic/webhook.go (ShouldCallHook) and
@@ -34,6 +34,7 @@ from ganggate.sim.apiserver.admission.matching import (
     namespace_selector_applies,
     namespace_selector_is_empty,
     object_matches,
+    rule_matches,
     webhooks_in_order,
 )
 
@@ -180,16 +181,21 @@ class AdmissionChain:
         dry_run: bool,
         user_info: dict,
     ) -> dict:
-        """Return the object after every matching webhook's patch; raise AdmissionDenied to refuse."""
+        """Return the object after every matching webhook's patch (`obj` itself, uncopied, when no
+        webhook's rules name the request); raise AdmissionDenied to refuse."""
+        configurations = self._list_configurations()
+        policies = self._policies if self._policies is not None and self._policies.active() else None
+        if policies is None and not any(rule_matches(rule, operation=operation, resource=resource, sub_resource=sub_resource or None,
+                                namespace=namespace or "")
+                   for config in configurations for spec in config.get("webhooks") or []
+                   for rule in spec.get("rules") or []):
+            return obj  # no policy, and no webhook's rules name this request (a lease, an event, ...): nothing to call or copy
+        hooks = webhooks_in_order(configurations)
         request = _Request(
             operation, dict(kind), dict(resource), sub_resource or None, namespace or "", name or "",
             copy.deepcopy(old_obj), bool(dry_run), dict(user_info or {}),
         )
         current = copy.deepcopy(obj)
-        hooks = webhooks_in_order(self._list_configurations())
-        policies = self._policies if self._policies is not None and self._policies.active() else None
-        if not hooks and policies is None:
-            return current
         reinvoke = _ReinvokeContext()
         if policies is not None:
             from ganggate.sim.apiserver.admission.mutating_policy import ReinvocationContext
