@@ -12,6 +12,9 @@ Known differences: kubesim calls only `clientConfig.url` webhooks (a `service` r
 call error, failurePolicy applies); matchConditions get no `authorizer`; "changed" (which
 triggers reinvocation) ignores nulls and empty lists/maps as Semantic.DeepEqual does, but not its
 Quantity equality; webhook warnings and audit annotations are dropped.
+
+Why this module is long: the mutating policies and the webhooks share one reinvocation round
+(reinvocation.go), whose order is easiest to check against the source in one place.
 """
 
 from __future__ import annotations
