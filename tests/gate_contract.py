@@ -138,8 +138,9 @@ class PolicyCluster:
                 lambda name: namespace if name == "ml" else None)
         self.mutating = MutatingPolicyChain(*args)
         self.validating = PolicyChain(*args)
-        # The webhook as the component leaves it registered: shared-GPU pods without gang annotations only.
-        (hook,) = gate_by_policy_webhook(webhook_configuration("https://127.0.0.1:1", b""))["webhooks"]
+        # The pod webhook as the component leaves it registered: shared-GPU pods without gang annotations
+        # and pods naming a PodGroup only (the templates' webhook, second, is left as it is).
+        hook = gate_by_policy_webhook(webhook_configuration("https://127.0.0.1:1", b""))["webhooks"][0]
         self.webhook_conditions = hook["matchConditions"]
 
     def sent_to_webhook(self, obj: dict[str, Any]) -> bool:
