@@ -114,6 +114,10 @@ def register(subparsers: Any) -> None:
     st.add_argument("--gpus", action="store_true",
                     help="GPU sharing: per node and per card, the memory used and free and the pods holding it "
                     "(what `kubectl inspect gpushare` shows)")
+    st.add_argument("--output", "-o", choices=["text", "json", "yaml"], default="text",
+                    help="text (default: the tables), or the same rows as a JSON or YAML document")
+    st.add_argument("--watch", "-w", action="store_true",
+                    help="print the status again each time it changes (checked every 2 s) until Ctrl-C")
     _lease_flags(st)
     st.set_defaults(func=_run_status)
 
