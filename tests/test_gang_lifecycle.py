@@ -166,7 +166,7 @@ def test_status_says_a_gang_timed_out_or_is_broken() -> None:
                                             released("t-1", gang="train")])
     assert lifecycle_state(state.gangs[("default", "big")], T0 + 601) == "waiting (timed out after 600s)"
     assert lifecycle_state(state.gangs[("default", "big")], T0 + 60) == "waiting"
-    assert lifecycle_state(state.gangs[("default", "train")], T0) == "running (broken: lost t-0: Failed)"
+    assert lifecycle_state(state.gangs[("default", "train")], T0) == "broken (lost t-0: Failed)"
 
 
 def test_the_lifecycle_flags_reach_the_controller_config() -> None:
