@@ -93,7 +93,7 @@ def test_a_failed_member_is_a_loss_once_and_a_restart_deletes_only_owned_release
     assert breakage.below_min and (breakage.left, breakage.min_available) == (2, 3)
     assert [p.name for p in breakage.to_delete] == ["w-1"] and [p.name for p in breakage.bare] == ["w-2"]
     text = breakage.message("restart")
-    assert "lost pod w-0 (Failed: failed)" in text and "deleting 1 pod" in text and "1 pod without an owning" in text
+    assert "lost pod w-0 (Failed: its container failed)" in text and "deleting 1 pod" in text and "1 pod without an owning" in text
     assert "not restarted (--on-member-loss=none)" in breakage.message("none")
 
 

@@ -252,3 +252,4 @@ class GangLifecycle:
             self.metrics.timeouts.inc()
             if pods:
                 self.events.emit(pods[0], "GangTimedOut", message, log_it=False)
+                self.owner_events.tell(key, pods, "GangTimedOut", message)
