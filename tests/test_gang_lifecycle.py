@@ -249,3 +249,15 @@ def test_a_member_on_a_node_not_ready_longer_than_node_lost_after_is_lost_and_th
     breakage = judge_loss(state, loss)
     assert breakage.below_min and [p.name for p in breakage.to_delete] == ["w-0", "w-1"]
     assert "(NodeLost: its node has not been Ready for longer than --node-lost-after)" in breakage.message("restart")
+
+
+def test_a_loss_that_leaves_only_bare_pods_says_nothing_restarts_and_why() -> None:
+    state = ClusterState()
+    pods = [released(f"w-{i}", gang="train", n=4, owner=None) for i in range(4)]
+    state.reset([make_node("n1", gpus=16)], pods)
+    state.apply_pod("MODIFIED", released("w-0", gang="train", n=4, owner=None, phase="Failed"))
+    [loss] = state.take_losses()
+    text = judge_loss(state, loss).message("restart")
+    assert "restarting" not in text
+    assert text.endswith("not restarted: the 3 pods left have no owning controller to recreate them, and ganggate "
+                         "never deletes such pods")
