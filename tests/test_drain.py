@@ -53,15 +53,35 @@ def test_a_gang_with_a_bare_pod_waits_and_says_how_to_force_the_drain():
     assert move.action == "wait" and move.reason == "GangBlocksDrain" and move.to_delete == ()
     assert "1 pod of it (w-1) without an owning controller, which ganggate never deletes" in move.message
     assert "`kubectl drain gpu-0 --ignore-daemonsets --delete-emptydir-data --disable-eviction`" in move.message
-    assert "end the gang (`kubectl delete job train -n ml`)" in move.message
+    assert "delete those pods yourself (`kubectl delete pods -n ml w-1`)" in move.message
+    assert "or end it (`kubectl delete job train -n ml`)" in move.message
+    assert "label node" not in move.message  # a label cannot move a pod nothing would recreate
 
 
 def test_under_wait_nothing_is_deleted_and_the_message_names_the_flag():
     state = state_of(running_gang(["gpu-0", "gpu-1"]))
     [move] = plan_drains(state.gangs, {"gpu-0"}, "wait")
     assert move.action == "wait" and move.to_delete == ()
-    assert "(controller flag --on-node-drain=wait)" in move.message and "ganggate then restarts the gang whole" \
-        in move.message
+    assert "(ganggate keeps running gangs in place: controller flag --on-node-drain=wait)" in move.message
+    assert "have ganggate restart it whole on the other nodes: `kubectl label node gpu-0 " \
+           "ganggate.io/on-node-drain=restart`" in move.message
+    assert "a Job counts them against its backoffLimit" in move.message  # what forcing the drain costs
+
+
+def test_labels_override_the_flag_a_nodes_over_the_pods_and_a_bad_value_is_ignored_and_said():
+    wait_pods = [p for p in running_gang(["gpu-0", "gpu-1"])]
+    for p in wait_pods:
+        p["metadata"]["labels"] = {"ganggate.io/on-node-drain": "wait"}
+    state = state_of(wait_pods)
+    [move] = plan_drains(state.gangs, {"gpu-0"}, "restart")
+    assert move.action == "wait" and "pod label ganggate.io/on-node-drain=wait" in move.message
+    [move] = plan_drains(state.gangs, {"gpu-0"}, "restart",
+                         node_labels={"gpu-0": {"ganggate.io/on-node-drain": "restart"}})
+    assert move.action == "restart" and "(node label ganggate.io/on-node-drain=restart;" in move.message
+    [move] = plan_drains(state_of(running_gang(["gpu-0", "gpu-1"])).gangs, {"gpu-0"}, "wait",
+                         node_labels={"gpu-0": {"ganggate.io/on-node-drain": "yes"}})
+    assert move.action == "wait"
+    assert "(node gpu-0's label ganggate.io/on-node-drain=yes is neither restart nor wait: ignored)" in move.message
 
 
 def test_nothing_when_no_node_is_cordoned_a_gang_is_busy_or_the_policy_is_unknown():

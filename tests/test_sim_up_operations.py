@@ -122,3 +122,36 @@ def test_status_after_kubectl_delete_job_is_terminating_not_running(cluster: Up,
 
     gang = eventually(row, "the gang's pods being deleted")
     assert gang["state"] == "terminating", gang
+
+
+def test_under_on_node_drain_wait_the_drain_waits_says_why_and_a_node_label_lets_it_go(tmp_path):
+    up = start_up(tmp_path, "--nodes", "2", "--on-node-drain", "wait")
+    try:
+        apply(up, tmp_path, "hold", job("train", 2, 4))
+        first = eventually(lambda: (lambda p: len(p) == 2 and all(map(released_and_running, p)) and p)(
+            up.pods("hold")), "the gang released and Running")
+        (node,) = {p["spec"]["nodeName"] for p in first}
+        drain = ["drain", node, "--ignore-daemonsets", "--delete-emptydir-data"]
+        held = up.kubectl(*drain, "--timeout=12s")
+        assert held.returncode != 0
+        assert "Cannot evict pod as it would violate the pod's disruption budget" in held.stderr + held.stdout
+        let_go = f"kubectl label node {node} ganggate.io/on-node-drain=restart"
+
+        def told() -> str | None:
+            text = " ".join(up.kubectl("describe", "node", node).stdout.split())
+            return text if "GangBlocksDrain" in text else None
+
+        text = eventually(told, "GangBlocksDrain in `kubectl describe node`")
+        assert "controller flag --on-node-drain=wait" in text and let_go in text and "--disable-eviction" in text
+        assert "GangBlocksDrain" in up.kubectl("describe", "job", "train", "-n", "hold").stdout
+        assert {p["metadata"]["uid"] for p in up.pods("hold")} == {p["metadata"]["uid"] for p in first}  # kept
+        assert up.kubectl(*let_go.split()[1:]).returncode == 0
+        finished = up.kubectl(*drain, "--timeout=120s")
+        assert finished.returncode == 0, finished.stderr
+        old = {p["metadata"]["uid"] for p in first}
+        eventually(lambda: (lambda p: len(p) == 2 and not old & {x["metadata"]["uid"] for x in p}
+                            and all(map(released_and_running, p)))(up.pods("hold")),
+                   "the gang restarted whole on the other node")
+        assert up.kubectl("get", "job", "train", "-n", "hold", "-o", "jsonpath={.status.failed}").stdout in ("", "0")
+    finally:
+        up.stop()

@@ -43,7 +43,8 @@ def register(subparsers: Any) -> None:
                      help="when a node running released pods of a gang is cordoned (kubectl drain's first step) and "
                      "evicting them would take the gang below min-available: restart (default) restarts the gang "
                      "whole through its owner so it runs on other nodes and the drain finishes; wait keeps it in "
-                     "place, the drain waits, and Events on the Job, pods and node say why and how to force it")
+                     "place, the drain waits, and Events on the Job, pods and node say why and what lets it go. The label "
+                     "ganggate.io/on-node-drain=restart|wait on a gang's pods or on the node overrides it")
     ctl.add_argument("--node-lost-after", type=float, default=None, metavar="SECONDS", help=NODE_LOST_HELP)
     ctl.add_argument("--protect-running-gangs", action=argparse.BooleanOptionalAction, default=True,
                      help="keep a PodDisruptionBudget (minAvailable = min-available) per released gang (default on)")

@@ -38,7 +38,7 @@ class NodeDrains:
         self._layout = -1
         self._cordoned: frozenset[str] = frozenset()
         self._looked = (float("-inf"), -1)  # (when, state.version) of the last look
-        self._told: dict[GangKey, tuple[str, tuple[str, ...]]] = {}
+        self._told: dict[GangKey, tuple[str, tuple[str, ...], str]] = {}
 
     def cordoned(self) -> frozenset[str]:
         """The cordoned nodes (recounted only when the node layout changed)."""
@@ -61,7 +61,8 @@ class NodeDrains:
                 if pod.node_name in nodes and not pod.gated and pod.member
                 and (key := self.state.gang_of(pod)) is not None}
         gangs = {key: self.state.gangs[key] for key in keys if key in self.state.gangs}
-        moves = plan_drains(gangs, nodes, self.policy, self._busy)
+        labels = {name: self.state.nodes[name].labels for name in nodes if name in self.state.nodes}
+        moves = plan_drains(gangs, nodes, self.policy, self._busy, labels)
         for key in [k for k in self._told if k not in gangs]:
             del self._told[key]
         for move in moves:
@@ -75,7 +76,7 @@ class NodeDrains:
 
     def _act(self, move: DrainMove) -> None:
         key = move.gang_key
-        told = (move.action, move.nodes)
+        told = (move.action, move.nodes, move.message)
         if self._told.get(key) != told:
             self._told[key] = told
             level = logging.INFO if move.action == "restart" else logging.WARNING

@@ -45,6 +45,7 @@ class UpOptions:
     autoscaler_options: Any = None  # its scan_seconds, unneeded_seconds
     feature_gates: Any = None  # ganggate.sim.featuregates.FeatureGates of every component (1.35 defaults if None)
     scheduler_feature_gates: Any = None  # the scheduler's own, over feature_gates
+    on_node_drain: str = "restart"  # the controller's --on-node-drain (ganggate.core.policy.drain)
 
 
 def controller_client(sim: Any, max_in_flight: int) -> Any:
@@ -71,6 +72,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         from ganggate.controller.config import ControllerConfig
 
         config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None,
+                                  on_node_drain=options.on_node_drain,
                                   **_topology_settings(options), **_autoscaling_settings(options))
         controller_api = controller_client(sim, config.max_in_flight)
         parts.push_async_callback(controller_api.close)

@@ -19,6 +19,10 @@ runs released members of a gang is cordoned (`--on-node-drain`):
 
 A gang that keeps min-available without its pods on cordoned nodes (an elastic gang with
 spare members there) needs nothing: its budget lets the eviction through.
+
+The label `ganggate.io/on-node-drain=restart|wait` overrides the flag: on a gang's pods (a Job's
+pod template) for that gang, on a cordoned node for the gangs on it (`kubectl label node NODE
+ganggate.io/on-node-drain=restart` lets a waiting drain go, the gang restarted as above).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.state.pods import PodInfo
 
 POLICIES = ("restart", "wait")
+#: A node or a gang's pods may carry it (restart | wait) over the controller's flag: see gang_policy.
+POLICY_LABEL = "ganggate.io/on-node-drain"
 RESTART_REASON = "GangRestartingForDrain"
 WAIT_REASON = "GangBlocksDrain"
 
@@ -62,12 +68,42 @@ def _owners(pods: Iterable[PodInfo]) -> list[str]:
     return names
 
 
+def _chosen(value: object, where: str, notes: list[str]) -> str | None:
+    """A label's policy, or None (absent; an invalid value is noted and ignored)."""
+    if value is None:
+        return None
+    if value in POLICIES:
+        return str(value)
+    notes.append(f"{where} label {POLICY_LABEL}={value} is neither restart nor wait: ignored")
+    return None
+
+
+def gang_policy(released: Iterable[PodInfo], nodes: Iterable[str], node_labels: Mapping[str, Mapping[str, str]],
+                policy: str) -> tuple[str, str, list[str]]:
+    """(policy, where it comes from, notes): a cordoned node's label first (restart if any says so:
+    the operator letting a drain go), then the gang's pods' label (its oldest released pod's), then
+    the controller's flag."""
+    notes: list[str] = []
+    chosen = [c for node in sorted(nodes)
+              if (c := _chosen((node_labels.get(node) or {}).get(POLICY_LABEL), f"node {node}'s", notes))]
+    if chosen:
+        pick = "restart" if "restart" in chosen else "wait"
+        return pick, f"node label {POLICY_LABEL}={pick}", notes
+    oldest = min(released, key=lambda p: (p.created, p.key), default=None)
+    value = _chosen((oldest.labels or {}).get(POLICY_LABEL) if oldest else None, "the pods'", notes)
+    if value:
+        return value, f"pod label {POLICY_LABEL}={value}", notes
+    return policy, f"controller flag --on-node-drain={policy}", notes
+
+
 def plan_drains(gangs: Mapping[GangKey, Gang], cordoned: Iterable[str], policy: str,
-                busy: Callable[[GangKey], bool] = lambda _key: False) -> list[DrainMove]:
+                busy: Callable[[GangKey], bool] = lambda _key: False,
+                node_labels: Mapping[str, Mapping[str, str]] | None = None) -> list[DrainMove]:
     """One DrainMove per gang that a drain of the cordoned nodes would take below min-available.
 
     `busy` says a gang is already being restarted or torn down (nothing more to do for it). A gang
-    whose pods on cordoned nodes are all spares (released - min-available) is left alone."""
+    whose pods on cordoned nodes are all spares (released - min-available) is left alone. The
+    policy of a gang is `gang_policy`'s (node_labels: the cordoned nodes' labels)."""
     if policy not in POLICIES:
         raise ValueError(f"on_node_drain must be one of {', '.join(POLICIES)}, not {policy!r}")
     nodes = set(cordoned)
@@ -87,27 +123,31 @@ def plan_drains(gangs: Mapping[GangKey, Gang], cordoned: Iterable[str], policy: 
         head = (f"node {shown} is cordoned (a drain or a node upgrade) and runs "
                 f"{len(on_nodes)} of the {plural(len(released), 'released pod')} of gang {key[0]}/{key[1]}, "
                 f"which needs {gang.spec.min_available} to run")
+        chosen, source, notes = gang_policy(released, where, node_labels or {}, policy)
+        if notes:
+            head += f" ({'; '.join(notes)})"
         bare = sorted(p.name for p in released if not p.owned)
         owners = _owners(released)
-        if policy == "restart" and not bare:
+        if chosen == "restart" and not bare:
             to_delete = tuple(sorted((p for p in released if p.owned), key=lambda p: p.key))
             message = (f"{head}: ganggate restarts the gang whole through its owner ({', '.join(owners)}), so that "
                        f"it runs again on the other nodes once they can hold it, and the drain is not held by the "
-                       f"gang's PodDisruptionBudget (controller flag --on-node-drain=restart; "
-                       f"--on-node-drain=wait keeps running gangs in place)")
+                       f"gang's PodDisruptionBudget ({source}; the value wait keeps a running gang in place)")
             moves.append(DrainMove(key, tuple(where), "restart", to_delete, on_nodes, message))
             continue
         if bare:
             why = (f"{plural(len(bare), 'pod')} of it ({', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}) "
                    "without an owning controller, which ganggate never deletes")
+            move_it = f"delete those pods yourself (`kubectl delete pods -n {key[0]} {' '.join(bare[:3])}`)"
         else:
-            why = "ganggate moves no running gang (controller flag --on-node-drain=wait)"
-        delete = (f"`kubectl delete {owners[0].split()[0].lower()} {owners[0].split()[1]} -n {key[0]}`"
-                  if owners else f"deleting the gang's pods (`kubectl delete pods -n {key[0]} -l "
-                                 f"ganggate.io/gang={key[1]}`)")
+            why = f"ganggate keeps running gangs in place: {source}"
+            move_it = ("have ganggate restart it whole on the other nodes: "
+                       + " ; ".join(f"`kubectl label node {node} {POLICY_LABEL}=restart`" for node in where))
+        end = (f"end it (`kubectl delete {owners[0].split()[0].lower()} {owners[0].split()[1]} -n {key[0]}`)"
+               if owners else "end it")
         message = (f"{head}: its PodDisruptionBudget refuses their eviction, so a drain of the node waits "
-                   f"({why}). To let it go: end the gang ({delete}), or force the drain: "
-                   f"`{force_command(where)}` (the pods are deleted without the budget"
-                   f"{'; ganggate then restarts the gang whole' if not bare else ''})")
+                   f"({why}). To let it go: {move_it}, or {end}, or force the drain: `{force_command(where)}` "
+                   f"(it deletes the pods without the budget and without a DisruptionTarget condition: a Job "
+                   f"counts them against its backoffLimit)")
         moves.append(DrainMove(key, tuple(where), "wait", (), on_nodes, message))
     return moves
