@@ -56,7 +56,7 @@ def cluster(tmp_path_factory):
 
 
 def test_a_drain_of_a_node_running_a_job_gang_finishes_and_the_gang_runs_whole_elsewhere(cluster: Up, tmp_path):
-    apply(cluster, tmp_path, "drain", job("train", 4, 2, grace=3))
+    apply(cluster, tmp_path, "drain", job("train", 4, 2, grace=10))  # 10 s of restarting to see
     first = eventually(lambda: (lambda p: len(p) == 4 and all(map(released_and_running, p)) and p)(
         cluster.pods("drain")), "the gang released and Running")
     (node,) = {p["spec"]["nodeName"] for p in first}  # 4 x 2 GPUs: one node of 8 holds it
@@ -87,6 +87,14 @@ def test_a_drain_of_a_node_running_a_job_gang_finishes_and_the_gang_runs_whole_e
     described = cluster.kubectl("describe", "job", "train", "-n", "drain")
     assert "GangRestartingForDrain" in described.stdout and f"node {node} is cordoned" in described.stdout
     assert cluster.kubectl("uncordon", node).returncode == 0
+
+    def released() -> list[dict[str, Any]] | None:  # two releases of a 4-pod gang: no Event per pod
+        events = json.loads(cluster.kubectl("get", "events", "-n", "drain", "-o", "json").stdout)["items"]
+        found = [e for e in events if e["reason"] == "GangReleased"]
+        return found if sum(e["count"] for e in found if e["involvedObject"]["kind"] == "Job") == 2 else None
+
+    kinds = sorted(e["involvedObject"]["kind"] for e in eventually(released, "the Job's two GangReleased"))
+    assert kinds == ["Job", "Pod", "Pod"]  # the Job's (count 2) and each run's first pod's
 
 
 def test_describe_job_of_a_waiting_gang_says_why_it_waits(cluster: Up, tmp_path):

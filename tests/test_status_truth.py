@@ -15,10 +15,14 @@ from ganggate.core.state.cluster import ClusterState
 from tests.test_status import NOW, node, pod
 
 
-def going(p: dict, by_ganggate: bool = False) -> dict:
+def going(p: dict, by_ganggate: bool = False, reason: str = "DeletionByGanggate", owned: bool = True) -> dict:
+    """Being deleted; for a disruption (DisruptionTarget `reason`) when by_ganggate."""
     p["metadata"]["deletionTimestamp"] = "2027-01-15T09:00:00Z"
+    if owned:
+        p["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "j",
+                                             "controller": True}]
     if by_ganggate:
-        p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByGanggate"}]
+        p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": reason}]
     return p
 
 
@@ -47,6 +51,8 @@ def test_no_gang_reads_running_with_fewer_released_pods_than_min_available():
         + [ended(run("done", i), "Succeeded") for i in range(4)]
         + [going(run("again", i), by_ganggate=True) for i in range(4)]
         + [pod(f"again-new-{i}", "again", 4, 1) for i in range(4)]  # the Job's new pods, gated
+        + [going(run("evicted", i), by_ganggate=True, reason="EvictionByEvictionAPI") for i in range(4)]  # a drain
+        + [going(run("bare", i), by_ganggate=True, owned=False) for i in range(4)]  # nothing recreates them
         + [run("ok", i) for i in range(4)]
     )
     assert shown["ml/restart"] == "restarting"
@@ -55,6 +61,8 @@ def test_no_gang_reads_running_with_fewer_released_pods_than_min_available():
     assert shown["ml/lost"].startswith("broken (lost lost-0: Failed")
     assert shown["ml/done"] == "succeeded"
     assert shown["ml/again"] == "restarting"
+    assert shown["ml/evicted"] == "restarting"
+    assert shown["ml/bare"] == "terminating"
     assert shown["ml/ok"] == "running"
     assert not [g for g, s in shown.items() if s.startswith("running") and g != "ml/ok"]
 
@@ -64,7 +72,7 @@ def test_a_restarting_gang_says_why_in_its_row():
     state.reset([node("gpu-0")], [going(run("r", i), by_ganggate=True) for i in range(4)])
     line = next(x for x in format_status(state, [], [], NOW).splitlines() if x.startswith("ml/r "))
     assert line.split()[1:3] == ["restarting", "0/4"]
-    assert "4 pods being deleted by ganggate to restart the gang whole" in line
+    assert "4 pods going away for a disruption (a restart of the gang, a drain); their owner recreates them" in line
 
 
 def test_free_counts_only_idle_cards_on_a_shared_node_and_shared_free_the_rest():

@@ -102,7 +102,12 @@ class Releasing:
             log.info("GangReleased %s: %s released by decision %s", request.gang,
                      plural(len(outcome.released), "pod"), request.decision_id)
             many = request.pod_count > 1
-            for pod_key in outcome.released:
+            # A gang whose pods have an owner (a Job) tells it, and its first pod; the scheduler's
+            # own Scheduled Event names each pod's node. Bare pods each hear it: they have no owner.
+            told = outcome.released
+            if told and all(request.pods[k].controller_ref for k in told):
+                told = [min(told, key=lambda k: (request.pods[k].created, k))]
+            for pod_key in told:
                 node = request.placement.get(pod_key)
                 where = (f"{' together, this one' if many else ','} onto node {node}" if node and request.pinned
                          else (" together" if many else ""))

@@ -107,8 +107,8 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
         state_text = lifecycle_state(gang, now, state)
         if not reason and state_text in ("restarting", "terminating"):
             going = sum(1 for p in gang.pods.values() if p.terminating and not p.terminated)
-            reason = (f"{plural(going, 'pod')} being deleted by ganggate to restart the gang whole; its owner "
-                      "recreates them and they are admitted whole" if state_text == "restarting"
+            reason = (f"{plural(going, 'pod')} going away for a disruption (a restart of the gang, a drain); "
+                      "their owner recreates them and they are admitted whole" if state_text == "restarting"
                       else f"{plural(going, 'pod')} being deleted (the owner was deleted, or a drain)")
         if reason.startswith("GangCannotFit:") and state_text == "waiting":
             state_text = "cannot-fit"  # waits that cannot end stand out from waits for room
