@@ -111,3 +111,10 @@ def test_watch_prints_again_only_when_the_status_changes():
 
     asyncio.run(watch(read, printed.append, interval=0, rounds=4, output="yaml"))
     assert printed == ["a\n", "---\nb\n"]
+
+
+def test_gpus_with_an_output_format_is_refused_before_reaching_the_cluster(capsys):
+    from ganggate.cli import main
+
+    assert main(["status", "--kubeconfig", "/nonexistent", "--gpus", "-o", "json"]) == 2
+    assert capsys.readouterr().err == "error: --gpus prints a table only: leave out -o/--output\n"

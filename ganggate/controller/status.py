@@ -336,6 +336,9 @@ def run_status(args: argparse.Namespace) -> int:
 
     from ganggate.controller.config import parse_topology_levels
 
+    if getattr(args, "gpus", False) and getattr(args, "output", "text") != "text":
+        print("error: --gpus prints a table only: leave out -o/--output", file=sys.stderr)
+        return 2
     try:
         levels = None if args.topology_levels is None else parse_topology_levels(args.topology_levels)
     except ValueError as exc:
