@@ -134,3 +134,6 @@ def test_the_owner_hears_a_gang_once_per_change_not_per_count():
     assert owners.tell(key, pods, "GangReleased", "released")
     assert [(who, reason) for who, reason, _ in recorder.sent] == [("Job/train", "GangUnschedulable"),
                                                                   ("Job/train", "GangReleased")]
+    again = [p for p in state_of([owned(pod(f"w-{i}", "train", 2, 1, gated=False, node_name="gpu-1"),
+                                        dict(JOB, uid="job-uid-2")) for i in range(2)]).pods.values()]
+    assert owners.tell(key, again, "GangReleased", "released")  # the Job deleted and made again: told anew

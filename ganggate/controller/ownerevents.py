@@ -36,17 +36,17 @@ class OwnerEvents:
 
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
-        self._last: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        self._last: OrderedDict[tuple[str, str], tuple[str, str, tuple[str, ...]]] = OrderedDict()
 
     def tell(self, gang_key: tuple[str, str], pods: Iterable[Any], reason: str, message: str,
              kind: str = "") -> bool:
         """Emit (reason, message) on the owners of `pods` unless they heard this reason and
         kind (default: the message) last for this gang; True when sent."""
-        said = (reason, kind or message)
-        if self._last.get(gang_key) == said:
-            return False
         refs = owner_refs(gang_key[0], pods)
         if not refs:
+            return False
+        said = (reason, kind or message, tuple(r.uid for r in refs))  # a new owner (a Job made again) hears it
+        if self._last.get(gang_key) == said:
             return False
         self._last[gang_key] = said
         self._last.move_to_end(gang_key)
