@@ -41,7 +41,7 @@ async def test_a_gang_of_one_is_one_pod_not_one_pods(tmp_path):
         await create_pods(env.core, [gang_pod("solo-0", "solo", 1, gpus=1)])
         await wait_for(lambda: bound(env, "solo", 1), what="gang of one bound")
         (event,) = await wait_for(lambda: released_events(env, 1), what="GangReleased")
-        assert "1 pod " in event["message"] and "1 pods" not in event["message"], event["message"]
+        assert "released: 1 pod, onto node" in event["message"] and "1 pods" not in event["message"], event["message"]
         await env.check(patches)
 
 

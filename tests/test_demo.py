@@ -46,6 +46,11 @@ def test_demo_tells_the_story_live_and_compares():
     assert summary_row(out, "small jobs done before the node joined (of 8)") == ["0", "8"]
     assert summary_row(out, "big job started") == ["minute", "40", "minute", "40"]
     assert "unexpected" not in out
+    # "held idle" is explained before the first step, and no step line says nothing new (a step
+    # where only a controller timer fired, e.g. t=00:05:00, is not printed).
+    assert "held idle: held by pods of a job that cannot start until all its pods are placed" in out.split("==")[0]
+    steps = [line for line in out.splitlines() if "] t=" in line]
+    assert not [line for line in steps if line.endswith(" done")], steps
     # The story alone: no log line of the controller, webhook or kubesim, on either stream.
     assert result.stderr == ""
     assert not re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (INFO|WARNING|ERROR)", out)

@@ -93,7 +93,7 @@ def test_a_failed_member_is_a_loss_once_and_a_restart_deletes_only_owned_release
     assert breakage.below_min and (breakage.left, breakage.min_available) == (2, 3)
     assert [p.name for p in breakage.to_delete] == ["w-1"] and [p.name for p in breakage.bare] == ["w-2"]
     text = breakage.message("restart")
-    assert "lost pod w-0 (Failed: failed)" in text and "deleting 1 pod" in text and "1 pod without an owning" in text
+    assert "lost pod w-0 (Failed: its container failed)" in text and "deleting 1 pod" in text and "1 pod without an owning" in text
     assert "not restarted (--on-member-loss=none)" in breakage.message("none")
 
 
@@ -166,7 +166,7 @@ def test_status_says_a_gang_timed_out_or_is_broken() -> None:
                                             released("t-1", gang="train")])
     assert lifecycle_state(state.gangs[("default", "big")], T0 + 601) == "waiting (timed out after 600s)"
     assert lifecycle_state(state.gangs[("default", "big")], T0 + 60) == "waiting"
-    assert lifecycle_state(state.gangs[("default", "train")], T0) == "running (broken: lost t-0: Failed)"
+    assert lifecycle_state(state.gangs[("default", "train")], T0) == "broken (lost t-0: Failed)"
 
 
 def test_the_lifecycle_flags_reach_the_controller_config() -> None:
@@ -249,3 +249,15 @@ def test_a_member_on_a_node_not_ready_longer_than_node_lost_after_is_lost_and_th
     breakage = judge_loss(state, loss)
     assert breakage.below_min and [p.name for p in breakage.to_delete] == ["w-0", "w-1"]
     assert "(NodeLost: its node has not been Ready for longer than --node-lost-after)" in breakage.message("restart")
+
+
+def test_a_loss_that_leaves_only_bare_pods_says_nothing_restarts_and_why() -> None:
+    state = ClusterState()
+    pods = [released(f"w-{i}", gang="train", n=4, owner=None) for i in range(4)]
+    state.reset([make_node("n1", gpus=16)], pods)
+    state.apply_pod("MODIFIED", released("w-0", gang="train", n=4, owner=None, phase="Failed"))
+    [loss] = state.take_losses()
+    text = judge_loss(state, loss).message("restart")
+    assert "restarting" not in text
+    assert text.endswith("not restarted: the 3 pods left have no owning controller to recreate them, and ganggate "
+                         "never deletes such pods")

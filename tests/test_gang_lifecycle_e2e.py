@@ -24,8 +24,10 @@ def gang_job(name: str, pods: int, gpus: int, *, grace: int = 1, annotations: di
 
 
 class Env(JobCluster):
-    async def events(self, reason: str) -> list[dict]:
-        return [e for e in await list_events(self.env.core) if e.get("reason") == reason]
+    async def events(self, reason: str, kind: str = "Pod") -> list[dict]:
+        """Events of a reason on objects of a kind (the gang's owner, a Job, hears them too)."""
+        return [e for e in await list_events(self.env.core)
+                if e.get("reason") == reason and e["involvedObject"]["kind"] == kind]
 
     def budgets(self) -> list[dict]:
         return list(self.sim.store.list("poddisruptionbudgets", "default"))
@@ -47,8 +49,10 @@ async def test_a_member_failing_breaks_the_gang_and_it_restarts_whole_with_new_p
             return await c.events("GangBroken") or None
         [event] = await wait_for(broken, what="a GangBroken event")
         assert event["type"] == "Warning" and event["involvedObject"]["name"] == failed
-        assert f"gang default/train lost pod {failed} (Failed: failed)" in event["message"]
+        assert f"gang default/train lost pod {failed} (Failed: its container failed)" in event["message"]
         assert "restarting: deleting 1 pod" in event["message"]
+        [on_job] = await wait_for(lambda: c.events("GangBroken", kind="Job"), what="a GangBroken event on the Job")
+        assert on_job["involvedObject"]["name"] == "train" and on_job["message"] == event["message"]
         old = {p["metadata"]["uid"] for p in first}
 
         async def replaced() -> list[dict] | None:

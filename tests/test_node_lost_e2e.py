@@ -5,7 +5,7 @@ wait for the pods' 300 s unreachable toleration)."""
 
 from __future__ import annotations
 
-from tests.controller_support import job_cluster, list_events, wait_for
+from tests.controller_support import job_cluster, wait_for
 from tests.test_gang_lifecycle_e2e import Env, gang_job
 
 
@@ -17,7 +17,7 @@ async def test_a_gang_with_a_member_on_a_lost_node_is_restarted_whole_on_the_rea
         await c.sim.set_node_ready(lost, "Unknown")
 
         async def broken() -> list[dict] | None:
-            return [e for e in await list_events(c.env.core) if e.get("reason") == "GangBroken"] or None
+            return await c.events("GangBroken") or None  # on the pod (the Job hears it too)
         [event] = await wait_for(broken, what="a GangBroken event for the lost node")
         assert "(NodeLost: its node has not been Ready for longer than --node-lost-after)" in event["message"]
         assert "restarting: deleting 2 pods" in event["message"]

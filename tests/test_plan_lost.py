@@ -222,9 +222,12 @@ async def test_a_job_gang_whose_released_room_an_ordinary_pod_took_is_restarted_
 
                 async def broken_event() -> list[dict]:
                     events = (await get("/api/v1/namespaces/default/events"))["items"]
-                    return [e for e in events if e.get("reason") == "GangBroken"]
+                    broken = [e for e in events if e.get("reason") == "GangBroken"]
+                    kinds = sorted(e["involvedObject"]["kind"] for e in broken)
+                    return broken if kinds == ["Job", "Pod"] else []  # the lost pod and its Job
 
-                [event] = await _until(broken_event, "a GangBroken Event")
+                event = next(e for e in await _until(broken_event, "a GangBroken Event on the pod and the Job")
+                             if e["involvedObject"]["kind"] == "Pod")
                 assert event["type"] == "Warning"
                 assert "PlanLost" in event["message"] and "restarting: deleting 2 pods" in event["message"]
                 assert stack.controller.metrics.member_losses.labels(cause="PlanLost")._value.get() == 1

@@ -148,3 +148,19 @@ def test_replay_shows_progress_on_a_terminal(tmp_path):
     assert process.wait(timeout=240) == 0, seen.decode(errors="replace")
     text = seen.decode(errors="replace")
     assert "  ganggate:" in text and "/6 [" in text and "job/s" in text, text
+
+
+def test_replay_help_ends_with_examples_that_parse():
+    """`ganggate replay --help` shows examples; each is a command the parser accepts as written."""
+    import shlex
+
+    from ganggate.cli import build_parser
+
+    result = ganggate("replay", "--help")
+    assert result.returncode == 0
+    examples = result.stdout.split("\nexamples:\n", 1)[1]
+    commands = [line.strip() for line in examples.splitlines() if line.startswith("  ganggate replay ")]
+    assert len(commands) >= 2
+    for command in commands:
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        assert args.func is not None, command

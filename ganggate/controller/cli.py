@@ -39,6 +39,12 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--on-member-loss", choices=["restart", "none"], default="restart",
                      help="when a released gang drops below min-available: restart (default) deletes its pods that "
                      "have an owning controller so the gang is admitted whole again; none only reports")
+    ctl.add_argument("--on-node-drain", choices=["restart", "wait"], default="restart",
+                     help="when a node running released pods of a gang is cordoned (kubectl drain's first step) and "
+                     "evicting them would take the gang below min-available: restart (default) restarts the gang "
+                     "whole through its owner so it runs on other nodes and the drain finishes; wait keeps it in "
+                     "place, the drain waits, and Events on the Job, pods and node say why and what lets it go. The label "
+                     "ganggate.io/on-node-drain=restart|wait on a gang's pods or on the node overrides it")
     ctl.add_argument("--node-lost-after", type=float, default=None, metavar="SECONDS", help=NODE_LOST_HELP)
     ctl.add_argument("--protect-running-gangs", action=argparse.BooleanOptionalAction, default=True,
                      help="keep a PodDisruptionBudget (minAvailable = min-available) per released gang (default on)")
@@ -112,6 +118,10 @@ def register(subparsers: Any) -> None:
     st.add_argument("--gpus", action="store_true",
                     help="GPU sharing: per node and per card, the memory used and free and the pods holding it "
                     "(what `kubectl inspect gpushare` shows)")
+    st.add_argument("--output", "-o", choices=["text", "json", "yaml"], default="text",
+                    help="text (default: the tables), or the same rows as a JSON or YAML document")
+    st.add_argument("--watch", "-w", action="store_true",
+                    help="print the status again each time it changes (checked every 2 s) until Ctrl-C")
     _lease_flags(st)
     st.set_defaults(func=_run_status)
 
@@ -145,7 +155,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         metrics_port=args.metrics_port, shutdown_grace_seconds=args.shutdown_grace,
         preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
-        on_member_loss=args.on_member_loss, protect_running_gangs=args.protect_running_gangs,
+        on_member_loss=args.on_member_loss, on_node_drain=args.on_node_drain, protect_running_gangs=args.protect_running_gangs,
         planning=args.planning, rounds=args.rounds, node_lost_after_seconds=args.node_lost_after,
         autoscaling=args.autoscaling, provisioning_class=args.provisioning_class,
         podgroups=args.podgroups, native_gang_scheduling=args.native_gang_scheduling,

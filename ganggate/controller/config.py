@@ -108,6 +108,7 @@ class ControllerConfig:
     shutdown_grace_seconds: float = 10.0  # on stop(), how long releases being applied may take
     bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
     on_member_loss: str = "restart"  # "restart" | "none" (ganggate.controller.memberloss)
+    on_node_drain: str = "restart"  # "restart" | "wait": gangs on cordoned nodes (ganggate.core.policy.drain)
     protect_running_gangs: bool = True  # a PodDisruptionBudget per released gang (controller.protection)
     preemption: str = "gang"  # "gang" | "off" (controller.preemptor)
     preempt_bare_pods: bool = False  # pods without an owning controller may be preempted
@@ -128,7 +129,8 @@ class ControllerConfig:
         """Raise ValueError naming the first bad setting."""
         choices = {"policy": ("plan", "count"), "placement": ("pinned", "free"),
                    "on_bind_timeout": ("member-loss", "wait", "recreate"),
-                   "on_member_loss": ("restart", "none"), "preemption": ("gang", "off"),
+                   "on_member_loss": ("restart", "none"), "on_node_drain": ("restart", "wait"),
+                   "preemption": ("gang", "off"),
                    "planning": ("thread", "loop"), "rounds": ("incremental", "full"),
                    "card_policy": CARD_POLICIES, "autoscaling": ("off", "provisioning-request", "placeholders"),
                    "provisioning_class": PROVISIONING_CLASSES, "podgroups": ("auto", "gate", "create")}

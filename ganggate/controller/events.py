@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 COMPONENT = "ganggate-controller"
 WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangConflict", "GangUnschedulable",
                              "GangCannotFit", "GangBindTimeout", "GangNotGated", "GangBroken", "GangTimedOut",
-                             "GangExcessMember", "GangRestartCountsAsFailure"})
+                             "GangExcessMember", "GangRestartCountsAsFailure",
+                             "GangBlocksDrain"})
 #: The prefix client-go's EventAggregator gives an Event that stands for similar ones (same
 #: object and reason, other messages), once it has seen `AGGREGATE_MAX` distinct messages within
 #: `AGGREGATE_SECONDS` (EventAggregatorByReasonMessageFunc, defaultAggregateMaxEvents = 10,
@@ -151,7 +152,10 @@ class EventRecorder:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": ref.namespace},
-            "involvedObject": {"kind": ref.kind, "apiVersion": ref.api_version, "namespace": ref.namespace,
+            # A Node is cluster-scoped: its Events live in "default" with no involvedObject namespace,
+            # as the kubelet writes them (what `kubectl describe node` selects on).
+            "involvedObject": {"kind": ref.kind, "apiVersion": ref.api_version,
+                               "namespace": "" if ref.kind == "Node" else ref.namespace,
                                "name": ref.name, "uid": ref.uid},
             "reason": reason,
             "message": message[:1024],

@@ -103,6 +103,7 @@ class Controller(Releasing):
             self.core, client.SchedulingV1Api(api_client), self.state, self.events, release=self._start_release,
             spawn=self._spawn, may_act=self._may_act)
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
+        self.waits.owners = self.lifecycle.owner_events  # the gang's Events on its Job: controller.ownerevents
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
         self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.excess
         # No store of objects besides the state (issue #11): a list is read page by page into

@@ -28,7 +28,9 @@ import logging
 from collections import OrderedDict
 from typing import Any, Callable, Coroutine, Iterable
 
+from ganggate.controller.drain import NodeDrains
 from ganggate.controller.events import EventRecorder, PodRef
+from ganggate.controller.ownerevents import OwnerEvents
 from ganggate.controller.owners import OwnerLookup
 from ganggate.controller.protection import Protection
 from ganggate.core.state.cluster import ClusterState
@@ -67,6 +69,9 @@ def attach_lifecycle(controller: Any) -> "GangLifecycle":
     controller.bind_timeouts.advice = lifecycle.advice
     lifecycle.node_lost_after = config.node_lost_after_seconds
     controller.bind_timeouts.on_loss = lifecycle.handle_losses
+    lifecycle.drains = NodeDrains(controller.state, controller.events, lifecycle.owner_events,
+                                  policy=config.on_node_drain, restart=lifecycle.restart_whole,
+                                  busy=lifecycle.restarting)  # cordoned nodes: controller.drain
     return lifecycle
 
 
@@ -100,6 +105,8 @@ class GangLifecycle:
         self.advice = advice  # once per Job whose podFailurePolicy would count a restart: controller.restart
         self.node_lost_after: float | None = None  # --node-lost-after (attach_lifecycle sets it)
         self.clock = clock
+        self.owner_events = OwnerEvents(events)  # the gang's Events on its Job (controller.ownerevents)
+        self.drains: NodeDrains | None = None  # gangs on cordoned nodes (attach_lifecycle sets it)
         self._checking: dict[GangKey, int] = {}  # gangs with losses whose owner is being looked up
         self._reported = _Seen()  # loss uids reported
         self._deleting = _Seen()  # uids this controller deleted (their own loss is no news)
@@ -135,6 +142,8 @@ class GangLifecycle:
         self.handle_losses(plans_lost(self.state))
         if self.node_lost_after is not None:  # opt-in: controller.config NODE_LOST_HELP
             self.handle_losses(nodes_lost(self.state, now, self.node_lost_after))
+        if self.drains is not None:
+            self.drains.handle(now)
         if timeouts:
             self.report_timeouts(self.due_timeouts(now))
         if self.protection is not None:
@@ -182,24 +191,41 @@ class GangLifecycle:
             log.info("gang %s/%s: %s", *loss.gang_key, message)
             return
         self.events.emit(ref, "GangBroken", message)
+        gang = self.state.gangs.get(loss.gang_key)
+        owned = list(gang.pods.values()) if gang is not None else list(breakage.to_delete)
+        self.owner_events.tell(loss.gang_key, owned, "GangBroken", message, kind=loss.cause)
         if self.policy != "restart":
             return
         if breakage.to_delete and not breakage.replan:  # a re-plan's replacements join the running gang
             self._restarting.add(loss.gang_key)
             if self.advice is not None:
                 self.advice.restarting(f"{loss.gang_key[0]}/{loss.gang_key[1]}", breakage.to_delete)
-        for victim in breakage.to_delete:
-            if self._deleting.add(victim.uid):
-                self.spawn(self._delete(victim.key, victim.uid, loss))
-
-    async def _delete(self, pod_key: str, uid: str, loss: MemberLoss) -> None:
-        """DisruptionTarget, then the delete (controller.restart), so a Job can ignore it."""
         why = (f"ganggate: gang {loss.gang_key[0]}/{loss.gang_key[1]} lost pod {loss.pod_key.split('/', 1)[1]} "
                f"({loss.cause}); restarting the gang whole")
+        done = f"gang {loss.gang_key[0]}/{loss.gang_key[1]} lost {loss.pod_key} ({loss.cause}), --on-member-loss=restart"
+        for victim in breakage.to_delete:
+            if self._deleting.add(victim.uid):
+                self.spawn(self._delete(victim.key, victim.uid, why, done))
+
+    def restart_whole(self, key: GangKey, pods: list, why: str) -> None:
+        """Restart a gang whole by deleting these released pods, each with an owning controller
+        (controller.drain for a cordoned node): its replacements are admitted whole again."""
+        pods = [p for p in pods if p.owned]  # never a pod without an owning controller
+        if not pods:
+            return
+        self._restarting.add(key)
+        if self.advice is not None:
+            self.advice.restarting(f"{key[0]}/{key[1]}", pods)
+        done = f"gang {key[0]}/{key[1]} restarted off a cordoned node, --on-node-drain=restart"
+        for pod in pods:
+            if self._deleting.add(pod.uid):
+                self.spawn(self._delete(pod.key, pod.uid, f"ganggate: {why}"[:1024], done))
+
+    async def _delete(self, pod_key: str, uid: str, why: str, done: str) -> None:
+        """DisruptionTarget, then the delete (controller.restart), so a Job can ignore it."""
         try:
             if await delete_member(self.core, pod_key, uid, why, metrics=self.metrics, clock=self.clock):
-                log.info("deleted %s: gang %s/%s lost %s (%s), --on-member-loss=restart", pod_key, *loss.gang_key,
-                         loss.pod_key, loss.cause)
+                log.info("deleted %s: %s", pod_key, done)
         except ApiCallError as exc:
             log.warning("deleting %s: %s", pod_key, exc)
 
@@ -226,3 +252,4 @@ class GangLifecycle:
             self.metrics.timeouts.inc()
             if pods:
                 self.events.emit(pods[0], "GangTimedOut", message, log_it=False)
+                self.owner_events.tell(key, pods, "GangTimedOut", message)

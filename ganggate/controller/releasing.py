@@ -101,14 +101,28 @@ class Releasing:
                 log.warning("gang %s: pods gone before their release: %s", request.gang, ", ".join(outcome.vanished))
             log.info("GangReleased %s: %s released by decision %s", request.gang,
                      plural(len(outcome.released), "pod"), request.decision_id)
-            together = "together, " if request.pod_count > 1 else ""
-            for pod_key in outcome.released:
+            many = request.pod_count > 1
+            # A gang whose pods have an owner (a Job) tells it, and its first pod; the scheduler's
+            # own Scheduled Event names each pod's node. Bare pods each hear it: they have no owner.
+            told = outcome.released
+            if told and all(request.pods[k].controller_ref for k in told):
+                told = [min(told, key=lambda k: (request.pods[k].created, k))]
+            for pod_key in told:
                 node = request.placement.get(pod_key)
-                where = f"{together}this one onto node {node} " if node and request.pinned else together
-                where += f"in {decision.domain} " if decision.domain else ""
+                where = (f"{' together, this one' if many else ','} onto node {node}" if node and request.pinned
+                         else (" together" if many else ""))
+                where += f" in {decision.domain}" if decision.domain else ""
                 self.events.emit(request.pods[pod_key], "GangReleased",
-                                 f"gang {request.gang} released: {plural(request.pod_count, 'pod')} "
-                                 f"{where}(decision {request.decision_id})", log_it=False)
+                                 f"gang {request.gang} released: {plural(request.pod_count, 'pod')}{where} "
+                                 f"(decision {request.decision_id})", log_it=False)
+            if outcome.released:  # the owner (a Job) hears it once: controller.ownerevents
+                nodes = sorted({n for k in outcome.released if (n := request.placement.get(k))})
+                onto = f" onto {plural(len(nodes), 'node')} ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})" \
+                    if nodes and request.pinned else ""
+                self.lifecycle.owner_events.tell(
+                    decision.gang_key, [request.pods[k] for k in outcome.released], "GangReleased",
+                    f"gang {request.gang} released: {plural(request.pod_count, 'pod')}{' together' if many else ''}"
+                    f"{onto} (decision {request.decision_id})", kind=request.decision_id)
             await self._await_echo(request, outcome.released)
         except ApiCallError as exc:
             self.metrics.release_failures.inc()

@@ -43,6 +43,8 @@ class NodeRow:
     promised: int
     free: int
     domain: str = "-"
+    #: GPU sharing: free shared GPU memory on the cards not given whole (None: no shared cards).
+    shared_free: int | None = None
 
 
 def age(seconds: float) -> str:
@@ -103,6 +105,11 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
             note = f"protected by PodDisruptionBudget {', '.join(names)} (not ganggate's)"
             reason = f"{reason}; {note}" if reason else note
         state_text = lifecycle_state(gang, now, state)
+        if not reason and state_text in ("restarting", "terminating"):
+            going = sum(1 for p in gang.pods.values() if p.terminating and not p.terminated)
+            reason = (f"{plural(going, 'pod')} going away for a disruption (a restart of the gang, a drain); "
+                      "their owner recreates them and they are admitted whole" if state_text == "restarting"
+                      else f"{plural(going, 'pod')} being deleted (the owner was deleted, or a drain)")
         if reason.startswith("GangCannotFit:") and state_text == "waiting":
             state_text = "cannot-fit"  # waits that cannot end stand out from waits for room
         placed = [state.nodes[p.node_name].labels for p in live if p.node_name in state.nodes]
@@ -118,25 +125,26 @@ def lifecycle_state(gang: Any, now: float, state: ClusterState | None = None) ->
     from ganggate.core.policy.lifecycle import losses_after_relist, timed_out
     from ganggate.core.policy.planloss import CAUSE, stranded
 
+    from ganggate.core.policy.shown_state import shown_state
+
+    base = shown_state(gang)
     timeout = timed_out(gang, now)
     if timeout is not None:
-        return f"{gang.state} (timed out after {timeout}s)"
+        return f"{base} (timed out after {timeout}s)"
+    if base in ("restarting", "terminating", "succeeded", "failed", "completing"):
+        return base
     losses = losses_after_relist({gang.key: gang})
     if losses:
         shown = ", ".join(f"{loss.pod_key.split('/', 1)[1]}: {loss.cause}" for loss in losses[:3])
         more = f" and {len(losses) - 3} more" if len(losses) > 3 else ""
-        return f"{gang.state} (broken: lost {shown}{more})"
+        return f"{base} (lost {shown}{more})" if base == "broken" else f"{base} (broken: lost {shown}{more})"
     lost = [(p, node) for p in sorted(gang.pods.values(), key=lambda p: p.key)
             if state is not None and (node := stranded(state, p)) is not None]
     if lost:
         shown = ", ".join(f"{p.name} pinned to {node} cannot bind" for p, node in lost[:3])
         more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
-        return f"{gang.state} (broken: {shown}{more}: {CAUSE})"
-    if gang.state == "running" and gang.pods and not gang.live_pods():
-        # Every pod has finished: the core keeps "running" (nothing to decide), a user reads the outcome.
-        if all(p.terminated for p in gang.pods.values()):
-            return "succeeded" if all(p.phase == "Succeeded" for p in gang.pods.values()) else "failed"
-    return gang.state
+        return f"{base} (broken: {shown}{more}: {CAUSE})"
+    return base
 
 
 def _bypass_row(bypass: BypassTracker, key: tuple[str, str], gang: Any) -> GangRow:
@@ -176,8 +184,15 @@ def node_rows(state: ClusterState) -> list[NodeRow]:
         alloc = node.allocatable.get(GPU, 0)
         used = node.used.get(GPU, 0)
         promised = node.promised.get(GPU, 0)
-        rows.append(NodeRow(name, condition, _gpus(alloc), _gpus(used), _gpus(promised),
-                            _gpus(alloc - used - promised), node_domain(node.labels, state.topology_levels)))
+        free = _gpus(alloc - used - promised)
+        cards = state.cards(name)
+        shared = None
+        if cards is not None:  # a card shared by any pod cannot be given whole: only idle cards count
+            free = min(free, cards.idle())
+            whole = cards.whole_cards()
+            shared = sum(cards.free(card) for card in range(len(cards.capacity)) if card not in whole)
+        rows.append(NodeRow(name, condition, _gpus(alloc), _gpus(used), _gpus(promised), max(0, free),
+                            node_domain(node.labels, state.topology_levels), shared))
     return rows
 
 
@@ -200,9 +215,12 @@ def format_status(state: ClusterState, decisions: Iterable[Any], waitings: Itera
           g.waiting_since, g.why] for g in gangs],
     ) if gangs else "No gangs" + (f" in namespace {namespace}." if namespace else ".")
     nodes = node_rows(state)
+    shared = any(n.shared_free is not None for n in nodes)  # GPU sharing: the shared room beside whole cards
     node_table = _table(
-        ["NODE", "STATUS", "GPUS", "USED", "PROMISED", "FREE", *(["DOMAIN"] if topology else [])],
+        ["NODE", "STATUS", "GPUS", "USED", "PROMISED", "FREE", *(["SHARED-FREE"] if shared else []),
+         *(["DOMAIN"] if topology else [])],
         [[n.node, n.condition, str(n.gpus), str(n.used), str(n.promised), str(n.free),
+          *([str(n.shared_free) if n.shared_free is not None else "-"] if shared else []),
           *([n.domain] if topology else [])] for n in nodes],
     ) if nodes else "No nodes."
     return gang_table + "\n\n" + node_table + "\n"
@@ -272,10 +290,11 @@ async def read_lease(api_client: Any, name: str, namespace: str) -> tuple[dict |
 async def status_text(api_client: Any, namespace: str | None = None, policy: str = "plan",
                       scheduler_names: tuple[str, ...] = ("default-scheduler",),
                       lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] | None = (),
-                      gpus: bool = False) -> str:
+                      gpus: bool = False, output: str = "text") -> str:
     """What `ganggate status` prints; lease (name, namespace) adds who leads; gpus: the GPU
     cards' shared memory instead (controller.gpushare_status). topology_levels None: the levels the
-    leading controller records on its lease (topology_view), else none."""
+    leading controller records on its lease (topology_view), else none. output "json" or "yaml":
+    the tables as a document (controller.status_output)."""
     from ganggate.controller.config import BLIND_SECONDS
     from ganggate.core.planner import decide
 
@@ -296,6 +315,12 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     # The controller's default limits: a waiting gang's row says what the controller's Event says
     # (room held back, and when it starts where pods have deadlines).
     decisions, waitings = decide(state, now, policy=policy, blind_seconds=BLIND_SECONDS)
+    if output != "text":
+        from ganggate.controller.status_output import render, status_document
+
+        leader = next((line for line in head.splitlines() if line.startswith("controller:")), None)
+        rows = gang_rows(state, decisions, waitings, now, namespace, budgets)
+        return render(status_document(rows, node_rows(state), leader, topology_levels or ()), output)
     text = format_status(state, decisions, waitings, now, namespace, budgets)
     from ganggate.controller.provisioning_status import format_requests, list_requests
 
@@ -317,6 +342,9 @@ def run_status(args: argparse.Namespace) -> int:
 
     from ganggate.controller.config import parse_topology_levels
 
+    if getattr(args, "gpus", False) and getattr(args, "output", "text") != "text":
+        print("error: --gpus prints a table only: leave out -o/--output", file=sys.stderr)
+        return 2
     try:
         levels = None if args.topology_levels is None else parse_topology_levels(args.topology_levels)
     except ValueError as exc:
@@ -332,10 +360,20 @@ def run_status(args: argparse.Namespace) -> int:
         try:
             from ganggate.kube.leader import lease_namespace
 
+            from ganggate.controller.status_output import watch
+
             names = tuple(args.scheduler_name or ["default-scheduler"])
-            text = await status_text(api_client, args.namespace, scheduler_names=names,
-                                     lease=(args.lease_name, lease_namespace(args.lease_namespace)),
-                                     topology_levels=levels, gpus=getattr(args, "gpus", False))
+            output = getattr(args, "output", "text")
+
+            def read() -> Any:
+                return status_text(api_client, args.namespace, scheduler_names=names,
+                                   lease=(args.lease_name, lease_namespace(args.lease_namespace)),
+                                   topology_levels=levels, gpus=getattr(args, "gpus", False), output=output)
+
+            if getattr(args, "watch", False):  # until Ctrl-C
+                await watch(read, lambda text: print(text, end="", flush=True), output=output)
+                return 0
+            text = await read()
         except ApiCallError as exc:
             print(f"error: cannot list the cluster: {exc}", file=sys.stderr)
             return 1
@@ -344,4 +382,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(text, end="")
         return 0
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:  # --watch ends with Ctrl-C
+        return 0

@@ -32,6 +32,9 @@ class WaitReport:
 
     def __init__(self, notifier: WaitNotifier | None = None) -> None:
         self.notifier = notifier or WaitNotifier()
+        #: controller.ownerevents.OwnerEvents: a gang whose pods have an owning controller tells
+        #: its owner (once per change) and its oldest pod, not a copy on every pod.
+        self.owners: Any = None
         self._told: dict[GangKey, Any] = {}  # gang -> the Waiting last handed to the notifier
         self._told_ids: dict[int, Any] = {}  # id() -> the same Waitings (held, so ids stay theirs)
         self._repeats: list[tuple[float, GangKey]] = []  # (when a repeat falls due, gang)
@@ -105,6 +108,10 @@ class WaitReport:
         if self.notifier.quiet(key, waiting.event_reason, waiting.message, gang.changes, now, kind):
             return True  # told already, and nothing new to tell: no pod list built
         pods = [p for p in gang.pods.values() if not p.terminated]
+        if self.owners is not None and pods:
+            self.owners.tell(key, pods, waiting.event_reason, waiting.message, kind)
+            if _owned(pods):
+                pods = [min(pods, key=lambda p: (p.created, p.name))]
         notice = self.notifier.tell(key, waiting.event_reason, waiting.message, pods, now, kind, gang.changes)
         if notice.changed:  # once per change in kind; a count that moved is a DEBUG line
             level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
@@ -116,3 +123,8 @@ class WaitReport:
         for pod in notice.pods:
             emit(pod, waiting.event_reason, waiting.message)
         return True
+
+
+def _owned(pods: Sequence[Any]) -> bool:
+    """Every pod has an owning controller (a Job...), where the gang's Events also go."""
+    return all(p.controller_ref for p in pods)

@@ -35,6 +35,9 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     up.add_argument("--podgroups", choices=("auto", "gate", "create"), default="auto",
                     help="the webhook's and controller's --podgroups (docs/controller.md); they get "
                     "--native-gang-scheduling when kubesim's scheduler gang-schedules PodGroups (its GenericWorkload on)")
+    up.add_argument("--on-node-drain", choices=["restart", "wait"], default="restart",
+                    help="the controller's --on-node-drain: restart (default) moves a cordoned node's gangs whole, "
+                    "wait keeps them and a drain waits (docs/controller.md, Operations)")
     up.add_argument("--port", type=int, default=8001, help="API server port (default: 8001; 0 picks a free one)")
     up.add_argument("--webhook-port", type=int, default=0, help="webhook HTTPS port (default: 0, a free one)")
     up.add_argument("--gate-by", choices=("webhook", "policy"), default="webhook",
@@ -121,7 +124,8 @@ def _up(args: argparse.Namespace) -> int:
                         port=args.port, webhook_port=args.webhook_port, kubeconfig_out=args.kubeconfig_out,
                         certs_dir=args.certs_dir, gpu_mem_per_card=per_card, node_specs=node_specs,
                         node_groups=groups, autoscaler_options=autoscaler_options, feature_gates=gates,
-                        scheduler_feature_gates=scheduler_gates, gate_by=args.gate_by, podgroups=args.podgroups)
+                        scheduler_feature_gates=scheduler_gates, gate_by=args.gate_by, podgroups=args.podgroups,
+                        on_node_drain=args.on_node_drain)
 
     async def run() -> None:
         stop = asyncio.Event()

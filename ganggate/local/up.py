@@ -49,6 +49,7 @@ class UpOptions:
     #: who adds the scheduling gate: "webhook" (the default), or "policy": kubesim's API server with the
     #: MutatingAdmissionPolicies of deploy/components/gate-by-policy (its feature gate turned on), no webhook
     gate_by: str = "webhook"
+    on_node_drain: str = "restart"  # the controller's --on-node-drain (ganggate.core.policy.drain)
     podgroups: str = "auto"  # the webhook's and controller's --podgroups (ganggate.podgroups)
 
     @property
@@ -86,6 +87,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
 
         config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None,
                                   podgroups=options.podgroups, native_gang_scheduling=options.native_gang_scheduling,
+                                  on_node_drain=options.on_node_drain,
                                   **_topology_settings(options), **_autoscaling_settings(options))
         controller_api = controller_client(sim, config.max_in_flight)
         parts.push_async_callback(controller_api.close)

@@ -36,6 +36,16 @@ def register(subparsers: Any) -> None:
             "through the real webhook and controller, once per admission mode; write summary.csv, "
             "timeseries.csv and replay.png to --out and print the comparison."
         ),
+        epilog=(
+            "examples:\n"
+            "  ganggate replay --synth --jobs 40 --nodes 4 --gpus-per-node 8 --seed 2 --load 1.5\n"
+            "      a synthetic trace of 40 jobs on 4 nodes, under none, count and ganggate; files in replay-out/\n"
+            "  ganggate replay --trace examples/traces/sample.csv --modes none,ganggate --out replay-out/sample\n"
+            "      a trace of your own (the CSV columns above), two modes only\n"
+            "  ganggate replay --synth --jobs 80 --disruptions drain=2,pod-failure=6\n"
+            "      the same with node drains and pod failures (docs/replay.md)"
+        ),
+        formatter_class=_ExamplesFormatter,
     )
     source = replay.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", type=Path, help="the trace CSV to replay")
@@ -102,6 +112,15 @@ def register(subparsers: Any) -> None:
                         help="print only the results table (no progress, no per-mode lines)")
     add_output_arguments(replay)
     replay.set_defaults(func=_replay)
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps the description as usual, keeps the examples epilog's lines as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def _positive_int(text: str) -> int:

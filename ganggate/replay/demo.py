@@ -33,6 +33,8 @@ BIG_JOB = "train-100"
 NODE_ADDED_AT = 40 * 60.0
 SMALL_JOBS = 8
 LABELS = {"none": "default scheduler", "ganggate": "ganggate"}
+LEGEND = ("GPUs busy: held by pods of jobs that run; held idle: held by pods of a job that cannot start "
+          "until all its pods are placed, doing no work")
 
 
 def demo_scenario() -> Scenario:
@@ -156,9 +158,16 @@ def summary_table(without: DemoFacts, with_gate: DemoFacts, style: Style) -> str
 async def play(out: TextIO, *, quiet: bool, style: Style, pace: float) -> tuple[DemoFacts, DemoFacts]:
     scenario = demo_scenario()
 
+    last: list[str] = []  # the line last printed, without its mode and time
+
     def printer(step: StepView) -> None:
         if not quiet:
-            print(step_line(step, style), file=out, flush=True)
+            line = step_line(step, style)
+            same = line.split("] t=", 1)[-1][8:].split(" done", 1)[0]  # what it shows, without time and events
+            if not step.events and last and last[0] == same:
+                return  # a step where nothing a user sees happened (a controller timer): no line
+            last[:] = [same]
+            print(line, file=out, flush=True)
             if pace:
                 time.sleep(pace)
 
@@ -184,6 +193,7 @@ def run(quiet: bool = False, color: bool | None = None, pace: float | None = Non
         print(style.bold("ganggate demo: 13 nodes x 8 GPUs, 5 GPUs used by an inference server (99 free); "
                          f"a {BIG_JOB} job of 100 pods x 1 GPU, {SMALL_JOBS} small 2-pod jobs, a node added at "
                          "minute 40"), file=out, flush=True)
+        print(LEGEND, file=out, flush=True)
     without, with_gate = asyncio.run(play(out, quiet=quiet, style=style, pace=pace))
     print(style.bold(("" if quiet else "\n") + "== Summary (simulated time) =="), file=out)
     print(summary_table(without, with_gate, style), file=out, flush=True)

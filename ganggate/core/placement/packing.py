@@ -254,6 +254,6 @@ def _prune(pods: Sequence[PodInfo], capacity: Capacity, need: int, one_shape: bo
         return Unfit(
             f"needs {plural(needed_gpu_pods, 'pod')} of {format_amount(GPU, smallest)} "
             f"{'GPU' if smallest <= 1000 else 'GPUs'} each; "
-            f"the free GPUs have room for {room}" + scope_note(index, capacity.rejected(gpu_pods[0]))
+            f"the free GPUs have room for {room} of them" + scope_note(index, capacity.rejected(gpu_pods[0]))
         )
     return None

@@ -13,6 +13,7 @@ from ganggate.core.state.gangs import Gang
 from ganggate.core.policy.ordering import release_candidates, release_in_flight
 from ganggate.core.state.outcome import Decision, Waiting
 from ganggate.core.fit.resources import GPU, Resources, add_into, fits, format_amount, gpus, total
+from ganggate.core.placement.explain import plural
 
 
 def count_only_fits(requests: Sequence[Mapping[str, int]], free: Mapping[str, Mapping[str, int]]) -> bool:
@@ -60,7 +61,7 @@ def decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision]
                         gang.key,
                         "GangUnschedulable",
                         f"count check: {len(pods)} pods of {format_amount(GPU, per_pod)} GPU, "
-                        f"free GPUs have room for {room}",
+                        f"free GPUs have room for {plural(room, 'pod')}",
                         "room",
                     )
                 )

@@ -78,9 +78,15 @@ class Breakage:
         if self.to_delete:
             parts.append(f"deleting {plural(len(self.to_delete), 'pod')} so that their controller recreates "
                          "them and the gang is admitted whole again")
+        if not self.to_delete:  # nothing restarts: say so, and why
+            if self.bare:
+                return (f"{head}; not restarted: the {plural(len(self.bare), 'pod')} left "
+                        f"{'has' if len(self.bare) == 1 else 'have'} no owning controller to recreate "
+                        f"{'it' if len(self.bare) == 1 else 'them'}, and ganggate never deletes such pods")
+            return f"{head}; nothing left to restart"
         if self.bare:
             parts.append(f"{plural(len(self.bare), 'pod')} without an owning controller left alone")
-        return f"{head}; restarting: " + ("; ".join(parts) if parts else "nothing left to delete")
+        return f"{head}; restarting: " + "; ".join(parts)
 
 
 def judge_loss(state: ClusterState, loss: MemberLoss) -> Breakage:

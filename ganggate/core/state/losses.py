@@ -32,12 +32,12 @@ _CAUSE_TEXT = {
     "DeletionByPodGC": "deleted by the pod garbage collector (e.g. its node is gone)",
     "TerminationByKubelet": "terminated by the kubelet (e.g. node pressure or shutdown)",
     "DeletionByGanggate": "deleted by ganggate to restart its gang whole",
-    "Failed": "failed",
-    "Deleted": "deleted",
+    "Failed": "its container failed",
+    "Deleted": "deleted by a user or a controller, without a disruption condition",
     "BindTimeout": "not bound within the bind timeout",
     "PlanLost": "pinned to a node whose room pods bound after the plan took; the scheduler reports it Unschedulable",
     "NodeLost": "its node has not been Ready for longer than --node-lost-after",
-    "Disrupted": "disrupted",
+    "Disrupted": "disrupted (a DisruptionTarget condition of another reason)",
 }
 
 
