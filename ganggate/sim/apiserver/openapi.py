@@ -29,9 +29,14 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim.apiserver import openapi_crds, openapi_schemas
+    from ganggate.sim.apiserver import openapi_crds, openapi_schemas, openapi_schemas_resource
 
-    return {**openapi_schemas.load(), **openapi_crds.schemas()}
+    out = {**openapi_schemas.load(), **openapi_schemas_resource.load(), **openapi_crds.schemas()}
+    # DRAExtendedResource's pod status field (1.34+; kubesim's core schemas are 1.31's)
+    out["io.k8s.api.core.v1.PodStatus"]["properties"]["extendedResourceClaimStatus"] = {
+        "allOf": [_ref("io.k8s.api.core.v1.PodExtendedResourceClaimStatus")],
+        "description": "Status of extended resource claim backed by DRA."}
+    return out
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,6 +15,8 @@ from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
 from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
 from ganggate.sim.apiserver.registry import provisioningrequest as provreq
+from ganggate.sim.apiserver.registry import resource as dra
+from ganggate.sim.api import resource as dra_api
 from ganggate.sim.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
@@ -52,6 +54,15 @@ _STRATEGIES: dict[str, Strategy] = {
     provreq.PODTEMPLATES: Strategy(provreq.default, provreq.prepare_template_create, provreq.prepare_template_update,
                                    provreq.prepare_template_update, provreq.validate_template,
                                    provreq.validate_template_update),
+    dra_api.DEVICE_CLASSES: Strategy(dra.default_class, dra.prepare_no_status, dra.prepare_update_no_status,
+                                     dra.prepare_update_no_status, dra.validate_class, dra.validate_class_update),
+    dra_api.RESOURCE_SLICES: Strategy(lambda obj: None, dra.prepare_no_status, dra.prepare_update_no_status,
+                                      dra.prepare_update_no_status, dra.validate_slice, dra.validate_slice_update),
+    dra_api.RESOURCE_CLAIMS: Strategy(dra.default_claim, dra.prepare_claim_create, dra.prepare_claim_update,
+                                      dra.prepare_claim_status_update, dra.validate_claim, dra.validate_claim_update),
+    dra_api.RESOURCE_CLAIM_TEMPLATES: Strategy(dra.default_template, dra.prepare_no_status, dra.prepare_update_no_status,
+                                               dra.prepare_update_no_status, dra.validate_template,
+                                               dra.validate_template_update),
 }
 
 

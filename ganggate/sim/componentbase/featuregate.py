@@ -34,6 +34,11 @@ class Gate:
 KNOWN: Mapping[str, Gate] = MappingProxyType({
     # KEP-5142: pop a backed-off pod at once when activeQ is empty (beta, on, since 1.33)
     "SchedulerPopFromBackoffQ": Gate(default=True, stage="BETA"),
+    # KEP-4381: structured Dynamic Resource Allocation, resource.k8s.io/v1 (GA in 1.34, locked on)
+    "DynamicResourceAllocation": Gate(default=True, stage="GA", locked=True),
+    # KEP-5004: a DeviceClass's extendedResourceName serves extended-resource requests from DRA
+    # devices (alpha in 1.34 and 1.35, off; beta in 1.36)
+    "DRAExtendedResource": Gate(default=False, stage="ALPHA"),
 })
 
 
