@@ -45,6 +45,7 @@ class UpOptions:
     autoscaler_options: Any = None  # its scan_seconds, unneeded_seconds
     feature_gates: Any = None  # ganggate.sim.featuregates.FeatureGates of every component (1.35 defaults if None)
     scheduler_feature_gates: Any = None  # the scheduler's own, over feature_gates
+    dra_product: str | None = None  # GPUs as DRA devices of this product (ganggate/sim/kubelet/dradriver.py)
 
 
 def controller_client(sim: Any, max_in_flight: int) -> Any:
@@ -111,7 +112,7 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
                     topology=options.topology, gpu_mem_per_card=options.gpu_mem_per_card,
                     node_specs=options.node_specs, node_groups=options.node_groups,
                     autoscaler_options=options.autoscaler_options, feature_gates=options.feature_gates,
-                    scheduler_feature_gates=options.scheduler_feature_gates)
+                    scheduler_feature_gates=options.scheduler_feature_gates, dra_product=options.dra_product)
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:
