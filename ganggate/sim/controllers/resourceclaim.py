@@ -97,14 +97,15 @@ class ResourceClaimController:
             self._pods_by_uid.pop(uid, None)
         else:
             self._pods_by_uid[uid] = object_key(pod)
-        if not api.pod_claims(pod):
+        extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if not api.pod_claims(pod) and not extended:
             return
         if kind != "DELETED":
             self._pod_queue.add(object_key(pod))
         if kind == "DELETED" or pod_done(pod):
             namespace = (pod.get("metadata") or {}).get("namespace", "")
-            for entry in api.pod_claims(pod):
-                name = api.claim_name_of(pod, entry)
+            names = [api.claim_name_of(pod, entry) for entry in api.pod_claims(pod)] + [extended]
+            for name in names:
                 if name:
                     self._claim_queue.add(f"{namespace}/{name}")
 
