@@ -84,3 +84,26 @@ class DraWatches:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def list_into(api_client: Any, state: Any) -> None:
+    """List the four DRA kinds once into a ClusterState (`ganggate status`, `plan`): before its
+    nodes and pods, so that their devices and claims are known when those are read. A cluster
+    without resource.k8s.io/v1 has nothing to add."""
+    from kubernetes_asyncio import client
+
+    from ganggate.kube.calls import ApiCallError, call_json
+
+    api = client.ResourceV1Api(api_client)
+    lists = ((dra_state.CLASSES, api.list_device_class), (dra_state.SLICES, api.list_resource_slice),
+             (dra_state.TEMPLATES, api.list_resource_claim_template_for_all_namespaces),
+             (dra_state.CLAIMS, api.list_resource_claim_for_all_namespaces))
+    for kind, list_fn in lists:
+        try:
+            body = await call_json(list_fn, verb="list", timeout=60.0)
+        except ApiCallError as exc:
+            if exc.status == 404:
+                return
+            raise
+        for obj in body.get("items") or []:
+            state.apply_dra(kind, "ADDED", obj)
