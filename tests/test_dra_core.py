@@ -132,3 +132,16 @@ def test_plain_gpu_requests_are_served_by_a_class_extended_resource_name() -> No
     mapped = {"metadata": {"name": "gpu.example.com"}, "spec": {"extendedResourceName": "example.com/gpu"}}
     state = dra_cluster({"n0": 4}, ("deviceclasses", mapped))
     assert state.nodes["n0"].allocatable["example.com/gpu"] == 4000
+
+
+def test_device_plugin_and_dra_nodes_side_by_side_each_gang_on_nodes_that_can_hold_it() -> None:
+    state = ClusterState()
+    state.apply_dra("deviceclasses", "ADDED", GPU_CLASS)
+    state.apply_dra("resourceslices", "ADDED", slice_for("dra-0", 8))
+    state.apply_dra("resourceclaimtemplates", "ADDED", template("four", 4))
+    plain = [make_pod(f"p-{i}", namespace="ml", gang="p", pod_num=2, gpus=4) for i in range(2)]
+    state.reset([make_node("plugin-0", gpus=8), make_node("dra-0", gpus=0)], gang("d", 2, "four") + plain)
+    decisions, _ = decide(state, T0)
+    placed = {d.gang_key[1]: set(d.placement.values()) for d in decisions}
+    assert placed["d"] == {"dra-0"}  # claims only where the class's devices are
+    assert placed["p"] == {"plugin-0"}  # plain nvidia.com/gpu: the device plugin's node (the other is full)

@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any, Iterable, Mapping
 
 from ganggate.core.fit.devices import (
-    DEFAULT_GPU_CLASSES, Device, class_resource, device_variable, matches, requests_of, selector_resource,
+    CLASS_PREFIX, DEFAULT_GPU_CLASSES, Device, class_resource, device_variable, matches, requests_of, selector_resource,
 )
 from ganggate.core.fit.resources import Resources, gpus, subtract
 
@@ -171,6 +171,13 @@ class DraIndex:
     def class_key(self, class_name: str) -> str:
         return class_resource(class_name, self.classes.get(class_name), self.gpu_classes)
 
+    def class_keys(self, class_name: str) -> tuple[str, ...]:
+        """The class's resource, and (when that is an alias such as nvidia.com/gpu, which
+        device-plugin nodes offer too) `deviceclass.resource.k8s.io/<class>`, which only nodes
+        with the class's devices offer: a claim asks both, so it is planned on DRA nodes only."""
+        alias, exact = self.class_key(class_name), CLASS_PREFIX + class_name
+        return (alias,) if alias == exact else (alias, exact)
+
     def _class_selectors(self, class_name: str) -> list[str]:
         spec = (self.classes.get(class_name) or {}).get("spec") or {}
         return [str(s["cel"]["expression"]) for s in spec.get("selectors") or [] if (s or {}).get("cel")]
@@ -183,7 +190,8 @@ class DraIndex:
             in_class = set()
             for class_name in self.classes:
                 if all(matches(e, device) for e in self._class_selectors(class_name)):
-                    found[self.class_key(class_name)] = None
+                    for key in self.class_keys(class_name):
+                        found[key] = None
                     in_class.add(class_name)
             for name, (class_name, selectors) in self.selector_keys.items():
                 if class_name in in_class and all(matches(e, device) for e in selectors):
@@ -229,7 +237,8 @@ class DraIndex:
                 continue
             class_key = self.class_key(request.class_name)
             count = request.count if not request.all else self._all_count(request)
-            out[class_key] = out.get(class_key, 0) + count * UNIT
+            for key in self.class_keys(request.class_name):
+                out[key] = out.get(key, 0) + count * UNIT
             if request.selectors:
                 name = selector_resource(class_key, request.selectors)
                 keys.append((name, request.class_name, request.selectors))
