@@ -145,3 +145,25 @@ def test_device_plugin_and_dra_nodes_side_by_side_each_gang_on_nodes_that_can_ho
     placed = {d.gang_key[1]: set(d.placement.values()) for d in decisions}
     assert placed["d"] == {"dra-0"}  # claims only where the class's devices are
     assert placed["p"] == {"plugin-0"}  # plain nvidia.com/gpu: the device plugin's node (the other is full)
+
+
+def test_a_high_priority_dra_gang_preempts_a_running_dra_gang_whose_claims_hold_the_devices() -> None:
+    from ganggate.core.policy.preemption import PreemptionOptions, plan_preemption
+
+    low = []
+    objects = [("resourceclaimtemplates", template("eight", 8))]
+    for i, node in enumerate(("n0", "n1")):
+        pod = claimed(make_pod(f"low-{i}", namespace="ml", gang="low", pod_num=2, gated=False, node_name=node,
+                               phase="Running", owner="low", decision={"id": "d-low", "node": node}),
+                      resourceClaimTemplateName="eight")
+        pod["status"]["resourceClaimStatuses"] = [{"name": "gpus", "resourceClaimName": f"low-{i}-gpus"}]
+        low.append(pod)
+        objects.append(("resourceclaims", allocated(f"low-{i}-gpus", node, [f"gpu-{d}" for d in range(8)])))
+    high = [claimed(make_pod(f"high-{i}", namespace="ml", gang="high", pod_num=2, priority=1000, owner="high"),
+                    resourceClaimTemplateName="eight") for i in range(2)]
+    state = dra_cluster({"n0": 8, "n1": 8}, *objects, pods=low + high)
+    assert state.free("n0")["nvidia.com/gpu"] == 0
+    decisions, waitings = decide(state, T0)
+    assert not decisions
+    plan, _ = plan_preemption(state, waitings, T0, PreemptionOptions())
+    assert plan is not None and [v.name for v in plan.victims] == ["ml/low"]
