@@ -207,6 +207,8 @@ EXPECTED_CONTROLLER_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("batch", "jobs"): {"get"},
+    **{("resource.k8s.io", kind): {"list", "watch"}
+       for kind in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")},
 }
 
 
