@@ -21,6 +21,10 @@ PreBind creates the pod's special claim (generateName `<pod>-extended-resources-
 `resource.kubernetes.io/extended-resource-claim: "true"`, requests `container-<i>-request-<j>`,
 owned by the pod) and writes pod.status.extendedResourceClaimStatus.
 
+Nominated pods hold no devices: the plugin has no PreFilterExtensions (dynamicresources.go
+PreFilterExtensions returns nil), so the scheduler's addNominatedPods does not count the claims of
+a pod nominated to a node, and another pod may take those devices first.
+
 Not done: constraints (matchAttribute), admin access, device taints, partitionable devices and
 consumable capacity, slices with a nodeSelector, and backtracking across requests: the allocator
 takes devices in name order request by request, which is exact when requests do not compete for
