@@ -113,3 +113,18 @@ async def test_extended_resource_name_needs_its_feature_gate(gate: bool) -> None
                 "POST", f"{V1}/deviceclasses", device_class(extendedResourceName="nvidia.com/gpu"))
     assert status == 201, body
     assert body["spec"].get("extendedResourceName") == ("nvidia.com/gpu" if gate else None)
+
+
+def test_dra_flags_that_do_not_go_together_are_one_line_errors(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ganggate", "sim", *argv, "--kubeconfig-out", str(tmp_path / "kc")],
+                              capture_output=True, text=True, timeout=120)
+
+    serve = run("serve", "--port", "0", "--dra-product", "NVIDIA B200")
+    assert (serve.returncode, serve.stdout) == (2, "error: --dra-product needs --dra\n")
+    up = run("up", "--dra", "--gpu-mem-per-card", "16Gi")
+    assert up.returncode == 2
+    assert up.stderr == "error: --dra publishes whole GPUs: leave out --gpu-mem-per-card and --alibaba-nodes\n"
