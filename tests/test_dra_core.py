@@ -167,3 +167,22 @@ def test_a_high_priority_dra_gang_preempts_a_running_dra_gang_whose_claims_hold_
     assert not decisions
     plan, _ = plan_preemption(state, waitings, T0, PreemptionOptions())
     assert plan is not None and [v.name for v in plan.victims] == ["ml/low"]
+
+
+def test_a_dra_gang_requiring_one_rack_is_placed_in_one() -> None:
+    from ganggate.contract import GROUP_TOPOLOGY_REQUIRED
+
+    rack = "ganggate.io/rack"
+    state = ClusterState(topology_levels=(rack,))
+    state.apply_dra("deviceclasses", "ADDED", GPU_CLASS)
+    names = {"a0": "a", "a1": "a", "b0": "b", "b1": "b"}
+    for name in names:
+        state.apply_dra("resourceslices", "ADDED", slice_for(name, 8))
+    state.apply_dra("resourceclaimtemplates", "ADDED", template("four", 4))
+    state.apply_dra("resourceclaims", "ADDED", allocated("busy", "a0", [f"gpu-{i}" for i in range(4)]))
+    pods = gang("r", 4, "four")
+    for pod in pods:
+        pod["metadata"]["annotations"][GROUP_TOPOLOGY_REQUIRED] = rack
+    state.reset([make_node(n, gpus=0, labels={rack: r}) for n, r in names.items()], pods)
+    (decision,), _ = decide(state, T0)
+    assert {names[n] for n in decision.placement.values()} == {"b"}  # rack a has 12 devices free, b 16
