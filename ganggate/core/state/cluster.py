@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.state.gangs import Gang, GangKey
@@ -418,6 +418,8 @@ class ClusterState:
 
     def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods.pop(info.key, None)
+        if info.claims:
+            self._forget_claim_user(info)
         self.pending.pop(info.key, None)
         self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
@@ -513,7 +515,8 @@ class ClusterState:
             nodes = set(self.dra.nodes()) | set(self._dra_base)
         if nodes:
             self._refresh_devices(nodes)
-        if kind in (dra_state.CLASSES, dra_state.TEMPLATES, dra_state.CLAIMS):
+        shared = kind == dra_state.CLAIMS and key in self.dra.claim_users  # a claim pods name (not a template's)
+        if kind in (dra_state.CLASSES, dra_state.TEMPLATES) or shared:
             name = meta.get("name")
             self._refresh_dra_pods(lambda pod: kind == dra_state.CLASSES or any(
                 ref[2] == name and pod.namespace == meta.get("namespace") for ref in pod.claims))
@@ -572,13 +575,21 @@ class ClusterState:
             self.layout_version += 1
         return dra_state.with_demand(info, demand)
 
-    def _refresh_dra_pods(self, affected: Any) -> None:
+    def _forget_claim_user(self, info: PodInfo) -> None:
+        self._dra_pods.discard(info.key)
+        for _, kind, name in info.claims:
+            users = self.dra.claim_users.get(f"{info.namespace}/{name}") if kind == "claim" else None
+            if users is not None:
+                users.discard(info.key)
+                if not users:
+                    del self.dra.claim_users[f"{info.namespace}/{name}"]
+
+    def _refresh_dra_pods(self, affected: Callable[[PodInfo], bool]) -> None:
         """Ask again what the DRA pods `affected` selects ask (a template, claim or class changed)."""
         touched: set[GangKey] = set()
         for key in sorted(self._dra_pods):
             info = self.pods.get(key)
             if info is None:
-                self._dra_pods.discard(key)
                 continue
             if not affected(info):
                 continue
