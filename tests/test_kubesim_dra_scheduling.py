@@ -143,3 +143,29 @@ async def test_plain_gpu_requests_use_dra_devices_only_with_dra_extended_resourc
     finally:
         await session.close()
         await sim.stop()
+
+
+async def test_a_higher_priority_dra_pod_does_not_preempt_for_devices() -> None:
+    sim, session, raw = await sim_and_raw()
+    try:
+        await raw.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                          {"metadata": {"name": "high"}, "value": 1000})
+        await raw.request("POST", f"{V1}/resourceclaimtemplates", {"metadata": {"name": "four"}, "spec": {"spec": request(4)}})
+        for name in ("low-0", "low-1"):
+            await raw.request("POST", "/api/v1/namespaces/default/pods", pod(name, template="four"))
+        await eventually(lambda: _all_running(raw, "low-0", "low-1"), timeout=30)
+        high = pod("high", template="four")
+        high["spec"]["priorityClassName"] = "high"
+        await raw.request("POST", "/api/v1/namespaces/default/pods", high)
+
+        async def refused() -> bool:
+            body = await get(raw, "/api/v1/namespaces/default/pods/high")
+            return any(c.get("message") == "0/2 nodes are available: 2 cannot allocate all claims."
+                       for c in body["status"].get("conditions", []))
+        await eventually(refused, timeout=30)
+        body = await get(raw, "/api/v1/namespaces/default/pods/high")
+        assert not body["status"].get("nominatedNodeName")
+        assert await _all_running(raw, "low-0", "low-1")  # nobody was evicted for devices it would not free
+    finally:
+        await session.close()
+        await sim.stop()
