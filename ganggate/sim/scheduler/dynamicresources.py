@@ -448,4 +448,3 @@ def unreserve(dra: DynamicResources | None, pod_key: str) -> None:
 async def pre_bind(dra: DynamicResources | None, session: aiohttp.ClientSession, base_url: str,
                    pod: Mapping[str, Any]) -> bool:
     return True if dra is None else await dra.pre_bind(session, base_url, pod)
-
