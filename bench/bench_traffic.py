@@ -50,6 +50,10 @@ async def main(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             figures = await run(replace(base, latency=latency), mode)
             print(row(latency, mode, figures, time.perf_counter() - started), flush=True)
+            if args.dra and mode != "baseline":  # the same arrivals with GPUs as DRA devices
+                started = time.perf_counter()
+                figures = await run(replace(base, latency=latency, dra=True), mode)
+                print(row(latency, f"{mode} (DRA)", figures, time.perf_counter() - started), flush=True)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,6 +63,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.3])
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dra", action="store_true",
+                        help="after each gated mode, the same run with GPUs as DRA devices claimed through a template")
     return parser.parse_args(argv)
 
 

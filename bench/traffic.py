@@ -57,6 +57,9 @@ class TrafficConfig:
     #: (on one event loop with the API server, the webhook and the controller, a 2-core machine
     #: under load creates a Job's pods slower than gangs arrive).
     components_process: bool = True
+    #: GPUs as DRA devices (Simulator(dra_product=...)): every pod claims its GPU through the
+    #: ResourceClaimTemplate `one-gpu` instead of asking nvidia.com/gpu.
+    dra: bool = False
 
 
 # ---- the ledger (pure) --------------------------------------------------------------------------
@@ -241,7 +244,7 @@ def _unschedulable(pod: Mapping[str, Any]) -> bool:
 
 
 def _gpus(pod: Mapping[str, Any]) -> int:
-    total = 0
+    total = len((pod.get("spec") or {}).get("resourceClaims") or [])  # DRA: one GPU per claim (`one-gpu`)
     for container in (pod.get("spec") or {}).get("containers") or []:
         limits = ((container.get("resources") or {}).get("limits") or {})
         total += int(limits.get("nvidia.com/gpu", 0) or 0)
@@ -255,6 +258,22 @@ def _container() -> dict[str, Any]:
     return {"name": "main", "image": "trainer:1",
             "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
                           "limits": {"nvidia.com/gpu": "1"}}}
+
+
+ONE_GPU_TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+                    "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                        "deviceClassName": "gpu.nvidia.com", "count": 1}}]}}}}
+
+
+def as_dra(spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod spec whose GPU is claimed through the `one-gpu` template instead of nvidia.com/gpu."""
+    for container in spec["containers"]:
+        for part in ("requests", "limits"):
+            container["resources"][part].pop("nvidia.com/gpu", None)
+        container["resources"]["claims"] = [{"name": "gpu"}]
+    spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    return spec
 
 
 def ordinary_pod(index: int, seconds: float, grace: int) -> dict[str, Any]:
@@ -325,7 +344,8 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
     from ganggate.sim.simulator import Simulator
 
     async with Simulator(nodes=config.nodes, gpus_per_node=config.gpus_per_node,
-                         components_process=config.components_process) as sim:
+                         components_process=config.components_process,
+                         dra_product="NVIDIA H100 80GB HBM3" if config.dra else None) as sim:
         stack = Stack(mode="ganggate", sim=sim, settings=dict(SETTINGS.get(mode, {})))
         stack.api = sim.api_client()
         gated = mode in SETTINGS
@@ -337,6 +357,9 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
             async with aiohttp.ClientSession(sim.url) as http:
                 watcher = asyncio.create_task(_watch(http, ledger))
                 await asyncio.sleep(0.2)  # the watch is open before the first pod
+                if config.dra:
+                    await _create(http, f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates",
+                                  ONE_GPU_TEMPLATE)
                 for verb in WRITE_VERBS if config.latency else ():
                     sim.faults.latency(config.latency, verb=verb)
                 span = await _drive(http, config, ledger, gated=gated, watcher=watcher)
@@ -366,9 +389,13 @@ async def _drive(http: Any, config: TrafficConfig, ledger: Ledger, *, gated: boo
         if arrival.kind == "gang":
             path = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
             body = gang_job(arrival.index, arrival.size, arrival.seconds, config.grace_seconds, gated=gated)
+            if config.dra:
+                as_dra(body["spec"]["template"]["spec"])
         else:
             path = f"/api/v1/namespaces/{NAMESPACE}/pods"
             body = ordinary_pod(arrival.index, arrival.seconds, config.grace_seconds)
+            if config.dra:
+                as_dra(body["spec"])
         task = asyncio.create_task(_create(http, path, body))
         writes.add(task)
         task.add_done_callback(writes.discard)

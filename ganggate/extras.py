@@ -11,7 +11,6 @@ import importlib.util
 
 # Top-level import name -> (distribution on PyPI, the extra that installs it).
 OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
-    "celpy": ("cel-python", "sim"),
     "numpy": ("numpy", "sim"),
     "matplotlib": ("matplotlib", "sim"),
     "tqdm": ("tqdm", "sim"),

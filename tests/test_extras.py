@@ -79,7 +79,6 @@ def test_runtime_needs_no_optional_dependency():
 @pytest.mark.parametrize("argv, missing", [
     (["demo"], "numpy"),
     (["sim", "serve", "--port", "0"], "numpy"),
-    (["--log-level", "WARNING", "sim", "serve"], "celpy"),
     (["replay", "--synth"], "matplotlib"),
 ])
 def test_a_command_without_its_extra_says_what_to_install(argv, missing, tmp_path):

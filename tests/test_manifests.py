@@ -216,6 +216,8 @@ EXPECTED_CONTROLLER_RULES = {
     ("batch", "jobs"): {"get"},
     ("scheduling.k8s.io", "podgroups"): {"list", "watch", "create"},
     ("scheduling.k8s.io", "podgroups/status"): {"patch"},
+    **{("resource.k8s.io", kind): {"list", "watch"}
+       for kind in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")},
 }
 
 

@@ -39,6 +39,7 @@ from ganggate.core.placement.explain import plural
 from ganggate.controller.events import EventRecorder
 from ganggate.controller.excess import ExcessReporter
 from ganggate.controller.waitreport import WaitReport
+from ganggate.controller.dra import DraWatches
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
@@ -117,6 +118,9 @@ class Controller(Releasing):
                              convert=lambda pod: PodInfo.from_pod(self._project(pod), max_pod_num), keep_store=False,
                              freeze_pages=True)
         self.podgroups: Any = None  # a PodGroupSource once run() finds PodGroups served (controller.podgroups)
+        # DeviceClasses, ResourceSlices, ResourceClaims and their templates: DRA devices (controller.dra)
+        self.dra = DraWatches(api_client, lambda *a: self.state.apply_dra(*a), lambda *a: self._changes.apply(*a),
+                              lambda: self._poke(), self.metrics)
         self.leader: LeaderElector | None = None
         if config.leader_election:
             self.leader = LeaderElector(
@@ -151,7 +155,7 @@ class Controller(Releasing):
 
     @property
     def synced(self) -> bool:
-        return self.nodes.synced and self.pods.synced
+        return self.nodes.synced and self.pods.synced and self.dra.synced
 
     @property
     def is_leader(self) -> bool:
@@ -300,7 +304,7 @@ class Controller(Releasing):
 
         podgroups = await start_podgroups(self)  # before the pods are listed
         tasks = [asyncio.create_task(c) for c in (self.nodes.run(), self.pods.run(), self.events.run(),
-                                                   self._loop())] + ([podgroups] if podgroups else [])
+                                                   self._loop(), self.dra.run())] + ([podgroups] if podgroups else [])
         if self.leader is not None:
             tasks.append(asyncio.create_task(self.leader.run()))
         if self.lifecycle.protection is not None:  # every PodDisruptionBudget: controller.protection

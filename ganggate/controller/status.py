@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from ganggate.controller.bypass import BypassTracker, describe
 from ganggate.controller.topology_view import describe_levels, gang_domain, levels_from_lease, node_domain
 from ganggate.core.placement.explain import excess_note, plural
+from ganggate.controller.dra import list_into as list_dra
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import parse_time
 from ganggate.core.fit.resources import GPU
@@ -255,6 +256,7 @@ async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-
 
     pods = project_all(pods, await list_podgroups(api_client, list_all))  # PodGroup gangs ganggate admits
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
+    await list_dra(api_client, state)  # DRA devices, claims and templates (controller.dra)
     state.reset(nodes, pods)
     return state
 

@@ -24,10 +24,11 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     up.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default: 8)")
     up.add_argument("--cpu", default="64", help="CPU capacity per node (default: 64)")
     up.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
-    from ganggate.sim.cli import add_autoscaler_arguments, add_gpushare_arguments, add_topology_arguments
+    from ganggate.sim.cli import add_autoscaler_arguments, add_dra_arguments, add_gpushare_arguments, add_topology_arguments
 
     add_topology_arguments(up)
     add_gpushare_arguments(up)
+    add_dra_arguments(up)
     add_autoscaler_arguments(up)
     from ganggate.sim.componentbase import featuregate as featuregates
 
@@ -59,7 +60,7 @@ def check(args: argparse.Namespace) -> str | None:
     from ganggate.core.fit.resources import QuantityError, parse_quantity
 
     from ganggate.sim.componentbase import featuregate as featuregates
-    from ganggate.sim.cli import gpushare_nodes, node_groups, topology_shape
+    from ganggate.sim.cli import dra_product, gpushare_nodes, node_groups, topology_shape
 
     if args.nodes < 0 or args.gpus_per_node < 0:
         return "--nodes and --gpus-per-node must not be negative"
@@ -68,6 +69,7 @@ def check(args: argparse.Namespace) -> str | None:
         gpushare_nodes(args)
         node_groups(args)
         gates, _ = featuregates.from_arguments(args)
+        dra_product(args)
     except ValueError as exc:
         return str(exc)
     if args.gate_by == "policy" and gates.overrides.get("MutatingAdmissionPolicy") is False:
@@ -113,7 +115,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     from ganggate.sim.componentbase import featuregate as featuregates
-    from ganggate.sim.cli import gpushare_nodes, node_groups, topology_shape
+    from ganggate.sim.cli import dra_product, gpushare_nodes, node_groups, topology_shape
 
     shape = topology_shape(args)
     per_card, node_specs = gpushare_nodes(args)
@@ -125,7 +127,7 @@ def _up(args: argparse.Namespace) -> int:
                         certs_dir=args.certs_dir, gpu_mem_per_card=per_card, node_specs=node_specs,
                         node_groups=groups, autoscaler_options=autoscaler_options, feature_gates=gates,
                         scheduler_feature_gates=scheduler_gates, gate_by=args.gate_by, podgroups=args.podgroups,
-                        on_node_drain=args.on_node_drain)
+                        on_node_drain=args.on_node_drain, dra_product=dra_product(args))
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -50,6 +50,7 @@ class UpOptions:
     #: MutatingAdmissionPolicies of deploy/components/gate-by-policy (its feature gate turned on), no webhook
     gate_by: str = "webhook"
     on_node_drain: str = "restart"  # the controller's --on-node-drain (ganggate.core.policy.drain)
+    dra_product: str | None = None  # GPUs as DRA devices of this product (ganggate/sim/kubelet/dradriver.py)
     podgroups: str = "auto"  # the webhook's and controller's --podgroups (ganggate.podgroups)
 
     @property
@@ -128,7 +129,7 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
                     topology=options.topology, gpu_mem_per_card=options.gpu_mem_per_card,
                     node_specs=options.node_specs, node_groups=options.node_groups,
                     autoscaler_options=options.autoscaler_options, feature_gates=cluster_gates(options),
-                    scheduler_feature_gates=options.scheduler_feature_gates)
+                    scheduler_feature_gates=options.scheduler_feature_gates, dra_product=options.dra_product)
     try:
         await parts.enter_async_context(sim)
     except OSError as exc:

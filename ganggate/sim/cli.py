@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubP
     serve.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
     add_topology_arguments(serve)
     add_gpushare_arguments(serve)
+    add_dra_arguments(serve)
     add_autoscaler_arguments(serve)
     featuregates.add_arguments(serve)
     serve.add_argument("--node-prefix", default="node-", help="node name prefix (default: node-)")
@@ -113,6 +114,29 @@ def add_gpushare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --alibaba-nodes: take N nodes spread evenly over the list (default: all)")
 
 
+def add_dra_arguments(parser: argparse.ArgumentParser) -> None:
+    """GPUs as Dynamic Resource Allocation devices (ganggate/sim/kubelet/dradriver.py)."""
+    parser.add_argument("--dra", action="store_true",
+                        help="publish every node's GPUs as DRA devices of driver and DeviceClass gpu.nvidia.com "
+                             "(ResourceSlices, as NVIDIA's DRA driver does), not as nvidia.com/gpu capacity; "
+                             "turns DRAExtendedResource on unless --feature-gates sets it")
+    parser.add_argument("--dra-product", metavar="NAME", help="with --dra: the GPUs' productName "
+                        "(default: NVIDIA H100 80GB HBM3)")
+
+
+def dra_product(args: argparse.Namespace) -> str | None:
+    """The DRA GPUs' productName, or None without --dra; ValueError for flags that do not go together."""
+    from ganggate.sim.kubelet.dradriver import DEFAULT_PRODUCT
+
+    if not args.dra:
+        if args.dra_product:
+            raise ValueError("--dra-product needs --dra")
+        return None
+    if args.gpu_mem_per_card or args.alibaba_nodes:
+        raise ValueError("--dra publishes whole GPUs: leave out --gpu-mem-per-card and --alibaba-nodes")
+    return args.dra_product or DEFAULT_PRODUCT
+
+
 def gpushare_nodes(args: argparse.Namespace) -> tuple[int, list[dict] | None]:
     """(memory per card, node specs) from the gpushare flags; ValueError on a bad one."""
     from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly
@@ -182,6 +206,7 @@ def _serve(args: argparse.Namespace) -> int:
         per_card, node_specs = gpushare_nodes(args)
         groups, autoscaler_options = node_groups(args)
         gates, scheduler_gates = featuregates.from_arguments(args)
+        product = dra_product(args)
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
@@ -221,7 +246,7 @@ def _serve(args: argparse.Namespace) -> int:
             bookmark_seconds=args.bookmark_seconds, host=args.host, port=args.port,
             kubeconfig_path=args.kubeconfig_out, topology=shape, gpu_mem_per_card=per_card, node_specs=node_specs,
             components_process=args.components_process, node_groups=groups, autoscaler_options=autoscaler_options,
-            feature_gates=gates, scheduler_feature_gates=scheduler_gates,
+            feature_gates=gates, scheduler_feature_gates=scheduler_gates, dra_product=product,
         ) as sim:
             if objects:
                 from ganggate.sim.apiserver.load import load_objects

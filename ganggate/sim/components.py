@@ -39,7 +39,8 @@ class Components:
 
     def start(self, url: str, *, scheduler: bool, kubelet: bool, controllers: bool,
               kubelet_start_seconds: float = 0.0, clock: Any = None, autoscaler: dict[str, Any] | None = None,
-              feature_gates: FeatureGates | None = None, scheduler_feature_gates: FeatureGates | None = None) -> None:
+              feature_gates: FeatureGates | None = None, scheduler_feature_gates: FeatureGates | None = None,
+              dra: bool = False) -> None:
         # feature_gates: kube-controller-manager's and the kubelet's; scheduler_feature_gates:
         # kube-scheduler's (the cluster's, unless set apart: ganggate/sim/componentbase/featuregate.py).
         self.feature_gates = feature_gates or FeatureGates()
@@ -56,6 +57,10 @@ class Components:
             self._start("ganggate.sim.controllers.garbagecollector", "GarbageCollector", url, shared=self.shared)
             self._start("ganggate.sim.controllers.nodelifecycle", "NodeLifecycleController", url, clock=clock, shared=self.shared)
             self._start("ganggate.sim.controllers.disruption", "DisruptionController", url, shared=self.shared)
+            self._start("ganggate.sim.controllers.resourceclaim", "ResourceClaimController", url, shared=self.shared)
+        if dra:
+            # NVIDIA's GPU DRA driver: its kubelet plugin on every node and the chart's DeviceClass
+            self._start("ganggate.sim.kubelet.dradriver", "GpuDraDriver", url)
         if autoscaler:
             # cluster-autoscaler, a process of its own beside the control plane in a real cluster
             self._start("ganggate.sim.autoscaler.autoscaler", "Autoscaler", url, clock=clock, **autoscaler)
@@ -98,7 +103,7 @@ class Components:
 
 def process_arguments(*, scheduler: bool, kubelet: bool, controllers: bool, kubelet_start_seconds: float,
                       time_scale: float, feature_gates: FeatureGates | None = None,
-                      scheduler_feature_gates: FeatureGates | None = None) -> list[str]:
+                      scheduler_feature_gates: FeatureGates | None = None, dra: bool = False) -> list[str]:
     """The command-line flags of `python -m ganggate.sim.components` for these stand-ins."""
     flags = [f"--kubelet-start-seconds={kubelet_start_seconds}", f"--time-scale={time_scale}",
              f"--feature-gates={(feature_gates or FeatureGates()).flag()}",
@@ -106,6 +111,7 @@ def process_arguments(*, scheduler: bool, kubelet: bool, controllers: bool, kube
     flags += [] if scheduler else ["--no-scheduler"]
     flags += [] if kubelet else ["--no-kubelet"]
     flags += [] if controllers else ["--no-controllers"]
+    flags += ["--dra"] if dra else []
     return flags
 
 
@@ -129,7 +135,7 @@ async def _run_process(args: argparse.Namespace) -> None:
     components.start(args.url, scheduler=not args.no_scheduler, kubelet=not args.no_kubelet,
                      controllers=not args.no_controllers, kubelet_start_seconds=args.kubelet_start_seconds,
                      clock=WallClock(args.time_scale), feature_gates=parse(args.feature_gates),
-                     scheduler_feature_gates=parse(args.scheduler_feature_gates))
+                     scheduler_feature_gates=parse(args.scheduler_feature_gates), dra=args.dra)
     try:
         await components.wait_ready()
         sys.stdout.buffer.write(READY_LINE)
@@ -150,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--feature-gates", default="")
     parser.add_argument("--scheduler-feature-gates", default="")
+    parser.add_argument("--dra", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(_run_process(args))

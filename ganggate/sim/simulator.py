@@ -66,6 +66,7 @@ class Simulator:
         autoscaler_options: dict[str, Any] | None = None,
         feature_gates: FeatureGates | str | None = None,
         scheduler_feature_gates: FeatureGates | str | None = None,
+        dra_product: str | None = None,
     ) -> None:
         # topology: a TopologyShape or "BLOCKSxRACKSxNODES" (ganggate/sim/topology.py); it sets the
         # node count and labels each node with its zone, block and rack.
@@ -79,7 +80,13 @@ class Simulator:
         # feature_gates: the cluster's Kubernetes feature gates ("A=true,B=false" or FeatureGates;
         # unset ones at their 1.35 defaults); scheduler_feature_gates: the scheduler's, over those
         # (ganggate/sim/componentbase/featuregate.py).
+        # dra_product: every node's GPUs are DRA devices of that product, published by the GPU DRA
+        # driver stand-in (ganggate/sim/kubelet/dradriver.py), not nvidia.com/gpu capacity; the
+        # DeviceClass's nvidia.com/gpu mapping needs DRAExtendedResource, turned on unless set.
+        self.dra_product = dra_product
         self.feature_gates = _gates(feature_gates)
+        if dra_product is not None and "DRAExtendedResource" not in self.feature_gates.overrides:
+            self.feature_gates = self.feature_gates.with_overrides(FeatureGates({"DRAExtendedResource": True}))
         self.scheduler_feature_gates = self.feature_gates.with_overrides(_gates(scheduler_feature_gates))
         if node_groups and components_process:
             raise ValueError("the autoscaler runs on the API server's loop: node groups cannot go with components_process")
@@ -147,14 +154,15 @@ class Simulator:
         for index in range(self.node_count if self.node_specs is None else 0):
             labels = None if self.topology is None else self.topology.labels(index)
             await self.add_node(f"{self.node_prefix}{index}", cpu=self.cpu, memory=self.memory, gpus=self.gpus_per_node,
-                                labels=labels, gpu_mem_per_card=self.gpu_mem_per_card)
+                                labels=labels, gpu_mem_per_card=self.gpu_mem_per_card, dra_product=self.dra_product)
         for group in (self.autoscaler or {}).get("node_groups", []):  # the instance group holds its MinSize
             for index in range(group.min_size):
                 await self.server.create_object(Target(discovery.by_key("nodes"), None, None, None),
                                                 group.node(group.node_name(index)))
         enabled = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
                        controllers=self.controllers_enabled, kubelet_start_seconds=self.kubelet_start_seconds,
-                       feature_gates=self.feature_gates, scheduler_feature_gates=self.scheduler_feature_gates)
+                       feature_gates=self.feature_gates, scheduler_feature_gates=self.scheduler_feature_gates,
+                       dra=self.dra_product is not None)
         if self.components_process:
             await self._start_process(enabled)
             return
@@ -208,10 +216,12 @@ class Simulator:
 
     async def add_node(self, name: str, cpu: str = "64", memory: str = "512Gi", gpus: int = 8,
                        labels: dict[str, str] | None = None, taints: list[dict[str, Any]] | None = None,
-                       ready: bool = True, gpu_mem_per_card: int = 0) -> dict[str, Any]:
-        """Register a node (as its kubelet would) through the API server's create pipeline."""
+                       ready: bool = True, gpu_mem_per_card: int = 0, dra_product: str | None = None) -> dict[str, Any]:
+        """Register a node (as its kubelet would) through the API server's create pipeline
+        (dra_product: its GPUs are DRA devices of that product, not nvidia.com/gpu capacity)."""
         info = discovery.by_key("nodes")
-        manifest = node_manifest(name, cpu, memory, gpus, labels, taints, ready, gpu_mem_per_card=gpu_mem_per_card)
+        manifest = node_manifest(name, cpu, memory, gpus, labels, taints, ready, gpu_mem_per_card=gpu_mem_per_card,
+                                 dra_product=dra_product)
         created = await self.server.create_object(Target(info, None, None, None), manifest)
         return self.store.get("nodes", None, created["metadata"]["name"]) or created
 

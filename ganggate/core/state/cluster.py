@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.state.gangs import Gang, GangKey
@@ -33,6 +33,7 @@ from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_c
 from ganggate.core.state.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
 from ganggate.core.fit.resources import GPU, Resources, add_into, node_allocatable
 from ganggate.core.state.tallies import Tallies
+from ganggate.core.state import dra as dra_state
 
 
 @dataclass(slots=True)
@@ -176,6 +177,13 @@ class ClusterState:
         self.version = 0
         #: Gangs with a pod carrying a preemption reservation, with how many such pods.
         self.reserving: dict[GangKey, int] = {}
+        #: DRA: classes, slices, claims and templates (core.state.dra), the nodes' allocatable
+        #: before their devices were added, the use of allocated claims and of bound DRA pods.
+        self.dra = dra_state.DraIndex()
+        self._dra_base: dict[str, tuple[NodeInfo, Resources]] = {}  # node -> (merged info, its base)
+        self._claim_use: dict[str, tuple[str, Resources]] = {}
+        self._bound_use: dict[str, Resources] = {}
+        self._dra_pods: set[str] = set()
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -230,8 +238,11 @@ class ClusterState:
         self.dirty_nodes, self.dirty_gangs = set(), set()
         self.over_declared = set()
         self.tallies, self.reserving = Tallies(), {}
+        self._bound_use = {}
         for node in nodes:
             self._put_node(node)
+        for claim_node, use in self._claim_use.values():
+            _add(self._used, claim_node, use, 1)
         touched: set[GangKey] = set()
         for info in pods:
             self._add_pod(info, touched)
@@ -253,6 +264,8 @@ class ClusterState:
         other = ClusterState(scheduler_names=self.scheduler_names, max_pod_num=self.max_pod_num,
                              bind_timeout_seconds=self.bind_timeout_seconds, topology_levels=self.topology_levels)
         other.promises, other._expired = self.promises, set(self._expired)  # (replace reads, never changes, them)
+        other.dra, other._dra_base, other._claim_use = self.dra, dict(self._dra_base), dict(self._claim_use)
+        other._dra_pods = set(self._dra_pods)
         other.layout_version, other.version, other.track_changes = self.layout_version, self.version, self.track_changes
         other.replace(list(self.nodes.values()) if nodes is None else nodes,
                       list(self.pods.values()) if pods is None else pods)
@@ -363,6 +376,8 @@ class ClusterState:
 
     def _put_node(self, info: NodeInfo) -> None:
         name = info.name
+        if self.dra.active or name in self._dra_base:
+            info = self._with_devices(info)
         old = self.nodes.get(name)
         info.used = self._used.setdefault(name, {})
         info.promised = self._promised.setdefault(name, {})
@@ -374,13 +389,20 @@ class ClusterState:
             self.layout_version += 1
 
     def _add_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
+        if info.claims or info.dra_demand or info.key in self._dra_pods:
+            info = self._with_demand(info)
         self.pods[info.key] = info
         if info.schedulable_pending:
             self.pending[info.key] = info
         if info.terminating and info.node_name and not info.terminated:
             self.terminating[info.key] = info
         if info.node_name and not info.terminated:
-            _add(self._used, info.node_name, info.request, 1)
+            use = info.request
+            if self.dra.active:
+                use = dra_state.bound_use(info, self._dra_served(info.node_name))
+                if use is not info.request:
+                    self._bound_use[info.key] = use
+            _add(self._used, info.node_name, use, 1)
             self._mark_node(info.node_name)
             if info.gpu_card is not None:
                 self._bound_cards.setdefault(info.node_name, {})[info.key] = info.gpu_card
@@ -396,10 +418,12 @@ class ClusterState:
 
     def _remove_pod(self, info: PodInfo, touched: set[GangKey]) -> None:
         self.pods.pop(info.key, None)
+        if info.claims:
+            self._forget_claim_user(info)
         self.pending.pop(info.key, None)
         self.terminating.pop(info.key, None)
         if info.node_name and not info.terminated:
-            _add(self._used, info.node_name, info.request, -1)
+            _add(self._used, info.node_name, self._bound_use.pop(info.key, info.request), -1)
             self._mark_node(info.node_name)
             self._bound_cards.get(info.node_name, {}).pop(info.key, None)
         gang_key = self.gang_of(info)
@@ -476,6 +500,103 @@ class ClusterState:
         deadline = parse_time(pod.decision.get("time")) + self.bind_timeout_seconds
         card = pod.gpu_card if pod.shared_gpu > 0 else None  # the card its annotations record
         self._hold(Promise(gang_key, pod.key, pod.uid, node, pod.request, deadline, card))
+
+    # ---- DRA (core.state.dra) ---------------------------------------------------------------
+
+    def apply_dra(self, kind: str, event_type: str, obj: dict) -> None:
+        """A DeviceClass, ResourceSlice, ResourceClaim or ResourceClaimTemplate event."""
+        self.version += 1
+        nodes = self.dra.apply(kind, event_type, obj)
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if kind == dra_state.CLAIMS:
+            self._set_claim_use(key, None if event_type == "DELETED" else obj)
+        if nodes is None:
+            nodes = set(self.dra.nodes()) | set(self._dra_base)
+        if nodes:
+            self._refresh_devices(nodes)
+        shared = kind == dra_state.CLAIMS and key in self.dra.claim_users  # a claim pods name (not a template's)
+        if kind in (dra_state.CLASSES, dra_state.TEMPLATES) or shared:
+            name = meta.get("name")
+            self._refresh_dra_pods(lambda pod: kind == dra_state.CLASSES or any(
+                ref[2] == name and pod.namespace == meta.get("namespace") for ref in pod.claims))
+
+    def _with_devices(self, info: NodeInfo) -> NodeInfo:
+        """The node with its DRA devices in its allocatable (its base kept to redo this)."""
+        merged, base = self._dra_base.get(info.name, (None, None))
+        if info is not merged or base is None:
+            base = info.allocatable
+        totals = self.dra.node_totals(info.name)
+        if not totals and info.name not in self._dra_base:
+            return info
+        allocatable = dict(base)
+        for name, amount in totals.items():
+            allocatable[name] = allocatable.get(name, 0) + amount
+        out = NodeInfo(**{f: getattr(info, f) for f in info.__dataclass_fields__})
+        out.allocatable = allocatable
+        self._dra_base[info.name] = (out, base)
+        return out
+
+    def _dra_served(self, node_name: str) -> set[str]:
+        """The resources the node offers through DRA devices (not in its status' allocatable)."""
+        merged, base = self._dra_base.get(node_name, (None, None))
+        if merged is None:
+            return set()
+        return {k for k in merged.allocatable if k not in (base or {})}
+
+    def _refresh_devices(self, nodes: Iterable[str]) -> None:
+        for name in nodes:
+            info = self.nodes.get(name)
+            if info is not None:
+                self._put_node(info)
+        for claim_key in [k for k, (node, _) in self._claim_use.items() if node in set(nodes)]:
+            self._set_claim_use(claim_key, self.dra.claims.get(claim_key))
+
+    def _set_claim_use(self, claim_key: str, claim: Mapping | None) -> None:
+        old = self._claim_use.pop(claim_key, None)
+        if old is not None:
+            _add(self._used, old[0], old[1], -1)
+            self._mark_node(old[0])
+        node, use = self.dra.claim_use(claim) if claim is not None else (None, {})
+        if node is not None and use:
+            self._claim_use[claim_key] = (node, use)
+            _add(self._used, node, use, 1)
+            self._mark_node(node)
+
+    def _with_demand(self, info: PodInfo) -> PodInfo:
+        """The pod with its claims' devices in its request; shared claims' users recorded."""
+        self._dra_pods.add(info.key)
+        for _, kind, name in info.claims:
+            if kind == "claim":
+                self.dra.claim_users.setdefault(f"{info.namespace}/{name}", set()).add(info.key)
+        demand, keys = self.dra.demand(info.namespace, info.key, info.claims)
+        if keys and self.dra.register(keys):
+            self._refresh_devices(set(self.dra.nodes()) | set(self._dra_base))
+            self.layout_version += 1
+        return dra_state.with_demand(info, demand)
+
+    def _forget_claim_user(self, info: PodInfo) -> None:
+        self._dra_pods.discard(info.key)
+        for _, kind, name in info.claims:
+            users = self.dra.claim_users.get(f"{info.namespace}/{name}") if kind == "claim" else None
+            if users is not None:
+                users.discard(info.key)
+                if not users:
+                    del self.dra.claim_users[f"{info.namespace}/{name}"]
+
+    def _refresh_dra_pods(self, affected: Callable[[PodInfo], bool]) -> None:
+        """Ask again what the DRA pods `affected` selects ask (a template, claim or class changed)."""
+        touched: set[GangKey] = set()
+        for key in sorted(self._dra_pods):
+            info = self.pods.get(key)
+            if info is None:
+                continue
+            if not affected(info):
+                continue
+            self._remove_pod(info, touched)
+            self._add_pod(info, touched)
+        for gang_key in touched:
+            self._refresh_gang(gang_key)
 
 
 def node_filter_key(node: Mapping) -> tuple:

@@ -36,6 +36,7 @@ from ganggate.contract import (
 from ganggate.core.fit.gpushare import QuantityError, card_of, held_amount, shared_amount
 from ganggate.core.fit.nodematch import canonical_json, selection_key
 from ganggate.core.fit.resources import GPU, Resources, gpus, pod_requests
+from ganggate.core.state.dra import pod_claim_refs
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
 #: A preemptor's reservation, written on its pods (read by core.reservation; defined here,
@@ -230,6 +231,8 @@ class SpecFacts:
     preemption_policy: str | None
     #: spec_shape(spec).
     shape: str
+    #: spec.resourceClaims as (entry, "template" | "claim", name) (core.state.dra).
+    claims: tuple[tuple[str, str, str], ...] = ()
 
 
 def _read_spec(pod: Mapping, spec: Mapping, shape: str) -> SpecFacts:
@@ -249,6 +252,7 @@ def _read_spec(pod: Mapping, spec: Mapping, shape: str) -> SpecFacts:
         scheduler_name=_text(spec.get("schedulerName") or "default-scheduler"),
         preemption_policy=_text(spec.get("preemptionPolicy")) or None,
         shape=_SHAPES.one(shape),
+        claims=_VALUES.one(pod_claim_refs(spec)) if spec.get("resourceClaims") else (),
     )
 
 
@@ -378,6 +382,10 @@ class PodInfo:
     #: status.nominatedNodeName: where the scheduler holds room for it (set by a release's
     #: nomination or by scheduler preemption).
     nominated_node: str | None = None
+    #: spec.resourceClaims as (entry, "template" | "claim", name), and the DRA devices they ask
+    #: that ClusterState added to `request` (core.state.dra).
+    claims: tuple[tuple[str, str, str], ...] = ()
+    dra_demand: Resources | None = None
 
     labels = property(lambda self: self.traits.labels)
     controller_ref = property(lambda self: self.traits.controller_ref)
@@ -445,6 +453,7 @@ class PodInfo:
             deadline_seconds=_deadline(spec),
             started=parse_time((pod.get("status") or {}).get("startTime")),
             nominated_node=_text((pod.get("status") or {}).get("nominatedNodeName")) or None,
+            claims=facts.claims,
         )
 
     @property

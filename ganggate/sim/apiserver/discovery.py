@@ -94,6 +94,12 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True, ("pdb",),
                  {"status": ("PodDisruptionBudget", ("get", "patch", "update"))}),
     ResourceInfo("", "v1", "podtemplates", "podtemplate", "PodTemplate", True),
+    # resource.k8s.io/v1, GA in 1.34 (pkg/registry/resource/rest/storage_resource.go)
+    ResourceInfo("resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", False),
+    ResourceInfo("resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", True, (),
+                 {"status": ("ResourceClaim", ("get", "patch", "update"))}),
+    ResourceInfo("resource.k8s.io", "v1", "resourceclaimtemplates", "resourceclaimtemplate", "ResourceClaimTemplate", True),
+    ResourceInfo("resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", False),
     # cluster-autoscaler's CRD (autoscaling.x-k8s.io_provisioningrequests.yaml), served as if installed
     ResourceInfo("autoscaling.x-k8s.io", "v1", "provisioningrequests", "provisioningrequest", "ProvisioningRequest", True,
                  ("provreq", "provreqs"), {"status": ("ProvisioningRequest", ("get", "patch", "update"))}),

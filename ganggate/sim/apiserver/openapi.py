@@ -29,11 +29,16 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim.apiserver import openapi_crds, openapi_map_schemas, openapi_schemas, openapi_workload
+    from ganggate.sim.apiserver import (openapi_crds, openapi_map_schemas, openapi_schemas, openapi_schemas_resource,
+                                        openapi_workload)
 
-    every = {**openapi_schemas.load(), **openapi_crds.schemas(), **openapi_map_schemas.load(),
-             **openapi_workload.schemas()}
+    every = {**openapi_schemas.load(), **openapi_schemas_resource.load(), **openapi_crds.schemas(),
+             **openapi_map_schemas.load(), **openapi_workload.schemas()}
     openapi_workload.add_pod_field(every)
+    # DRAExtendedResource's pod status field (1.34+; kubesim's core schemas are 1.31's)
+    every["io.k8s.api.core.v1.PodStatus"]["properties"]["extendedResourceClaimStatus"] = {
+        "allOf": [_ref("io.k8s.api.core.v1.PodExtendedResourceClaimStatus")],
+        "description": "Status of extended resource claim backed by DRA."}
     return every
 
 

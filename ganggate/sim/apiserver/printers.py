@@ -159,3 +159,12 @@ MORE_TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
         _column("Age", _AGE_DOC),
     ], webhook_configuration_cells),
 }
+
+
+def _resource_tables() -> None:
+    from ganggate.sim.apiserver import printers_resource
+
+    MORE_TABLES.update(printers_resource.tables(_column, _NAME_DOC, _AGE_DOC, age))
+
+
+_resource_tables()

@@ -18,6 +18,8 @@ from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as map_
 from ganggate.sim.apiserver.registry import provisioningrequest as provreq
 from ganggate.sim.apiserver.registry import workload
 from ganggate.sim.api import scheduling
+from ganggate.sim.apiserver.registry import resource as dra
+from ganggate.sim.api import resource as dra_api
 from ganggate.sim.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
@@ -65,6 +67,15 @@ _STRATEGIES: dict[str, Strategy] = {
     scheduling.PODGROUPS: Strategy(workload.default, workload.prepare_create, workload.prepare_update,
                                    workload.prepare_status_update, workload.validate_podgroup,
                                    workload.validate_podgroup_any_update),
+    dra_api.DEVICE_CLASSES: Strategy(dra.default_class, dra.prepare_no_status, dra.prepare_update_no_status,
+                                     dra.prepare_update_no_status, dra.validate_class, dra.validate_class_update),
+    dra_api.RESOURCE_SLICES: Strategy(lambda obj: None, dra.prepare_no_status, dra.prepare_update_no_status,
+                                      dra.prepare_update_no_status, dra.validate_slice, dra.validate_slice_update),
+    dra_api.RESOURCE_CLAIMS: Strategy(dra.default_claim, dra.prepare_claim_create, dra.prepare_claim_update,
+                                      dra.prepare_claim_status_update, dra.validate_claim, dra.validate_claim_update),
+    dra_api.RESOURCE_CLAIM_TEMPLATES: Strategy(dra.default_template, dra.prepare_no_status, dra.prepare_update_no_status,
+                                               dra.prepare_update_no_status, dra.validate_template,
+                                               dra.validate_template_update),
 }
 
 

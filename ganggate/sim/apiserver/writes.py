@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ganggate.sim.apiserver.registry import resource as resource_strategy
 from ganggate.sim.apiserver import propagation as gc
 from ganggate.sim.apiserver import decoding, deletion, discovery, fieldvalidation, patch as patching
 from ganggate.sim.apiserver.registry import service as services
@@ -175,6 +176,8 @@ class Writes:
         strategy = strategies.for_key(info.key)
         if strategy is not None:
             strategy.prepare_create(obj)
+        if info.key == resource_strategy.DEVICE_CLASSES:  # dropDisabledFields
+            resource_strategy.drop_disabled_class_fields(obj, self.feature_gates.enabled("DRAExtendedResource"))
         validation.drop_empty(obj)
         causes = strategy.validate(obj) if strategy is not None else validation.validate_create(info.kind, obj, info.namespaced)
         causes += workload.gated_create_causes(info.key, obj, self.feature_gates)
@@ -277,6 +280,8 @@ class Writes:
                 workload.drop_disabled_pod_fields(new, old, self.feature_gates.enabled(scheduling.GENERIC_WORKLOAD))
             elif strategy is not None:
                 strategy.prepare_update(new, old)
+                if info.key == resource_strategy.DEVICE_CLASSES:  # dropDisabledFields
+                    resource_strategy.drop_disabled_class_fields(new, self.feature_gates.enabled("DRAExtendedResource"), old)
             else:
                 validation.prepare_generic_update(info.kind, new, old)
                 if info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":

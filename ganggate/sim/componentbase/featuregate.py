@@ -49,6 +49,11 @@ KNOWN: Mapping[str, Gate] = MappingProxyType({
     # KEP-5732: PodGroup schedulingConstraints (topology). Not in 1.35: alpha, off, since 1.36, as
     # the 1.37 PodGroup API kubesim serves declares it (+k8s:ifDisabled(...)=+k8s:forbidden).
     "TopologyAwareWorkloadScheduling": Gate(default=False, stage="ALPHA"),
+    # KEP-4381: structured Dynamic Resource Allocation, resource.k8s.io/v1 (GA in 1.34, locked on)
+    "DynamicResourceAllocation": Gate(default=True, stage="GA", locked=True),
+    # KEP-5004: a DeviceClass's extendedResourceName serves extended-resource requests from DRA
+    # devices (alpha in 1.34 and 1.35, off; beta in 1.36)
+    "DRAExtendedResource": Gate(default=False, stage="ALPHA"),
 })
 
 

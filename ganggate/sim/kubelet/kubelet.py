@@ -40,6 +40,8 @@ from typing import Any, Callable, Mapping
 
 import aiohttp
 
+from ganggate.sim.kubelet import claims
+
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.kubelet.deviceplugin import ASSIGNED, ASSUME_TIME, REJECT_REASON, CardLedger, shared_amount
 from ganggate.sim.kubelet.status import (  # noqa: F401  (re-exported: the replay and tests use them)
@@ -170,6 +172,9 @@ class Kubelet:
     async def _start(self, key: str) -> None:
         await self.clock.sleep_until(self.clock.now() + self.start_seconds)
         start = self.clock.now()
+        if not await claims.wait_prepared(self._session, self.base_url,  # DRA: claims allocated and reserved
+                                          lambda: self._pods.store.get(key) if self._pods else None, asyncio.sleep):
+            return
         if not await self._allocate_devices(key):
             return
 

@@ -39,6 +39,7 @@ class Algorithm:
         self.rng = random.Random(seed)
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.next_start_index = 0
+        self.dra = None  # the DynamicResources plugin (ganggate/sim/scheduler/dynamicresources.py), when on
 
     def feasible_mask(self, pod: Mapping, request: Mapping[str, int]) -> tuple[np.ndarray, dict[str, int]]:
         """Which slots pass every filter, and (for the fit error) the reasons of the others."""
@@ -47,24 +48,37 @@ class Algorithm:
         ok = verdict.ok
         fits = ok & (cache.pod_count + 1 <= cache.pod_limit)
         checks: list[tuple[str, np.ndarray | None, int]] = []
+        mapped = self.dra.mapped_extended() if self.dra is not None else {}
         for name, amount in request.items():
             if name == PODS or amount <= 0:
                 continue
             row = cache.resources.get(name)
             free = None if row is None else cache.allocatable[row] - cache.requested[row]
             checks.append((name, free, amount))
+            if name in mapped:  # NodeResourcesFit leaves a DRA-served extended resource to DRA where the node has none
+                fits = fits & ((free >= amount) | (cache.allocatable[row] == 0)) if free is not None else fits
+                continue
             fits = fits & (free >= amount) if free is not None else np.zeros_like(fits)
+        dra_counts: dict[str, int] = {}
+        if self.dra is not None and self.dra.uses_dra(pod):
+            fits, dra_counts = self.dra.filter(pod, fits, cache.names, lambda slot: self.node_has(mapped, slot))
         if fits.any():
             return fits, {}
         counts = dict(verdict.counts)
         too_many = int(np.count_nonzero(ok & (cache.pod_count + 1 > cache.pod_limit)))
         if too_many:
             counts["Too many pods"] = too_many
+        counts.update(dra_counts)
         for name, free, amount in checks:
             short = int(np.count_nonzero(ok)) if free is None else int(np.count_nonzero(ok & (free < amount)))
             if short:
                 counts[f"Insufficient {name}"] = short
         return fits, counts
+
+    def node_has(self, resources: Mapping[str, str], slot: int) -> dict[str, bool]:
+        """Whether the node in `slot` has each resource in its allocatable (device plugin or DRA)."""
+        rows = {name: self.cache.resources.get(name) for name in resources}
+        return {name: row is not None and bool(self.cache.allocatable[row, slot] > 0) for name, row in rows.items()}
 
     def _candidates(self, fits: np.ndarray) -> np.ndarray:
         """The first numFeasibleNodesToFind feasible slots from nextStartNodeIndex on."""

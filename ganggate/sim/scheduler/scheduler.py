@@ -23,7 +23,7 @@ from typing import Mapping
 import aiohttp
 
 from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.scheduler import gangscheduling, preemption
+from ganggate.sim.scheduler import dynamicresources, gangscheduling, preemption
 from ganggate.sim.helpers.podrequests import scheduling_requests
 from ganggate.sim.apimachinery.quantity import QuantityError
 from ganggate.sim.scheduler.schedule_one import Algorithm, Decision
@@ -93,6 +93,8 @@ class Scheduler:
         self.scheduler_name = scheduler_name
         self.cache = ClusterCache()
         self.algorithm = Algorithm(self.cache, seed=seed, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
+        self.dra = dynamicresources.plugin(self.feature_gates)  # DynamicResources (None when its gate is off)
+        self.algorithm.dra = self.dra
         self.queue = SchedulingQueue(
             initial_backoff_seconds=pod_initial_backoff_seconds,
             max_backoff_seconds=pod_max_backoff_seconds,
@@ -243,6 +245,7 @@ class Scheduler:
                 self._spawn(self._mark_unschedulable(queued.pod, decision.message, nominated_node))
             return None
         self.algorithm.assume(queued.key, decision.node, request, nonzero, queued.priority)
+        dynamicresources.reserve(self.dra, self.algorithm, queued.key, queued.pod, decision.node)
         # An assumed pod is no longer nominated: it counts once, as assumed, not also as
         # nominated to its node (schedule_one.go assume: "if "assumed" is a nominated pod, we
         # should remove it from internal cache": SchedulingQueue.DeleteNominatedPodIfExists).
@@ -354,6 +357,8 @@ class Scheduler:
         }
         status = 0
         try:
+            if not await dynamicresources.pre_bind(self.dra, self._session, self.base_url, queued.pod):
+                raise aiohttp.ClientError("DynamicResources PreBind failed")
             async with self._session.post(
                 f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}/binding", json=body
             ) as response:
@@ -368,6 +373,7 @@ class Scheduler:
             self.scheduled += 1
             return
         # cache.ForgetPod, then handleSchedulingFailure: back to the queue unless it is gone.
+        dynamicresources.unreserve(self.dra, queued.key)
         entry = self.cache.pods.get(queued.key)
         if entry is not None and entry.assumed:
             self.cache.remove_pod(queued.key)
@@ -427,7 +433,8 @@ class Scheduler:
             # The PDB lister DefaultPreemption reads (no handler: budgets only steer the choice of victims).
             self._pdbs = Reflector(session, self.base_url, "/apis/policy/v1/poddisruptionbudgets", lambda *_: None)
             watchers = [asyncio.ensure_future(nodes.run()), asyncio.ensure_future(self._pods.run()),
-                        asyncio.ensure_future(self._pdbs.run())]
+                        asyncio.ensure_future(self._pdbs.run()),
+                        *dynamicresources.watch(self.dra, session, self.base_url, self._cluster_changed)]
             if self.gangs is not None:
                 watchers.append(asyncio.ensure_future(self.gangs.start(session).run()))
             loop_task: asyncio.Future | None = None

@@ -24,6 +24,7 @@ from ganggate.sim.apimachinery.objectmeta import (
     validate_object_meta,
 )
 from ganggate.sim.apiserver.registry.resource_validation import validate_resources
+from ganggate.sim.apiserver.registry.pod_claims import validate_pod_resource_claims
 
 _RESTART_POLICIES = ["Always", "Never", "OnFailure"]
 
@@ -119,6 +120,7 @@ def validate_pod(pod: Mapping[str, Any]) -> list[Cause]:
     if policy not in _RESTART_POLICIES:
         causes.append(not_supported("spec.restartPolicy", policy, _RESTART_POLICIES))
     causes += validate_scheduling_gates(spec.get("schedulingGates"))
+    causes += validate_pod_resource_claims(spec)
     causes += validate_tolerations(spec.get("tolerations"))
     selector = spec.get("nodeSelector") or {}
     if not isinstance(selector, dict):
