@@ -67,7 +67,7 @@ def test_incremental_rounds_decide_as_full_rounds(data, steps, starvation) -> No
     pods: dict[str, dict] = {}
     state = ClusterState()
     state.reset(nodes, [])
-    rounds = IncrementalRounds()
+    rounds = IncrementalRounds(starvation_seconds=starvation)
     now = T0 + 100
     decisions = _same(state, rounds, now, starvation)
     for n, step in enumerate(steps):

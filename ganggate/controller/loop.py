@@ -79,9 +79,12 @@ class Controller(Releasing):
         self.waits = WaitReport()  # the waiting gangs' Events: controller.waitreport
         self.notifier = self.waits.notifier
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
-        # Rounds that re-plan only what changed since the last (core.incremental), or full ones.
-        self.incremental = IncrementalRounds() if config.rounds == "incremental" else None
         self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)
+        # Rounds that re-plan only what changed since the last (core.incremental), or full ones.
+        self.incremental = IncrementalRounds(
+            starvation_seconds=config.starvation_seconds, blind_seconds=config.starvation_blind_seconds,
+            card_policy=self.card_policy, whole_gpu_policy=self.whole_gpu_policy,
+        ) if config.rounds == "incremental" else None
         self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
         self.releaser.should_continue = self._may_act

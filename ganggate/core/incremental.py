@@ -31,7 +31,10 @@ A full round (every gang planned, the Capacity rebuilt) runs after a relist, a c
 node layout (`ClusterState.layout_version`) or of the round's context, and whenever a part
 this module does not track is in play: topology levels or a gang topology annotation, GPU
 cards, preemption reservations (the "plan" policy only). Only one `IncrementalRounds` may read a
-given ClusterState: it takes the dirty sets. Pure: no I/O, no clock.
+given ClusterState: it takes the dirty sets. Its settings (starvation limits, card policies) are
+given once, when it is made: a call that asks for other settings is refused (`SettingsMismatch`),
+since planning it would make this round and the next full ones; a call that gives none plans
+with the rounds' own. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -76,12 +79,23 @@ def _preempting(gang: Gang) -> bool:
     return any(p.reservation is not None for p in gang.pods.values())
 
 
+class SettingsMismatch(ValueError):
+    """A call of IncrementalRounds.decide asked for settings other than the rounds' own."""
+
+
+_OWN: object = object()  # decide(): "the settings the rounds were made with"
+
+
 class IncrementalRounds:
     """decide() kept between rounds (see the module docstring). full_rounds, incremental_rounds
     and turns (gangs given a turn, i.e. planned, in the last round) say what it did, for tests
-    and benchmarks."""
+    and benchmarks. The settings are planner.decide's, fixed for the rounds' life."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, starvation_seconds: float = 300.0, blind_seconds: float | None = None,
+                 card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None) -> None:
+        self.settings: dict[str, object] = {
+            "starvation_seconds": starvation_seconds, "blind_seconds": blind_seconds,
+            "card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy}
         self.capacity: Capacity | None = None
         self._layout = -1
         self._context: tuple | None = None
@@ -105,13 +119,18 @@ class IncrementalRounds:
         self.incremental_rounds = 0
         self.turns = 0
 
-    def decide(self, state: ClusterState, now: float, *, starvation_seconds: float = 300.0,
-               blind_seconds: float | None = None, card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None,
+    def decide(self, state: ClusterState, now: float, *, starvation_seconds: object = _OWN,
+               blind_seconds: object = _OWN, card_policy: object = _OWN, whole_gpu_policy: object = _OWN,
                ) -> tuple[list[Decision], list[Waiting]]:
-        """The round `planner.decide(state, now, starvation_seconds=..., card_policy=...,
-        whole_gpu_policy=...)` would return. The card policies matter only on nodes with GPU
-        cards, where every round is a full one."""
-        policies = {"card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy, "blind_seconds": blind_seconds}
+        """The round `planner.decide(state, now, **settings)` would return, with the rounds' own
+        settings; a setting given must be the rounds' own (else SettingsMismatch, nothing changed).
+        The card policies matter only on nodes with GPU cards, where every round is a full one."""
+        self._check(starvation_seconds=starvation_seconds, blind_seconds=blind_seconds,
+                    card_policy=card_policy, whole_gpu_policy=whole_gpu_policy)
+        starvation_seconds = float(self.settings["starvation_seconds"])  # type: ignore[arg-type]
+        blind_seconds = self.settings["blind_seconds"]
+        policies = {"card_policy": self.settings["card_policy"], "whole_gpu_policy": self.settings["whole_gpu_policy"],
+                    "blind_seconds": blind_seconds}
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
@@ -155,6 +174,17 @@ class IncrementalRounds:
             return decisions, self._last_waitings
         self._last_waitings = list(self._status.values()) + waiting
         return decisions, self._last_waitings
+
+    def _check(self, **asked: object) -> None:
+        """Refuse settings other than the rounds' own: planned, they would change the context of
+        every kept answer, and this call and the owner's next would each be a full round."""
+        other = {k: v for k, v in asked.items() if v is not _OWN and v != self.settings[k]}
+        if other:
+            asked_text = ", ".join(f"{k}={v!r}" for k, v in other.items())
+            own = ", ".join(f"{k}={self.settings[k]!r}" for k in other)
+            raise SettingsMismatch(
+                f"these incremental rounds plan with {own}; a call asked for {asked_text}. Give no "
+                f"settings (the rounds' own are used) or use an IncrementalRounds made with those")
 
     def _fallback(self, state: ClusterState, now: float, starvation_seconds: float,
                   card_policy: CardPolicy | None, whole_gpu_policy: WholeGpuPolicy | None,
