@@ -109,6 +109,7 @@ class IncrementalRounds:
         self._kept_waitings: dict[GangKey, Waiting] = {}  # the kept Waitings alone (a round hands them back)
         self._last_waitings: list[Waiting] | None = None  # what the last incremental round returned
         self._unkept: set[GangKey] = set()
+        self._kept_starving: set[GangKey] = set()  # kept gangs that starve (planned with no hold before them)
         self._by_index: dict[int, set[GangKey]] = {}  # id(NodeIndex) -> gangs kept on it
         self._indexes: dict[int, NodeIndex] = {}
         self._starving_at: list[tuple[float, GangKey]] = []  # (complete_since, gang) of kept Waitings
@@ -235,6 +236,7 @@ class IncrementalRounds:
         self._refreshed = set()
         self._kept, self._by_index, self._indexes, self._starving_at, self._in_heap = {}, {}, {}, [], {}
         self._kept_waitings, self._last_waitings = {}, None
+        self._kept_starving = set()
         self._unkept = set(self._ready)
 
     def _refresh(self, state: ClusterState, dirty_nodes: set[str]) -> set[str]:
@@ -289,6 +291,7 @@ class IncrementalRounds:
         triggered: set[int] = set()
         mark = 0
         holding = HoldBack()
+        held_before = False
         while order:
             turn = heapq.heappop(order)
             gang = self._ready[turn[-1]]
@@ -298,11 +301,16 @@ class IncrementalRounds:
                 decisions.append(outcome)
             elif outcome is not None:
                 waiting.append(outcome)
-                if gang.state == "waiting" and not self._starving(gang, now, starvation_seconds):
-                    self._keep(gang, outcome, capacity)
+                if gang.state == "waiting" and not holding.clocked:
+                    self._keep(gang, outcome, capacity, self._starving(gang, now, starvation_seconds))
             elif releasable(gang, state) is None:
                 self._kept[gang.key] = _Kept(None, ())
                 self._unkept.discard(gang.key)
+            if not held_before and (holding.gang is not None or holding.hold is not None):
+                # A hold from this turn on: the starving gangs kept after it (planned last with
+                # none) would wait next in line for it now, and any gang may be backfilled into it.
+                held_before = True
+                self._replan_starving_after(turn, turns, order)
             # Nodes this turn changed: the kept gangs after it that may use them plan again.
             touched = {node for node, _ in capacity.changed[mark:]}
             mark = len(capacity.changed)
@@ -341,8 +349,20 @@ class IncrementalRounds:
                 turns.add(key)
                 heapq.heappush(order, _order_key(gang))
 
-    def _keep(self, gang: Gang, waiting: Waiting, capacity: Capacity) -> None:
-        """Remember a gang's Waiting, and the node indexes its pods read, for later rounds."""
+    def _replan_starving_after(self, turn: tuple, turns: set[GangKey], order: list[tuple]) -> None:
+        """A hold was made at this turn: the starving gangs kept after it plan again."""
+        for key in list(self._kept_starving):
+            gang = self._ready[key]
+            if key not in turns and _order_key(gang) > turn:
+                self._drop(key)
+                turns.add(key)
+                heapq.heappush(order, _order_key(gang))
+
+    def _keep(self, gang: Gang, waiting: Waiting, capacity: Capacity, starving: bool = False) -> None:
+        """Remember a gang's Waiting, and the node indexes its pods read, for later rounds. A
+        starving gang's (planned with no hold in the round before its turn, none made by it)
+        stands until its nodes change or a hold is made before its turn; a gang not starving
+        yet is planned again once the clock passes its starvation limit (_starving_at)."""
         pods = release_candidates(gang)
         indexes = {id(i): i for i in (capacity.index(p) for p in {p.constraint_key: p for p in pods}.values())}
         self._kept[gang.key] = _Kept(waiting, tuple(indexes.values()))
@@ -351,12 +371,15 @@ class IncrementalRounds:
         for i, index in indexes.items():
             self._by_index.setdefault(i, set()).add(gang.key)
             self._indexes[i] = index
-        if gang.complete_since is not None and self._in_heap.get(gang.key) != gang.complete_since:
+        if starving:
+            self._kept_starving.add(gang.key)
+        elif gang.complete_since is not None and self._in_heap.get(gang.key) != gang.complete_since:
             self._in_heap[gang.key] = gang.complete_since
             heapq.heappush(self._starving_at, (gang.complete_since, gang.key))
 
     def _drop(self, key: GangKey) -> None:
         self._kept_waitings.pop(key, None)
+        self._kept_starving.discard(key)
         kept = self._kept.pop(key, None)
         if kept is not None:
             if key in self._ready:
