@@ -35,7 +35,8 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.explain import plural
 from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.policy.preemption import NoPreemption, PreemptionOptions, PreemptionPlan, Victim, plan_preemption
+from ganggate.core.policy.preemption import (NoPreemption, PreemptionOptions, PreemptionPlan, Victim, VictimMemo,
+                                             plan_preemption)
 from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, active_reservations, annotation_value
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
@@ -67,6 +68,7 @@ class Preemptor:
         self.in_flight: PreemptionPlan | None = None
         self._protected: dict[str, float] = {}  # victim name -> until (a foreign budget refused)
         self._last_search: tuple[tuple, list[NoPreemption]] | None = None  # its inputs and reasons
+        self._victims = VictimMemo()  # the running gangs as victims, kept between searches
 
     def round(self, waitings: list[Waiting], now: float) -> list[Waiting]:
         """Start a preemption if one helps; returns the waitings, with why gangs preempt nothing."""
@@ -82,8 +84,9 @@ class Preemptor:
             reasons = self._last_search[1]
             plan = None
         else:
+            self._victims.forget_gone(self.state)
             plan, reasons = plan_preemption(self.state, waitings, now, self.options, busy=set(self._protected),
-                                            base=self.capacity())
+                                            base=self.capacity(), memo=self._victims)
             self._last_search = None if plan is not None else (inputs, reasons)
         if plan is not None:
             self.in_flight = plan
