@@ -130,9 +130,9 @@ def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (th
             state.apply_pod("ADDED", make_pod(f"hi{i}-{j}", namespace="arrivals", gang=f"hi{i}", pod_num=4, gpus=1,
                                               cpu="4", memory="32Gi", created="2024-01-01T01:00:00Z", priority=100))
             for j in range(4)],
-        "one running pod finishes": lambda i: state.apply_pod(
-            "MODIFIED", {**copy.deepcopy(running[i]), "status": {"phase": "Succeeded"}}),
         "nothing changed": lambda i: None,
+        "one running pod finishes": lambda i: state.apply_pod(  # (last: on a starving backlog the slowest)
+            "MODIFIED", {**copy.deepcopy(running[i]), "status": {"phase": "Succeeded"}}),
     }
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
           "(figures are noisy on a shared machine; CPU time less so)")
@@ -166,7 +166,7 @@ def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (th
             rounds.decide(state, NOW, **SETTINGS)
         print(f"  {name + (' (1 run)' if runs == 1 else ''):47s} incremental median {statistics.median(inc):7.2f} ms CPU "
               f"({statistics.median(turns):.0f} gangs given a turn), full {statistics.median(ref):7.1f} ms CPU; "
-              f"same decisions: {'yes' if agree else 'NO'}")
+              f"same decisions: {'yes' if agree else 'NO'}", flush=True)
     print(f"memory: RSS {rss_before:.0f} MiB with the node and pod objects alone, {rss_after:.0f} MiB with the "
           f"ClusterState built from them (+{rss_after - rss_before:.0f} MiB; the benchmark still holds the objects: the "
           f"controller's own footprint is bench/bench_memory.py's); peak RSS {peak:.0f} MiB; the objects' JSON is {json_bytes / 2**20:.0f} MiB")
