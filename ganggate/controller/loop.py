@@ -29,7 +29,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
 from ganggate.controller.bindtimeout import BindTimeouts
@@ -410,7 +410,7 @@ class Controller(Releasing):
                 self.lifecycle.report_timeouts(timed_out)
                 if protection is not None and budget_plans:
                     protection.act(budget_plans[0])
-                self._start_releases(decisions, now)
+                await self._start_releases_in_slices(decisions, now)
                 if self.preemptor is not None:  # its search in a worker thread too (the state's changes still held)
                     found = await asyncio.to_thread(self.preemptor.search, waitings, now)
                     waitings = self.preemptor.act(waitings, found, now)
@@ -440,10 +440,24 @@ class Controller(Releasing):
 
     def _start_releases(self, decisions: list[Any], now: float) -> None:
         """Start the round's releases (their promises are made at once)."""
+        for _ in self._release_steps(decisions, now):
+            pass
+
+    async def _start_releases_in_slices(self, decisions: list[Any], now: float, slice_seconds: float = 0.002) -> None:
+        """`_start_releases`, letting the event loop run every `slice_seconds`: the first round
+        after a start can release thousands of gangs (a promise per pod)."""
+        deadline = time.perf_counter() + slice_seconds
+        for _ in self._release_steps(decisions, now):
+            if time.perf_counter() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + slice_seconds
+
+    def _release_steps(self, decisions: list[Any], now: float) -> Iterator[None]:
         for decision in decisions:
             if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
                 continue
             self._start_release(decision, now)
+            yield
 
     def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
                      gauges: bool = True, report: bool = True, released: bool = False) -> list[Any]:
