@@ -10,6 +10,9 @@ peak RSS of the process after building the ClusterState beside the size of the J
 built from. Medians of --repeat runs. After each relist (ClusterState.reset) the picture is moved
 out of the garbage collector's way with gc.freeze(), as the controller does (controller/loop.py
 _reset), so that the rounds timed are the controller's.
+Both backlogs are timed at the large size, each on a picture of its own: a fresh one (the rounds
+run 300 s after the pods were created: no gang starves) and a starving one (2 hours after: every
+waiting gang has waited past the starvation limit), both rounds with the controller's settings.
 Run: .venv/bin/python bench/bench_incremental.py (--help for a smaller cluster).
 """
 
@@ -29,12 +32,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
+from ganggate.controller.config import BLIND_SECONDS  # noqa: E402
 from ganggate.core.state.cluster import ClusterState  # noqa: E402
 from ganggate.core.incremental import IncrementalRounds  # noqa: E402
 from ganggate.core.planner import decide  # noqa: E402
 from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
 NOW = 1704067200.0 + 300  # nobody has waited 300 s: no gang starves
+# The backlogs timed: when the rounds run after the pods were created (within 4 minutes of 00:00).
+BACKLOGS = {
+    "fresh (no gang waited 300 s)": NOW,
+    "starving (every gang waited ~2 h, past the 300 s starvation limit)": 1704067200.0 + 7200,
+}
+# The controller's own settings (controller.config), given to both the incremental and the full rounds.
+SETTINGS = {"starvation_seconds": 300.0, "blind_seconds": BLIND_SECONDS}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,6 +92,18 @@ def main(argv: list[str] | None = None) -> None:
     small_full = [cpu_ms(lambda: decide(small, NOW))[0] for _ in range(max(args.repeat, args.full_repeat))]
     gc.unfreeze()  # the small picture is done with: let the collector have it back
     del small
+    print(f"full round (planner.decide), {args.small_nodes} nodes / {args.small_waiting_pods} waiting pods: "
+          f"median {statistics.median(small_full):.1f} ms CPU")
+    print(f"settings of both the incremental and the full rounds (the controller's): {SETTINGS}")
+    for backlog, now in BACKLOGS.items():
+        print(f"== backlog: {backlog}")
+        run_backlog(args, now)
+        gc.unfreeze()
+        gc.collect()
+
+
+def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (the bench's clock)
+    """The incremental rounds against full ones on one backlog: the rounds run at NOW."""
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     rss_before = rss_mib()
     state = ClusterState()
@@ -89,14 +112,14 @@ def main(argv: list[str] | None = None) -> None:
     rss_after = rss_mib()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     json_bytes = sum(len(json.dumps(o, separators=(",", ":"))) for o in nodes + pods)
-    full = [cpu_ms(lambda: decide(state, NOW)) for _ in range(args.full_repeat)]
+    full = [cpu_ms(lambda: decide(state, NOW, **SETTINGS)) for _ in range(args.full_repeat)]
     decisions, waiting = full[-1][1]
-    rounds = IncrementalRounds()
-    first_ms, first = cpu_ms(lambda: rounds.decide(state, NOW))
+    rounds = IncrementalRounds(**SETTINGS)
+    first_ms, first = cpu_ms(lambda: rounds.decide(state, NOW, **SETTINGS))
     assert same(first, full[-1][1])
     for d in decisions:  # the shell promises what was decided, then the next round sees it
         state.promise(d.gang_key, d.placement, NOW + 120)
-    promised_ms, _ = cpu_ms(lambda: rounds.decide(state, NOW))
+    promised_ms, _ = cpu_ms(lambda: rounds.decide(state, NOW, **SETTINGS))
     running = [p for p in pods if p["metadata"]["namespace"] == "busy"]
     scenarios = {
         "one gang arrives (4 pods x 1 GPU, priority 0)": lambda i: [
@@ -107,39 +130,43 @@ def main(argv: list[str] | None = None) -> None:
             state.apply_pod("ADDED", make_pod(f"hi{i}-{j}", namespace="arrivals", gang=f"hi{i}", pod_num=4, gpus=1,
                                               cpu="4", memory="32Gi", created="2024-01-01T01:00:00Z", priority=100))
             for j in range(4)],
-        "one running pod finishes": lambda i: state.apply_pod(
-            "MODIFIED", {**copy.deepcopy(running[i]), "status": {"phase": "Succeeded"}}),
         "nothing changed": lambda i: None,
+        "one running pod finishes": lambda i: state.apply_pod(  # (last: on a starving backlog the slowest)
+            "MODIFIED", {**copy.deepcopy(running[i]), "status": {"phase": "Succeeded"}}),
     }
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
           "(figures are noisy on a shared machine; CPU time less so)")
-    print(f"full round (planner.decide), {args.small_nodes} nodes / {args.small_waiting_pods} waiting pods: "
-          f"median {statistics.median(small_full):.1f} ms CPU")
     print(f"cluster: {args.nodes} nodes x 8 GPUs, {len(running)} running pods, {args.waiting_pods} waiting pods "
           f"in {len(state.gangs)} gangs; ClusterState.reset {reset_ms:.0f} ms CPU")
     print(f"full round (planner.decide):        median {statistics.median(t for t, _ in full):8.1f} ms CPU  "
           f"({len(decisions)} gangs released, {len(waiting)} wait)")
     print(f"IncrementalRounds, first (full):    {first_ms:8.1f} ms CPU; after the decisions are promised: "
           f"{promised_ms:.1f} ms CPU ({rounds.turns} gangs given a turn)")
+    starving = NOW > BACKLOGS["fresh (no gang waited 300 s)"]
     for name, event in scenarios.items():
         inc: list[float] = []
         ref: list[float] = []
         turns: list[int] = []
         agree = True
-        for i in range(args.repeat):
+        # On a starving backlog, room freed on a node has every starving gang (nothing held for
+        # one yet: the holds are blind, given back before BLIND_SECONDS) look for a hold over
+        # every node, in the full round and the incremental one alike: tens of seconds each at
+        # 100,000 pods. Timed once there.
+        runs = 1 if starving and name == "one running pod finishes" else args.repeat
+        for i in range(runs):
             event(i)
-            t, got = cpu_ms(lambda: rounds.decide(state, NOW))
+            t, got = cpu_ms(lambda: rounds.decide(state, NOW, **SETTINGS))
             inc.append(t)
             turns.append(rounds.turns)
-            t, want = cpu_ms(lambda: decide(state, NOW))
+            t, want = cpu_ms(lambda: decide(state, NOW, **SETTINGS))
             ref.append(t)
             agree = agree and same(got, want)
             for d in want[0]:  # as the shell would, so that the next run starts from a settled state
                 state.promise(d.gang_key, d.placement, NOW + 120)
-            rounds.decide(state, NOW)
-        print(f"  {name:47s} incremental median {statistics.median(inc):7.2f} ms CPU "
+            rounds.decide(state, NOW, **SETTINGS)
+        print(f"  {name + (' (1 run)' if runs == 1 else ''):47s} incremental median {statistics.median(inc):7.2f} ms CPU "
               f"({statistics.median(turns):.0f} gangs given a turn), full {statistics.median(ref):7.1f} ms CPU; "
-              f"same decisions: {'yes' if agree else 'NO'}")
+              f"same decisions: {'yes' if agree else 'NO'}", flush=True)
     print(f"memory: RSS {rss_before:.0f} MiB with the node and pod objects alone, {rss_after:.0f} MiB with the "
           f"ClusterState built from them (+{rss_after - rss_before:.0f} MiB; the benchmark still holds the objects: the "
           f"controller's own footprint is bench/bench_memory.py's); peak RSS {peak:.0f} MiB; the objects' JSON is {json_bytes / 2**20:.0f} MiB")

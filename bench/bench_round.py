@@ -19,7 +19,10 @@ bound and running are then applied); then, each --repeat times:
 
 Prints the median CPU time of the whole round and of each part, with, as the baseline of the same
 run, the decision alone (`IncrementalRounds.decide` on the same state, which the round includes)
-and a full `decide()` round. Not included: the API calls (releases, Events, evictions are not
+and a full `decide()` round, both with the controller's own settings (starvation limits, card
+policies). Both backlogs are timed, each on a controller of its own: a fresh one (the rounds run
+300 s after the pods were created: no gang starves) and a starving one (2 hours after: every
+waiting gang has waited past the starvation limit, as most have on a busy cluster). Not included: the API calls (releases, Events, evictions are not
 sent), the watch events' own cost (applied before the round), the budgets' pass
 (controller.protection runs it as a task of its own, after the round).
 
@@ -55,6 +58,11 @@ from ganggate.core.planner import decide  # noqa: E402
 from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
 NOW = 1704067200.0 + 300  # nobody has waited 300 s: no gang starves
+# The backlogs timed: when the rounds run after the pods were created (within 4 minutes of 00:00).
+BACKLOGS = {
+    "fresh (no gang waited 300 s)": NOW,
+    "starving (every gang waited ~2 h, past the 300 s starvation limit)": 1704067200.0 + 7200,
+}
 
 # The parts, in the order a round runs them (nested ones are also counted in their caller).
 PARTS = ("losses+timeouts", "decide", "  Capacity.from_state", "next-due timers", "releases (promises)",
@@ -99,13 +107,13 @@ def make_controller(nodes: list[dict], pods: list[dict], parts: Parts) -> Contro
     parts.wrap(controller.lifecycle, "handle", "losses+timeouts")
     assert controller.incremental is not None
     parts.wrap(controller.incremental, "decide", "decide")
-    original_from_state = capacity_module.Capacity.from_state.__func__
+    original_from_state = ORIGINAL_FROM_STATE
     spent = parts.spent
 
-    def from_state(cls: type, state: Any) -> Any:
+    def from_state(cls: type, state: Any, **kwargs: Any) -> Any:  # (the signature the planner calls)
         start = time.process_time()
         try:
-            return original_from_state(cls, state)
+            return original_from_state(cls, state, **kwargs)
         finally:
             spent["  Capacity.from_state"] += time.process_time() - start
 
@@ -124,6 +132,16 @@ def make_controller(nodes: list[dict], pods: list[dict], parts: Parts) -> Contro
     parts.wrap(controller, "_report_bypassed", "bypass report")
     parts.wrap(controller, "_update_gauges", "gauges")
     return controller
+
+
+ORIGINAL_FROM_STATE = capacity_module.Capacity.from_state.__func__  # (unwrapped once: a bench makes two controllers)
+
+
+def settings(controller: Controller) -> dict[str, Any]:
+    """The controller's own round settings, which the baselines are given: the incremental rounds
+    refuse others (core.incremental), and a full decide() with others would decide otherwise."""
+    plan = controller._plan_settings()
+    return {k: plan[k] for k in ("starvation_seconds", "blind_seconds", "card_policy", "whole_gpu_policy")}
 
 
 def arrive(controller: Controller, name: str, priority: int, pods: int = 4, gpus: int = 1) -> None:
@@ -154,6 +172,15 @@ async def _main(argv: list[str] | None) -> None:
     if min(args.nodes, args.waiting_pods, args.repeat) < 1:
         parser.error("--nodes, --waiting-pods and --repeat must be at least 1")
     logging.basicConfig(level=logging.ERROR)
+    for backlog, now in BACKLOGS.items():
+        print(f"== backlog: {backlog}")
+        await run_backlog(args, now)
+        gc.unfreeze()
+        gc.collect()
+
+
+async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (the bench's clock)
+    """Every scenario on one backlog: the rounds run at NOW."""
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     parts = Parts()
     controller = make_controller(nodes, pods, parts)
@@ -186,6 +213,7 @@ async def _main(argv: list[str] | None) -> None:
         "nothing changed (idle round)": lambda i: None,
         "one gang arrives, preempting": lambda i: arrive(controller, f"hi{i}", 1000, pods=8, gpus=8),
     }
+    own = settings(controller)
     header = f"{'part (median ms CPU)':24s}" + "".join(f"{name[:31]:>33s}" for name in scenarios)
     columns: dict[str, dict[str, float]] = {}
     baselines: dict[str, tuple[float, float]] = {}
@@ -196,7 +224,7 @@ async def _main(argv: list[str] | None) -> None:
         for i in range(args.repeat):
             event(i)
             if args.verbose:
-                print(name, [w for w in controller.incremental.decide(state, NOW)[1] if w.gang_key[0] == "arrivals"][-1:])
+                print(name, [w for w in controller.incremental.decide(state, NOW, **settings(controller))[1] if w.gang_key[0] == "arrivals"][-1:])
             parts.spent.clear()
             whole = cpu_ms(lambda: controller.round(NOW))
             searched = controller.preemptor is not None and controller.preemptor.in_flight is not None
@@ -204,8 +232,10 @@ async def _main(argv: list[str] | None) -> None:
                 planned += 1
                 controller.preemptor.in_flight = None
             runs.append({"whole round": whole, **{k: v * 1000 for k, v in parts.spent.items()}})
-            alone.append(cpu_ms(lambda: controller.incremental.decide(state, NOW)))  # nothing changed since
-        full = cpu_ms(lambda: decide(state, NOW))
+            # The baselines plan with the controller's own settings (the incremental rounds would
+            # refuse others: planned, they would turn the controller's next round into a full one).
+            alone.append(cpu_ms(lambda: controller.incremental.decide(state, NOW, **own)))  # nothing changed since
+        full = cpu_ms(lambda: decide(state, NOW, **own))
         columns[name] = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in ("whole round", *PARTS)}
         baselines[name] = (statistics.median(alone), full)
         if planned:

@@ -2,7 +2,8 @@
 
 Not a benchmark and not a test: a check to run by hand after a change to the decision core
 that should change its speed and nothing else. It dumps every round bench_decide times (the
-ordinary round, all starving, after promises, one constraint per gang, with topology) at a
+ordinary round, all starving, after promises, one constraint per gang, with topology; and the
+incremental rounds on a backlog that waited 2 hours, round after round, beside full ones) at a
 few seeds, with this checkout's code and with another's (e.g. a `git worktree` of the commit
 before the change), and compares them: each decision's placement, message and annotations,
 and each waiting gang's reason and message.
@@ -103,11 +104,56 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     mixed.reset(nodes, mixed_shapes(pods) + rivals(seed, node_count))
     out["mixed shapes, rivals"] = rows(decide(mixed, now))
     out["mixed shapes, rivals, starving"] = rows(decide(mixed, now, starvation_seconds=0.0))
+    out.update(incremental_rows(nodes, pods, rows))
     topo_nodes, topo_pods = with_topology(nodes, pods)
     topo = ClusterState(topology_levels=TOPOLOGY_LEVELS)
     topo.reset(topo_nodes, topo_pods)
     out["topology"] = rows(decide(topo, now))
     out["topology, starving"] = rows(decide(topo, now, starvation_seconds=0.0))
+    return out
+
+
+def incremental_rows(nodes: list[dict], pods: list[dict], rows) -> dict:
+    """The controller's incremental rounds on a starving backlog (every gang waited 2 hours),
+    with its settings, round after round: the first, after its releases are promised, after one
+    gang arrives, after a running pod finishes, and an idle one; each beside the full round on
+    the same state (a checkout's incremental rounds must decide as its full rounds, and as the
+    other checkout's)."""
+    from ganggate.core.incremental import IncrementalRounds  # noqa: PLC0415
+    from ganggate.core.planner import decide  # noqa: PLC0415
+    try:
+        from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
+        from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
+    except ImportError:  # a checkout from before the core's layers (#18)
+        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # noqa: PLC0415
+        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # noqa: PLC0415
+
+    settings = {"starvation_seconds": 300.0, "blind_seconds": 6 * 3600.0}  # the controller's
+    try:
+        rounds = IncrementalRounds(**settings)
+    except TypeError:  # a checkout whose rounds take the settings at each call
+        rounds = IncrementalRounds()
+    now = 1704067200.0 + 7200
+    state = ClusterState()
+    state.reset(nodes, pods)
+    out: dict = {}
+
+    def both(name: str) -> None:
+        out[f"starving, incremental: {name}"] = rows(rounds.decide(state, now, **settings))
+        out[f"starving, full: {name}"] = rows(decide(state, now, **settings))
+
+    both("first")
+    for d in decide(state, now, **settings)[0]:
+        state.promise(d.gang_key, d.placement, now + 120)
+    both("after promises")
+    for j in range(4):
+        state.apply_pod("ADDED", make_pod(f"new-{j}", namespace="arrivals", gang="new", pod_num=4, gpus=1, cpu="4",
+                                          memory="32Gi", created="2024-01-01T01:00:00Z"))
+    both("one gang arrives")
+    both("nothing changed")
+    busy = next(p for p in pods if p["metadata"]["namespace"] == "busy")
+    state.apply_pod("MODIFIED", {**busy, "status": {"phase": "Succeeded"}})
+    both("a running pod finishes")
     return out
 
 
@@ -169,6 +215,11 @@ def main() -> int:
                        "--nodes", str(args.nodes), "--waiting-pods", str(args.waiting_pods)]
             answers.append(json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE).stdout))
         mine, theirs = answers
+        for name in [n for n in mine if n.startswith("starving, incremental: ")]:  # within this checkout too
+            full = name.replace("incremental", "full")
+            same = mine[name] == mine[full]
+            differ += not same
+            print(f"seed {seed:3d} {name:26s} {'the same as' if same else 'DIFFERENT from'} the full round")
         for name in mine:
             same = mine[name] == theirs[name]
             differ += not same

@@ -10,6 +10,7 @@ decisions (in the same order) and the same Waiting for every gang.
 from __future__ import annotations
 
 import copy
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,9 +50,10 @@ events = st.lists(
 )
 
 
-def _same(state: ClusterState, rounds: IncrementalRounds, now: float, starvation: float) -> list:
-    got = rounds.decide(state, now, starvation_seconds=starvation)
-    want = decide(state, now, starvation_seconds=starvation)
+def _same(state: ClusterState, rounds: IncrementalRounds, now: float, starvation: float,
+          blind: float | None = None) -> list:
+    got = rounds.decide(state, now, starvation_seconds=starvation, blind_seconds=blind)
+    want = decide(state, now, starvation_seconds=starvation, blind_seconds=blind)
     assert [(d.gang_key, d.placement, d.reason, d.roll_forward) for d in got[0]] == [
         (d.gang_key, d.placement, d.reason, d.roll_forward) for d in want[0]]
     assert {w.gang_key: (w.event_reason, w.message) for w in got[1]} == {
@@ -63,13 +65,59 @@ def _same(state: ClusterState, rounds: IncrementalRounds, now: float, starvation
 @settings(max_examples=400, deadline=None)
 @given(st.data(), events, st.sampled_from([300.0, 0.0]))
 def test_incremental_rounds_decide_as_full_rounds(data, steps, starvation) -> None:
+    _play(_nodes(data.draw), steps, starvation, None, T0 + 100)
+
+
+# A starving backlog: the rounds run hours after the gangs were created (every waiting gang is
+# past the starvation limit), with running pods that have deadlines (holds with a known start,
+# backfill into them) and some that have none (blind holds, held only after `blind`), and the
+# clock stepping past holds' starts and the blind limit.
+starving_events = st.lists(
+    st.one_of(
+        st.tuples(st.just("gang"), st.integers(1, 4), st.sampled_from([1, 2, 4, 8]), st.sampled_from(["1", "12"]),
+                  st.sampled_from([0, 100]), st.sampled_from([None, "a"]), st.integers(0, 59)),
+        st.tuples(st.just("run"), st.integers(0, NODES - 1), st.sampled_from([1, 2, 4]),
+                  st.sampled_from([None, 600, 7200])),
+        st.tuples(st.just("finish"), st.integers(0, 50)),
+        st.tuples(st.just("delete"), st.integers(0, 50)),
+        st.tuples(st.just("promise"), st.booleans()),
+        st.tuples(st.just("bind"), st.integers(0, 50)),
+        st.tuples(st.just("time"), st.sampled_from([1.0, 700.0, 3600.0])),
+        st.tuples(st.just("expire")),
+        st.tuples(st.just("idle")),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.data(), starving_events, st.sampled_from([None, 3600.0, 21600.0]))
+def test_incremental_rounds_on_a_starving_backlog_decide_as_full_rounds(data, steps, blind) -> None:
     nodes = _nodes(data.draw)
-    pods: dict[str, dict] = {}
+    busy = [make_pod(f"busy{i}", namespace="busy", gpus=data.draw(st.sampled_from([2, 4])), cpu="2",
+                     node_name=f"n{i}", phase="Running", created="2024-01-01T00:00:00Z") for i in range(NODES)]
+    _play(nodes, steps, 300.0, blind, T0 + 7200, busy)
+
+
+def _running(name: str, node: int, gpus: int, deadline: int | None, now: float) -> dict:
+    """A running pod on node n<node>, started now; with activeDeadlineSeconds when `deadline`."""
+    pod = make_pod(name, namespace="busy", gpus=gpus, cpu="2", node_name=f"n{node}", phase="Running")
+    if deadline is not None:
+        pod["spec"]["activeDeadlineSeconds"] = deadline
+        pod["status"]["startTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return pod
+
+
+def _play(nodes: list[dict], steps: list, starvation: float, blind: float | None, now: float,
+          first: list[dict] = ()) -> None:
+    """Apply the steps to a cluster of `nodes` (and the pods `first`), a round after each: the
+    incremental rounds (one IncrementalRounds throughout) decide as full rounds."""
+    pods: dict[str, dict] = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in first}
     state = ClusterState()
-    state.reset(nodes, [])
-    rounds = IncrementalRounds()
-    now = T0 + 100
-    decisions = _same(state, rounds, now, starvation)
+    state.reset(nodes, list(pods.values()))
+    rounds = IncrementalRounds(starvation_seconds=starvation, blind_seconds=blind)
+    decisions = _same(state, rounds, now, starvation, blind)
     for n, step in enumerate(steps):
         kind = step[0]
         keys = sorted(pods)
@@ -82,7 +130,7 @@ def test_incremental_rounds_decide_as_full_rounds(data, steps, starvation) -> No
                 pods[f"ml/g{n}-{i}"] = pod
                 state.apply_pod("ADDED", pod)
         elif kind == "run":
-            pod = make_pod(f"r{n}", namespace="busy", gpus=step[2], cpu="2", node_name=f"n{step[1]}", phase="Running")
+            pod = _running(f"r{n}", step[1], step[2], step[3] if len(step) > 3 else None, now)
             pods[f"busy/r{n}"] = pod
             state.apply_pod("ADDED", pod)
         elif kind in ("finish", "delete", "bind") and keys:
@@ -130,7 +178,7 @@ def test_incremental_rounds_decide_as_full_rounds(data, steps, starvation) -> No
             state.expired_promises(now)
         elif kind == "relist":
             state.reset(nodes, list(pods.values()))
-        decisions = _same(state, rounds, now, starvation)
+        decisions = _same(state, rounds, now, starvation, blind)
 
 
 def _cluster(gangs: int) -> tuple[ClusterState, list[dict]]:

@@ -48,3 +48,27 @@ def test_the_search_on_the_kept_capacity_plans_the_same_and_gives_everything_bac
     assert kept_reasons == built_reasons
     assert base.free == before == Capacity.from_state(state).free
     assert rounds.decide(state, NOW) == rounds.decide(state, NOW)  # the kept rounds go on as before
+
+
+def test_victims_kept_between_searches_follow_the_gangs_that_change() -> None:
+    """The Victims a search keeps for the next (VictimMemo) are those it would build: a kept
+    gang that starts being deleted, or whose pod ends, is seen as it is now."""
+
+    from ganggate.core.policy.preemption import VictimMemo
+
+    state = _cluster()
+    _, waitings = IncrementalRounds().decide(state, NOW)
+    memo = VictimMemo()
+    plan, _ = plan_preemption(state, waitings, NOW, memo=memo)
+    assert plan is not None and [v.name for v in plan.victims] == ["ml/low0", "ml/low1"]
+    again, _ = plan_preemption(state, waitings, NOW, memo=memo)  # (kept: the same victims)
+    assert again is not None and [v.name for v in again.victims] == ["ml/low0", "ml/low1"]
+    pod = make_pod("low0-0", namespace="ml", gang="low0", pod_num=2, gpus=4, gated=False, node_name="n0",
+                   phase="Running", owner="low0", priority=0,
+                   decision={"id": "d0", "node": "n0", "time": "2024-01-01T00:00:00Z"})
+    pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:30Z"  # low0 is being torn down: no victim
+    state.apply_pod("MODIFIED", pod)
+    kept, _ = plan_preemption(state, waitings, NOW, memo=memo)
+    built, _ = plan_preemption(state, waitings, NOW)
+    assert kept is not None and built is not None
+    assert [v.name for v in kept.victims] == [v.name for v in built.victims] == ["ml/low1", "ml/low2"]

@@ -29,7 +29,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
 from ganggate.controller.bindtimeout import BindTimeouts
@@ -80,9 +80,12 @@ class Controller(Releasing):
         self.waits = WaitReport()  # the waiting gangs' Events: controller.waitreport
         self.notifier = self.waits.notifier
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
-        # Rounds that re-plan only what changed since the last (core.incremental), or full ones.
-        self.incremental = IncrementalRounds() if config.rounds == "incremental" else None
         self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)
+        # Rounds that re-plan only what changed since the last (core.incremental), or full ones.
+        self.incremental = IncrementalRounds(
+            starvation_seconds=config.starvation_seconds, blind_seconds=config.starvation_blind_seconds,
+            card_policy=self.card_policy, whole_gpu_policy=self.whole_gpu_policy,
+        ) if config.rounds == "incremental" else None
         self.releaser = Releaser(self.core, max_in_flight=config.max_in_flight, metrics=self.metrics,
                                  backoff=Backoff(base=0.05, cap=5.0, attempts=12))
         self.releaser.should_continue = self._may_act
@@ -397,14 +400,19 @@ class Controller(Releasing):
             await self._round_off_loop(now)
 
     async def _round_off_loop(self, now: float) -> None:
-        self._before_round(now, timeouts=False)
+        self._before_round(now, timeouts=False, budgets=False)
         started = time.perf_counter()
         self._changes.planning = True
         timed_out: list[Any] = []
+        protection = self.lifecycle.protection
+        budgets = protection.snapshot() if protection is not None else None
+        budget_plans: list[Any] = []
 
         def also() -> None:  # more reads of the whole state, in the same thread
             timed_out.extend(self.lifecycle.due_timeouts(now))
             self._update_gauges()
+            if protection is not None and budgets is not None:  # the budgets' pass: controller.protection
+                budget_plans.append(protection.plan(now, budgets))
 
         try:
             decisions, waitings, due = await plan_in_thread(self.state, now, then=also, **self._plan_settings())
@@ -413,8 +421,15 @@ class Controller(Releasing):
                 log.info("round planned but not acted on: %s", "stopping" if self._stopping else "not leading")
             else:
                 self.lifecycle.report_timeouts(timed_out)
-                waitings = self._after_round(decisions, waitings, due, now, gauges=False, report=False)  # (the thread
-                # did the gauges); the waiting report lets the loop run between slices of it
+                if protection is not None and budget_plans:
+                    protection.act(budget_plans[0])
+                await self._start_releases_in_slices(decisions, now)
+                if self.preemptor is not None:  # its search in a worker thread too (the state's changes still held)
+                    found = await asyncio.to_thread(self.preemptor.search, waitings, now)
+                    waitings = self.preemptor.act(waitings, found, now)
+                waitings = self._after_round(decisions, waitings, due, now, gauges=False, report=False,
+                                             released=True)  # (the thread did the gauges); the waiting
+                # report lets the loop run between slices of it
                 await self.waits.report_in_slices(waitings, now, self.state.gangs, self._emit_waiting)
         except BaseException:
             self._changes.flush()  # at once: nothing held may be lost, even when cancelled
@@ -432,20 +447,40 @@ class Controller(Releasing):
                 "card_policy": self.card_policy, "whole_gpu_policy": self.whole_gpu_policy,
                 "rounds": self.incremental, "node_lost_after": self.config.node_lost_after_seconds}
 
-    def _before_round(self, now: float, timeouts: bool = True) -> None:
+    def _before_round(self, now: float, timeouts: bool = True, budgets: bool = True) -> None:
         self.rounds += 1
-        self.lifecycle.handle(now, timeouts)  # first: a gang being restarted is not rolled forward
+        self.lifecycle.handle(now, timeouts, budgets)  # first: a gang being restarted is not rolled forward
 
-    def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
-                     gauges: bool = True, report: bool = True) -> list[Any]:
-        """Act on a round: releases, a preemption, the reports, the timers; returns the waitings
-        (with the preemption search's notes), to report when `report` is False."""
+    def _start_releases(self, decisions: list[Any], now: float) -> None:
+        """Start the round's releases (their promises are made at once)."""
+        for _ in self._release_steps(decisions, now):
+            pass
+
+    async def _start_releases_in_slices(self, decisions: list[Any], now: float, slice_seconds: float = 0.002) -> None:
+        """`_start_releases`, letting the event loop run every `slice_seconds`: the first round
+        after a start can release thousands of gangs (a promise per pod)."""
+        deadline = time.perf_counter() + slice_seconds
+        for _ in self._release_steps(decisions, now):
+            if time.perf_counter() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + slice_seconds
+
+    def _release_steps(self, decisions: list[Any], now: float) -> Iterator[None]:
         for decision in decisions:
             if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
                 continue
             self._start_release(decision, now)
-        if self.preemptor is not None:  # after the releases' promises: controller.preemptor
-            waitings = self.preemptor.round(waitings, now)
+            yield
+
+    def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
+                     gauges: bool = True, report: bool = True, released: bool = False) -> list[Any]:
+        """Act on a round: releases, a preemption, the reports, the timers; returns the waitings
+        (with the preemption search's notes), to report when `report` is False. `released`:
+        the caller started the releases and ran the preemption search already."""
+        if not released:
+            self._start_releases(decisions, now)
+            if self.preemptor is not None:  # after the releases' promises: controller.preemptor
+                waitings = self.preemptor.round(waitings, now)
         if self.provisioner is not None:  # ask cluster-autoscaler for the room: controller.provisioner
             self.provisioner.round(waitings, now)
         if self.placeholders is not None:  # or make it add nodes for placeholders: controller.placeholders

@@ -135,9 +135,10 @@ class GangLifecycle:
         for loss in losses:
             self._on_loss(loss)
 
-    def handle(self, now: float, timeouts: bool = True) -> None:
+    def handle(self, now: float, timeouts: bool = True, budgets: bool = True) -> None:
         """Act on the losses the state recorded, then on timeouts (unless the caller looks for
-        them off the loop: `due_timeouts`, `report_timeouts`); keep the budgets in step."""
+        them off the loop: `due_timeouts`, `report_timeouts`); keep the budgets in step (unless
+        the caller plans their pass off the loop: Protection.snapshot, plan, act)."""
         self.handle_losses(self.state.take_losses())
         self.handle_losses(plans_lost(self.state))
         if self.node_lost_after is not None:  # opt-in: controller.config NODE_LOST_HELP
@@ -146,7 +147,7 @@ class GangLifecycle:
             self.drains.handle(now)
         if timeouts:
             self.report_timeouts(self.due_timeouts(now))
-        if self.protection is not None:
+        if self.protection is not None and budgets:
             self.protection.reconcile(now)
 
     def _on_loss(self, loss: MemberLoss) -> None:

@@ -35,7 +35,8 @@ from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.explain import plural
 from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.policy.preemption import NoPreemption, PreemptionOptions, PreemptionPlan, Victim, plan_preemption
+from ganggate.core.policy.preemption import (NoPreemption, PreemptionOptions, PreemptionPlan, Victim, VictimMemo,
+                                             plan_preemption)
 from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, active_reservations, annotation_value
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
@@ -67,11 +68,18 @@ class Preemptor:
         self.in_flight: PreemptionPlan | None = None
         self._protected: dict[str, float] = {}  # victim name -> until (a foreign budget refused)
         self._last_search: tuple[tuple, list[NoPreemption]] | None = None  # its inputs and reasons
+        self._victims = VictimMemo()  # the running gangs as victims, kept between searches
 
     def round(self, waitings: list[Waiting], now: float) -> list[Waiting]:
         """Start a preemption if one helps; returns the waitings, with why gangs preempt nothing."""
+        return self.act(waitings, self.search(waitings, now), now)
+
+    def search(self, waitings: list[Waiting], now: float) -> tuple[PreemptionPlan | None, list[NoPreemption]] | None:
+        """The search of `round` alone: reads the state and the kept capacity (gives back all it
+        takes), starts nothing, so it may run in a worker thread while the controller holds the
+        state's changes; None when a preemption is in flight (nothing searched)."""
         if self.in_flight is not None:
-            return waitings
+            return None
         self._protected = {k: t for k, t in self._protected.items() if t > now}
         # The search reads the state, the round's waitings (themselves a reading of the state),
         # the victims kept out and the reservations still running: when none of these changed
@@ -82,9 +90,19 @@ class Preemptor:
             reasons = self._last_search[1]
             plan = None
         else:
+            self._victims.forget_gone(self.state)
             plan, reasons = plan_preemption(self.state, waitings, now, self.options, busy=set(self._protected),
-                                            base=self.capacity())
+                                            base=self.capacity(), memo=self._victims)
             self._last_search = None if plan is not None else (inputs, reasons)
+        return plan, reasons
+
+    def act(self, waitings: list[Waiting], found: tuple[PreemptionPlan | None, list[NoPreemption]] | None,
+            now: float) -> list[Waiting]:
+        """Start the preemption `search` found, if any (on the event loop); the waitings, with
+        why gangs preempt nothing."""
+        if found is None or self.in_flight is not None:
+            return waitings
+        plan, reasons = found
         if plan is not None:
             self.in_flight = plan
             self.spawn(self._run(plan, now))

@@ -119,10 +119,11 @@ class BudgetPlan:
     create: list[dict] = field(default_factory=list)
     delete: list[tuple[str, str]] = field(default_factory=list)
     covered: dict[GangKey, list[str]] = field(default_factory=dict)
+    to_create: list[Gang] = field(default_factory=list)  # (plan_budgets with bodies=False)
 
 
 def plan_budgets(gangs: Mapping[GangKey, Gang], known: Mapping[tuple[str, str], str], *,
-                 foreign: Iterable[Mapping] = (), skip: Collection[GangKey] = ()) -> BudgetPlan:
+                 foreign: Iterable[Mapping] = (), skip: Collection[GangKey] = (), bodies: bool = True) -> BudgetPlan:
     """Which gangs get a budget. Pure.
 
     known maps ganggate's own budgets (namespace, budget name) -> the gang label value each
@@ -130,17 +131,17 @@ def plan_budgets(gangs: Mapping[GangKey, Gang], known: Mapping[tuple[str, str], 
     (preemption victims). A gang with released pods gets a budget unless it has one, a foreign
     budget covers one of its live pods (then ours, if any, is deleted), it is skipped, or some
     of its pods are being deleted. Ours whose gang has no pods any more, or only pods that ended,
-    are deleted."""
+    are deleted. With bodies=False the gangs to give a budget are in `to_create` (their bodies,
+    desired_budget, made one at a time as they are sent: the first pass after a large release
+    would build thousands at once) and `create` stays empty."""
     by_namespace: dict[str, list[Mapping]] = {}
     for budget in foreign:
         if not is_ours(budget):
             by_namespace.setdefault((budget.get("metadata") or {}).get("namespace") or "default", []).append(budget)
     plan = BudgetPlan()
     doomed: set[tuple[str, str]] = set()
-    for key in sorted(gangs):
+    for key in sorted(k for k, g in gangs.items() if g.spec is not None and g.released_count):
         gang = gangs[key]
-        if gang.spec is None or not gang.released_count:
-            continue
         ours = (gang.namespace, budget_name(gang.name))
         names = foreign_budgets_over(gang, by_namespace.get(gang.namespace, ()))
         if names:
@@ -150,11 +151,23 @@ def plan_budgets(gangs: Mapping[GangKey, Gang], known: Mapping[tuple[str, str], 
             continue
         if ours in known or key in skip or _tearing_down(gang):
             continue
-        if (body := desired_budget(gang)) is not None:
+        if not bodies:
+            plan.to_create.append(gang)
+        elif (body := desired_budget(gang)) is not None:
             plan.create.append(body)
     doomed |= {k for k, gang_name in known.items() if _finished(gangs.get((k[0], gang_name)))}
     plan.delete = sorted(doomed)
     return plan
+
+
+def _known(created: Mapping[tuple[str, str], str], budgets: Iterable[Mapping]) -> dict[tuple[str, str], str]:
+    """ganggate's own budgets among `budgets`, and those it created and has not seen yet."""
+    out = dict(created)
+    for budget in budgets:
+        if is_ours(budget):
+            meta = budget["metadata"]
+            out[(meta.get("namespace") or "default", meta["name"])] = meta["labels"][GANG_LABEL]
+    return out
 
 
 class Protection:
@@ -188,12 +201,27 @@ class Protection:
     @property
     def known(self) -> dict[tuple[str, str], str]:
         """ganggate's own budgets: (namespace, name) -> the gang label value."""
-        out = dict(self._created)
-        for budget in self.informer.store.values():
-            if is_ours(budget):
-                meta = budget["metadata"]
-                out[(meta.get("namespace") or "default", meta["name"])] = meta["labels"][GANG_LABEL]
-        return out
+        return _known(self._created, self.informer.store.values())
+
+    def snapshot(self) -> tuple[dict[tuple[str, str], str], list[dict]] | None:
+        """What a pass reads of the budgets, copied on the event loop (the watch changes them
+        there) for a pass planned in a worker thread (`plan`); None when no pass may start."""
+        if self._busy or not self.informer.synced:
+            return None
+        return dict(self._created), list(self.informer.store.values())
+
+    def plan(self, now: float, snapshot: tuple[dict[tuple[str, str], str], list[dict]]) -> BudgetPlan:
+        """A pass's plan from a `snapshot`: reads the state (in the round's worker thread, while
+        the controller holds the state's changes), changes nothing; `act` carries it out."""
+        created, budgets = snapshot
+        skip = preemption_victims(self.state, now, self.in_flight())
+        return plan_budgets(self.state.gangs, _known(created, budgets), foreign=budgets, skip=skip, bodies=False)
+
+    def act(self, plan: BudgetPlan) -> None:
+        """Carry out a pass planned off the loop (at most one pass at a time)."""
+        if not self._busy:
+            self._busy = True
+            self.spawn(self._carry_out(plan))
 
     def _on_event(self, _kind: str, budget: dict) -> None:
         meta = budget.get("metadata") or {}
@@ -210,10 +238,18 @@ class Protection:
         try:
             skip = preemption_victims(self.state, now, self.in_flight())
             plan = plan_budgets(self.state.gangs, self.known,
-                                foreign=list(self.informer.store.values()), skip=skip)
+                                foreign=list(self.informer.store.values()), skip=skip, bodies=False)
+        except BaseException:
+            self._busy = False
+            raise
+        await self._carry_out(plan)
+
+    async def _carry_out(self, plan: BudgetPlan) -> None:
+        try:
             self._tell(plan.covered)
-            for body in plan.create:
-                await self._create(body)
+            for gang in plan.to_create:  # each body made as it is sent: the loop runs between
+                if (body := desired_budget(gang)) is not None:
+                    await self._create(body)
             for namespace, name in plan.delete:
                 await self._delete(namespace, name)
         except ApiCallError as exc:

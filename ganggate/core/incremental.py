@@ -31,7 +31,10 @@ A full round (every gang planned, the Capacity rebuilt) runs after a relist, a c
 node layout (`ClusterState.layout_version`) or of the round's context, and whenever a part
 this module does not track is in play: topology levels or a gang topology annotation, GPU
 cards, preemption reservations (the "plan" policy only). Only one `IncrementalRounds` may read a
-given ClusterState: it takes the dirty sets. Pure: no I/O, no clock.
+given ClusterState: it takes the dirty sets. Its settings (starvation limits, card policies) are
+given once, when it is made: a call that asks for other settings is refused (`SettingsMismatch`),
+since planning it would make this round and the next full ones; a call that gives none plans
+with the rounds' own. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -76,12 +79,23 @@ def _preempting(gang: Gang) -> bool:
     return any(p.reservation is not None for p in gang.pods.values())
 
 
+class SettingsMismatch(ValueError):
+    """A call of IncrementalRounds.decide asked for settings other than the rounds' own."""
+
+
+_OWN: object = object()  # decide(): "the settings the rounds were made with"
+
+
 class IncrementalRounds:
     """decide() kept between rounds (see the module docstring). full_rounds, incremental_rounds
     and turns (gangs given a turn, i.e. planned, in the last round) say what it did, for tests
-    and benchmarks."""
+    and benchmarks. The settings are planner.decide's, fixed for the rounds' life."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, starvation_seconds: float = 300.0, blind_seconds: float | None = None,
+                 card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None) -> None:
+        self.settings: dict[str, object] = {
+            "starvation_seconds": starvation_seconds, "blind_seconds": blind_seconds,
+            "card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy}
         self.capacity: Capacity | None = None
         self._layout = -1
         self._context: tuple | None = None
@@ -95,6 +109,7 @@ class IncrementalRounds:
         self._kept_waitings: dict[GangKey, Waiting] = {}  # the kept Waitings alone (a round hands them back)
         self._last_waitings: list[Waiting] | None = None  # what the last incremental round returned
         self._unkept: set[GangKey] = set()
+        self._kept_starving: set[GangKey] = set()  # kept gangs that starve (planned with no hold before them)
         self._by_index: dict[int, set[GangKey]] = {}  # id(NodeIndex) -> gangs kept on it
         self._indexes: dict[int, NodeIndex] = {}
         self._starving_at: list[tuple[float, GangKey]] = []  # (complete_since, gang) of kept Waitings
@@ -105,13 +120,18 @@ class IncrementalRounds:
         self.incremental_rounds = 0
         self.turns = 0
 
-    def decide(self, state: ClusterState, now: float, *, starvation_seconds: float = 300.0,
-               blind_seconds: float | None = None, card_policy: CardPolicy | None = None, whole_gpu_policy: WholeGpuPolicy | None = None,
+    def decide(self, state: ClusterState, now: float, *, starvation_seconds: object = _OWN,
+               blind_seconds: object = _OWN, card_policy: object = _OWN, whole_gpu_policy: object = _OWN,
                ) -> tuple[list[Decision], list[Waiting]]:
-        """The round `planner.decide(state, now, starvation_seconds=..., card_policy=...,
-        whole_gpu_policy=...)` would return. The card policies matter only on nodes with GPU
-        cards, where every round is a full one."""
-        policies = {"card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy, "blind_seconds": blind_seconds}
+        """The round `planner.decide(state, now, **settings)` would return, with the rounds' own
+        settings; a setting given must be the rounds' own (else SettingsMismatch, nothing changed).
+        The card policies matter only on nodes with GPU cards, where every round is a full one."""
+        self._check(starvation_seconds=starvation_seconds, blind_seconds=blind_seconds,
+                    card_policy=card_policy, whole_gpu_policy=whole_gpu_policy)
+        starvation_seconds = float(self.settings["starvation_seconds"])  # type: ignore[arg-type]
+        blind_seconds = self.settings["blind_seconds"]
+        policies = {"card_policy": self.settings["card_policy"], "whole_gpu_policy": self.settings["whole_gpu_policy"],
+                    "blind_seconds": blind_seconds}
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
@@ -155,6 +175,17 @@ class IncrementalRounds:
             return decisions, self._last_waitings
         self._last_waitings = list(self._status.values()) + waiting
         return decisions, self._last_waitings
+
+    def _check(self, **asked: object) -> None:
+        """Refuse settings other than the rounds' own: planned, they would change the context of
+        every kept answer, and this call and the owner's next would each be a full round."""
+        other = {k: v for k, v in asked.items() if v is not _OWN and v != self.settings[k]}
+        if other:
+            asked_text = ", ".join(f"{k}={v!r}" for k, v in other.items())
+            own = ", ".join(f"{k}={self.settings[k]!r}" for k in other)
+            raise SettingsMismatch(
+                f"these incremental rounds plan with {own}; a call asked for {asked_text}. Give no "
+                f"settings (the rounds' own are used) or use an IncrementalRounds made with those")
 
     def _fallback(self, state: ClusterState, now: float, starvation_seconds: float,
                   card_policy: CardPolicy | None, whole_gpu_policy: WholeGpuPolicy | None,
@@ -205,6 +236,7 @@ class IncrementalRounds:
         self._refreshed = set()
         self._kept, self._by_index, self._indexes, self._starving_at, self._in_heap = {}, {}, {}, [], {}
         self._kept_waitings, self._last_waitings = {}, None
+        self._kept_starving = set()
         self._unkept = set(self._ready)
 
     def _refresh(self, state: ClusterState, dirty_nodes: set[str]) -> set[str]:
@@ -259,6 +291,7 @@ class IncrementalRounds:
         triggered: set[int] = set()
         mark = 0
         holding = HoldBack()
+        held_before = False
         while order:
             turn = heapq.heappop(order)
             gang = self._ready[turn[-1]]
@@ -268,11 +301,16 @@ class IncrementalRounds:
                 decisions.append(outcome)
             elif outcome is not None:
                 waiting.append(outcome)
-                if gang.state == "waiting" and not self._starving(gang, now, starvation_seconds):
-                    self._keep(gang, outcome, capacity)
+                if gang.state == "waiting" and not holding.clocked:
+                    self._keep(gang, outcome, capacity, self._starving(gang, now, starvation_seconds))
             elif releasable(gang, state) is None:
                 self._kept[gang.key] = _Kept(None, ())
                 self._unkept.discard(gang.key)
+            if not held_before and (holding.gang is not None or holding.hold is not None):
+                # A hold from this turn on: the starving gangs kept after it (planned last with
+                # none) would wait next in line for it now, and any gang may be backfilled into it.
+                held_before = True
+                self._replan_starving_after(turn, turns, order)
             # Nodes this turn changed: the kept gangs after it that may use them plan again.
             touched = {node for node, _ in capacity.changed[mark:]}
             mark = len(capacity.changed)
@@ -311,8 +349,20 @@ class IncrementalRounds:
                 turns.add(key)
                 heapq.heappush(order, _order_key(gang))
 
-    def _keep(self, gang: Gang, waiting: Waiting, capacity: Capacity) -> None:
-        """Remember a gang's Waiting, and the node indexes its pods read, for later rounds."""
+    def _replan_starving_after(self, turn: tuple, turns: set[GangKey], order: list[tuple]) -> None:
+        """A hold was made at this turn: the starving gangs kept after it plan again."""
+        for key in list(self._kept_starving):
+            gang = self._ready[key]
+            if key not in turns and _order_key(gang) > turn:
+                self._drop(key)
+                turns.add(key)
+                heapq.heappush(order, _order_key(gang))
+
+    def _keep(self, gang: Gang, waiting: Waiting, capacity: Capacity, starving: bool = False) -> None:
+        """Remember a gang's Waiting, and the node indexes its pods read, for later rounds. A
+        starving gang's (planned with no hold in the round before its turn, none made by it)
+        stands until its nodes change or a hold is made before its turn; a gang not starving
+        yet is planned again once the clock passes its starvation limit (_starving_at)."""
         pods = release_candidates(gang)
         indexes = {id(i): i for i in (capacity.index(p) for p in {p.constraint_key: p for p in pods}.values())}
         self._kept[gang.key] = _Kept(waiting, tuple(indexes.values()))
@@ -321,12 +371,15 @@ class IncrementalRounds:
         for i, index in indexes.items():
             self._by_index.setdefault(i, set()).add(gang.key)
             self._indexes[i] = index
-        if gang.complete_since is not None and self._in_heap.get(gang.key) != gang.complete_since:
+        if starving:
+            self._kept_starving.add(gang.key)
+        elif gang.complete_since is not None and self._in_heap.get(gang.key) != gang.complete_since:
             self._in_heap[gang.key] = gang.complete_since
             heapq.heappush(self._starving_at, (gang.complete_since, gang.key))
 
     def _drop(self, key: GangKey) -> None:
         self._kept_waitings.pop(key, None)
+        self._kept_starving.discard(key)
         kept = self._kept.pop(key, None)
         if kept is not None:
             if key in self._ready:

@@ -129,6 +129,10 @@ class HoldBack:
     gang: GangKey | None = None
     hold: Hold | None = None  # what was held for it, and its earliest start when known
     decided: set[GangKey] = field(default_factory=set)  # gangs released so far this round
+    # Whether the last turn's answer read the clock or another gang's hold (a starving gang
+    # that holds room, is given its blind hold back, or waits next in line): such an answer
+    # holds for this round alone (core.incremental plans that gang again next round).
+    clocked: bool = False
 
 
 def first_in_line(gang: Gang, state: ClusterState, decided: set[GangKey]) -> bool:
@@ -161,6 +165,7 @@ def plan_one(
 ) -> Decision | Waiting | None:
     """One gang's turn in a round: its release (taken from `capacity`), why it waits, or None
     (nothing to release, a release in flight, or a started gang's extras waiting quietly)."""
+    holding.clocked = False
     outcome = _plan_one(gang, state, now, capacity, reserved, rivals, starvation_seconds, holding, blind_seconds)
     if isinstance(outcome, Decision):
         holding.decided.add(gang.key)
@@ -216,6 +221,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
     holding_for = holding.gang
     if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
         held = hold_back(pods, capacity, need, state, now, gang.held_nodes)
+        holding.clocked = not isinstance(held, int) or held != 0  # (0: no hold, nothing of the clock read)
         blind = starvation_seconds if blind_seconds is None else blind_seconds
         if isinstance(held, Hold) and held.ready_at is None and gang.state != "partial" and waited <= blind:
             held.give_back(capacity)  # a blind hold idles its room for as long as the pods there run
@@ -232,6 +238,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
         elif held < 0:
             message += "; it would not fit even if the running pods on the nodes it may use finished"
     elif waited > starvation_seconds and holding_for is not None:
+        holding.clocked = True
         message += (f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, "
                     "for which capacity is held back")
     return Waiting(gang.key, reason, message, kind)

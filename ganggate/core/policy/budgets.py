@@ -89,11 +89,13 @@ def covers(budget: Mapping, pod: PodInfo) -> bool:
 def foreign_budgets_over(gang: Gang, budgets: Iterable[Mapping]) -> list[str]:
     """Names of the budgets not made by ganggate that cover a live pod of the gang, sorted."""
     names = set()
-    pods = gang.live_pods()
+    pods: list[PodInfo] | None = None  # (read once a budget of the gang's namespace is met)
     for budget in budgets:
         meta = budget.get("metadata") or {}
         if is_ours(budget) or (meta.get("namespace") or "default") != gang.namespace:
             continue
+        if pods is None:
+            pods = gang.live_pods()
         if any(covers(budget, pod) for pod in pods):
             names.add(str(meta.get("name") or ""))
     return sorted(names)
