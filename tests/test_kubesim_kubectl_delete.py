@@ -1,4 +1,4 @@
-"""`kubectl delete pod` against kubesim's graceful deletion (kubectl 1.32; skipped without kubectl).
+"""`kubectl delete pod` against kubesim's graceful deletion (kubectl from tests/kubectl_support.py).
 
 kubectl waits for the pod to be gone by default (--wait=true), returns at once with --wait=false,
 and with --grace-period=0 --force deletes immediately
@@ -9,16 +9,11 @@ ManualClock, so the grace period passes when the test says so.
 from __future__ import annotations
 
 import asyncio
-import shutil
-
-import pytest
 
 from ganggate.sim.clock import ManualClock
+from tests.kubectl_support import KUBECTL
 from tests.kubesim_lifecycle_support import gone, pod_where, simulator, sleeper_at
 from tests.test_kubesim_scheduler_support import pod_manifest
-
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
 async def kubectl(sim, *args: str) -> asyncio.subprocess.Process:
@@ -43,7 +38,7 @@ async def test_kubectl_delete_waits_for_the_grace_period_and_the_kubelet():
         clock.advance_to(30)
         out, err = await process.communicate()
         assert process.returncode == 0, err.decode()
-        assert out.decode().strip() == 'pod "p" deleted'
+        assert out.decode().strip() == 'pod "p" deleted from default namespace'
         assert await api.pod("p") is None
 
 
@@ -55,11 +50,11 @@ async def test_kubectl_delete_without_waiting_and_forced():
         await pod_where(api, "a", _running, "a to run")
         await pod_where(api, "b", _running, "b to run")
         out, err = await (await kubectl(sim, "delete", "pod", "a", "--wait=false")).communicate()
-        assert out.decode().strip() == 'pod "a" deleted'
+        assert out.decode().strip() == 'pod "a" deleted from default namespace'
         assert (await api.pod("a"))["metadata"]["deletionGracePeriodSeconds"] == 30  # Terminating
         process = await kubectl(sim, "delete", "pod", "b", "--grace-period=0", "--force")
         out, err = await process.communicate()
         assert process.returncode == 0, err.decode()
         assert "Immediate deletion does not wait for confirmation" in err.decode()
-        assert out.decode().strip() == 'pod "b" force deleted'
+        assert out.decode().strip() == 'pod "b" force deleted from default namespace'
         await gone(api, "b")

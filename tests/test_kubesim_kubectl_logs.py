@@ -1,13 +1,11 @@
 """`kubectl logs` (with `-f`) and `kubectl get events/leases` against `ganggate sim serve`.
 
-Skipped where kubectl is not installed, as tests/test_kubesim_kubectl.py is. One `sim serve`
-(scheduler and kubelet on, one node) for the module.
+One `sim serve` (scheduler and kubelet on, one node) for the module.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-KUBECTL = shutil.which("kubectl")
+from tests.kubectl_support import KUBECTL
+
 GANGGATE = str(Path(sys.executable).with_name("ganggate"))
 
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 EVENT = """\
 apiVersion: v1
