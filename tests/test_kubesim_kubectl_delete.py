@@ -12,6 +12,7 @@ import asyncio
 
 from ganggate.sim.clock import ManualClock
 from tests.kubectl_support import KUBECTL
+from tests.kubesim_support import eventually
 from tests.kubesim_lifecycle_support import gone, pod_where, simulator, sleeper_at
 from tests.test_kubesim_scheduler_support import pod_manifest
 
@@ -19,6 +20,13 @@ from tests.test_kubesim_scheduler_support import pod_manifest
 async def kubectl(sim, *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(KUBECTL, "--kubeconfig", sim.kubeconfig, *args,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+def _watching_pod(sim, pod: dict) -> bool:
+    """An open watch on this one pod, by its name (kubectl delete's wait), not one of the components'."""
+    other = {**pod, "metadata": {**pod["metadata"], "name": "someone-else"}}
+    return any(w.predicate is not None and w.predicate(pod) and not w.predicate(other)
+               for w in sim.store.hub.watchers)
 
 
 def _running(pod):
@@ -31,9 +39,10 @@ async def test_kubectl_delete_waits_for_the_grace_period_and_the_kubelet():
         await api.create_pod(pod_manifest("p"))
         await pod_where(api, "p", _running, "p to run")
         process = await kubectl(sim, "delete", "pod", "p")
-        await pod_where(api, "p", lambda pod: pod["metadata"].get("deletionTimestamp"), "p to terminate")
+        terminating = await pod_where(api, "p", lambda pod: pod["metadata"].get("deletionTimestamp"), "p to terminate")
         await sleeper_at(clock, 30)
-        await asyncio.sleep(0.5)
+        # kubectl waits by watching the pod: once its watch is open, it is waiting, not done.
+        await eventually(lambda: _watching_pod(sim, terminating), timeout=60)
         assert process.returncode is None  # still waiting for the pod to go
         clock.advance_to(30)
         out, err = await process.communicate()

@@ -89,9 +89,10 @@ def test_logs_show_the_containers_start_and_follow_ends_with_its_kill(kubectl) -
         "kubesim: container trainer started on node node-0: python train.py\n"
     follow = subprocess.Popen([KUBECTL, "logs", "-f", "trainer"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=kubectl.env)
-    time.sleep(1.0)
+    first = follow.stdout.readline()  # it is following once it has printed what is there
     kubectl("delete", "pod", "trainer", "--grace-period=1", "--wait=false")
-    out, err = follow.communicate(timeout=60)
+    rest, err = follow.communicate(timeout=60)
+    out = first + rest
     assert follow.returncode == 0, err
     assert out.splitlines() == [
         "kubesim: container trainer started on node node-0: python train.py",
