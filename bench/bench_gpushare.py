@@ -156,6 +156,10 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    import tempfile
+
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(lists="default", policies="best-fit,fgd", seeds=1, plot=Path(tempfile.gettempdir()) / "bench_gpushare_small.png"))
     parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace directory (default {TRACE})")
     parser.add_argument("--lists", default=",".join(x for x in LISTS if x not in MADE),
                         help=f"pod lists (default: the trace's five; also {', '.join(MADE)}, or the path of a "

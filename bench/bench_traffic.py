@@ -54,6 +54,8 @@ async def main(args: argparse.Namespace) -> None:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(gangs=2, nodes=2, latency=[0.0], modes=["ganggate"]))
     parser.add_argument("--gangs", type=int, default=200)
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.3])
