@@ -22,7 +22,7 @@ demo: setup
 	$(BIN)/ganggate demo
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

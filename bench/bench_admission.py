@@ -80,6 +80,8 @@ async def closed_loop(chain: AdmissionChain, label: str, payloads: list[dict], w
 
 async def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(seconds=0.2, concurrency="1"))
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each step")
     parser.add_argument("--concurrency", default="1,16", help="comma-separated admits in flight")
     args = parser.parse_args()

@@ -62,6 +62,8 @@ def compare(state: ClusterState, repeat: int, fresh: bool) -> tuple[float, float
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(nodes=20, waiting_pods=40, repeat=1))
     parser.add_argument("--nodes", type=int, default=5000, help="nodes of 8 GPUs (default 5000)")
     parser.add_argument("--waiting-pods", type=int, default=10000, help="gated gang pods waiting (default 10000)")
     parser.add_argument("--repeat", type=int, default=7, help="rounds of each kind; medians shown (default 7)")

@@ -44,6 +44,8 @@ def scan_all(state: ClusterState) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(gangs=200, over=3, repeat=2))
     parser.add_argument("--gangs", type=int, default=20000)
     parser.add_argument("--over", type=int, default=10, help="gangs with one pod beyond their number")
     parser.add_argument("--repeat", type=int, default=20)

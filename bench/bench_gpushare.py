@@ -156,6 +156,10 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    import tempfile
+
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(lists="default", policies="best-fit,fgd", seeds=1, first_nodes=30, first_pods=400, plot=Path(tempfile.gettempdir()) / "bench_gpushare_small.png"))
     parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace directory (default {TRACE})")
     parser.add_argument("--lists", default=",".join(x for x in LISTS if x not in MADE),
                         help=f"pod lists (default: the trace's five; also {', '.join(MADE)}, or the path of a "
@@ -173,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--artifact", type=Path, help="the FGD artifact's analysis_allo_discrete.csv: compare "
                                                         "fgd and best-fit with its curves at every 1%% step")
     parser.add_argument("--e2e", action="store_true", help="run the small end-to-end variant instead")
+    parser.add_argument("--first-nodes", type=int, help="only the node list's first N nodes (default: all)")
+    parser.add_argument("--first-pods", type=int, help="only each pod list's first N pods (default: all)")
     args = parser.parse_args(argv)
     if args.e2e:
         from bench.gpushare_e2e import main as e2e_main
@@ -189,14 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         policies = [p for p in policies if any(key[1] == p for key in results)]
         report(results, lists, policies, args.plot, args.artifact)
         return 0
-    nodes = read_nodes(args.trace / "openb_node_list_gpu_node.csv")
+    nodes = read_nodes(args.trace / "openb_node_list_gpu_node.csv")[:args.first_nodes]
     print(f"bench_gpushare: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {len(nodes)} nodes, "
           f"{sum(int(n['status']['capacity']['nvidia.com/gpu']) for n in nodes)} GPUs; lists {', '.join(lists)}; "
           f"policies {', '.join(policies)}; seeds {args.first_seed}..{args.first_seed + args.seeds - 1}", flush=True)
     results: dict[tuple[str, str], list[Run]] = {}
     started = time.perf_counter()
     for name in lists:
-        pods = read_list(args.trace, name)
+        pods = read_list(args.trace, name)[:args.first_pods]
         infos = {pod.name: pod_info(pod) for pod in pods}
         full = workload_of(pods, 1.0)
         workloads = {"fgd-full": full, "fgd-exact-full": full}

@@ -50,6 +50,8 @@ SETTINGS = {"starvation_seconds": 300.0, "blind_seconds": BLIND_SECONDS}
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description="Time incremental decision rounds against full ones.")
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(nodes=100, waiting_pods=300, repeat=1, full_repeat=1, small_nodes=50, small_waiting_pods=100))
     parser.add_argument("--nodes", type=int, default=20000, help="nodes of 8 GPUs (default 20000)")
     parser.add_argument("--waiting-pods", type=int, default=100000, help="gated gang pods (default 100000)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each incremental round (default 5)")

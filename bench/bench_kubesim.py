@@ -151,6 +151,8 @@ async def fan_out(sim: Simulator, watchers: int, writes: int, pipeline: bool) ->
 
 async def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(nodes=5, pods=40, writes=20, watchers=2, repeats=1))
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--writes", type=int, default=5000)

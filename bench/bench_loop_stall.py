@@ -266,6 +266,8 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(nodes=50, waiting_pods=100, seconds=0.3, planning=["loop", "thread"]))
     parser.add_argument("--nodes", type=int, default=20000, help="nodes of 8 GPUs (default 20000)")
     parser.add_argument("--waiting-pods", type=int, default=100000, help="waiting gated pods (default 100000)")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long each mode runs (default 10)")

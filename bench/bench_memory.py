@@ -46,6 +46,8 @@ MIB = 2**20
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description="Peak RSS of the gate controller on a large kubesim cluster.")
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(nodes=10, waiting_pods=20, timeout=120.0))
     parser.add_argument("--nodes", type=int, default=20000, help="nodes of 8 GPUs (default 20000)")
     parser.add_argument("--waiting-pods", type=int, default=100000, help="gated gang pods (default 100000)")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the cluster (default 7)")

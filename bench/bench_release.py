@@ -340,6 +340,8 @@ async def main(sizes: list[int], repeat: int, in_process: bool, components_proce
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(sizes=[4], repeat=1))
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 100, 1000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--in-process", action="store_true",

@@ -258,6 +258,8 @@ async def main(sizes: list[int], repeat: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(sizes=[4], repeat=1))
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()

@@ -38,12 +38,12 @@ def policy_line(result: engine.RunResult) -> str:
             f"{count('GangTimedOut')} GangTimedOut")
 
 
-async def bench(name: str, scenario: engine.Scenario) -> None:
+async def bench(name: str, scenario: engine.Scenario, modes: list[str]) -> None:
     pods = sum(j.pods for j in scenario.jobs)
     print(f"\n== {name}: {len(scenario.jobs)} jobs, {pods} pods, {len(scenario.nodes)} nodes, "
           f"{scenario.capacity} GPUs", flush=True)
     summaries = []
-    for mode in MODES:
+    for mode in modes:
         started = time.perf_counter()
         result = await engine.run_scenario(scenario, mode, exact_webhook=False)
         wall = time.perf_counter() - started
@@ -57,22 +57,28 @@ async def bench(name: str, scenario: engine.Scenario) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(sample=False, jobs=8, nodes=2, modes="ganggate"))
     parser.add_argument("--quick", action="store_true", help="the sample trace only")
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--load", type=float, default=1.5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--modes", default=",".join(MODES), help="admission modes (default: all three)")
+    parser.add_argument("--no-sample", dest="sample", action="store_false", help="leave out the sample trace")
     args = parser.parse_args()
     for name in ("gate", "webhook", "kubesim", "certs", "aiohttp", "ganggate"):
         logging.getLogger(name).setLevel(logging.ERROR)
     print(f"bench_replay: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    sample = engine.Scenario(load_trace(ROOT / "examples/traces/sample.csv"), engine.uniform_nodes(4, 8))
-    asyncio.run(bench("sample trace (examples/traces/sample.csv) on 4 x 8 GPUs", sample))
+    modes = args.modes.split(",")
+    if args.sample:
+        sample = engine.Scenario(load_trace(ROOT / "examples/traces/sample.csv"), engine.uniform_nodes(4, 8))
+        asyncio.run(bench("sample trace (examples/traces/sample.csv) on 4 x 8 GPUs", sample, modes))
     if not args.quick:
         jobs = generate(SynthConfig(jobs=args.jobs, nodes=args.nodes, gpus_per_node=8, seed=args.seed,
                                     load=args.load))
         synthetic = engine.Scenario(jobs, engine.uniform_nodes(args.nodes, 8))
-        asyncio.run(bench(f"synthetic (seed {args.seed}, load {args.load:g}) on {args.nodes} x 8 GPUs", synthetic))
+        asyncio.run(bench(f"synthetic (seed {args.seed}, load {args.load:g}) on {args.nodes} x 8 GPUs", synthetic, modes))
     return 0
 
 

@@ -52,10 +52,15 @@ def run(root: Path, jobs: int, mode: str) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    parser.add_argument("--against", required=True, help="the baseline commit (anything git rev-parse reads)")
+    sys.path.insert(0, str(ROOT))
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(against="HEAD", jobs=5))
+    parser.add_argument("--against", help="the baseline commit (anything git rev-parse reads; required)")
     parser.add_argument("--jobs", type=int, default=500, help="jobs of the synthetic trace (default 500)")
     parser.add_argument("--mode", default="ganggate", help="the admission mode (default ganggate, the defaults)")
     args = parser.parse_args()
+    if not args.against:
+        parser.error("the following arguments are required: --against")
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
         archive = subprocess.run(["git", "archive", args.against], cwd=ROOT, capture_output=True, check=True)

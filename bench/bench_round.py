@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
 
 async def _main(argv: list[str] | None) -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(nodes=100, waiting_pods=300, repeat=1))
     parser.add_argument("--nodes", type=int, default=20000, help="nodes of 8 GPUs (default 20000)")
     parser.add_argument("--waiting-pods", type=int, default=100000, help="gated gang pods (default 100000)")
     parser.add_argument("--repeat", type=int, default=5, help="rounds timed per scenario (default 5)")

@@ -122,6 +122,8 @@ async def end_to_end(nodes: int, pods: int) -> tuple[float, float, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(nodes=5, pods=20))
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     args = parser.parse_args()

@@ -155,6 +155,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(only="starve-deadlines", jobs=6))
     parser.add_argument("--quick", action="store_true", help="the sample trace and the 1x starvation trace only")
     parser.add_argument("--only", default="", help="comma-separated: sample, synth, alibaba-gangs, alibaba (a job per "
                                                    "pod), starve, starve-deadlines (its deadline rows only)")

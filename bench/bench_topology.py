@@ -55,6 +55,8 @@ FIGURES = (
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(topology="1x2x4", jobs=6, seeds="1"))
     parser.add_argument("--topology", default="4x4x8", help="BLOCKSxRACKSxNODES (default 4x4x8)")
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=300, help="jobs per trace (default 300)")

@@ -218,6 +218,8 @@ def mean_of(spans: list, i: int) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(sizes="64", cases=3))
     parser.add_argument("--sizes", default="64,256,1024,4096", help="cluster sizes in nodes (64, 256, 1024, 4096)")
     parser.add_argument("--cases", type=int, default=40, help="gangs per size (default 40)")
     parser.add_argument("--seed", type=int, default=1)

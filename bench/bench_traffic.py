@@ -38,7 +38,8 @@ def row(latency: float, mode: str, f: Figures, wall: float) -> str:
 
 
 async def main(args: argparse.Namespace) -> None:
-    base = TrafficConfig(gangs=args.gangs, nodes=args.nodes, seed=args.seed)
+    base = TrafficConfig(gangs=args.gangs, nodes=args.nodes, seed=args.seed, gang_seconds=tuple(args.gang_seconds),
+                         ordinary_seconds=tuple(args.ordinary_seconds))
     print(f"{base.nodes} nodes x {base.gpus_per_node} GPUs; {base.gangs} gangs of {base.gang_sizes} pods every "
           f"{base.gang_interval:g} s on average, running {base.gang_seconds} s; ordinary 1-GPU pods "
           f"{base.ordinary_rate:g}/s running {base.ordinary_seconds} s; load average "
@@ -58,6 +59,9 @@ async def main(args: argparse.Namespace) -> None:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(gangs=2, nodes=2, latency=[0.0], modes=["ganggate"],
+                                                gang_seconds=(1.0, 2.0), ordinary_seconds=(1.0, 3.0)))
     parser.add_argument("--gangs", type=int, default=200)
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.3])
@@ -65,6 +69,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dra", action="store_true",
                         help="after each gated mode, the same run with GPUs as DRA devices claimed through a template")
+    parser.add_argument("--gang-seconds", type=float, nargs=2, default=TrafficConfig.gang_seconds, metavar=("MIN", "MAX"),
+                        help="a gang member's run time, uniform (default %(default)s)")
+    parser.add_argument("--ordinary-seconds", type=float, nargs=2, default=TrafficConfig.ordinary_seconds,
+                        metavar=("MIN", "MAX"), help="an ordinary pod's run time, uniform (default %(default)s)")
     return parser.parse_args(argv)
 
 

@@ -224,6 +224,8 @@ async def answers_of(webhook, payloads: list[bytes]) -> list[tuple[str, str]]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from bench.small import small  # tests/test_benches.py runs --small
+    parser.add_argument("--small", action=small(rates="100", seconds=0.2, repeat=1, generators=1, connections=2, max_workers=2))
     parser.add_argument("--rates", default="200,500,1000", help="comma-separated request rates")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each step")
     parser.add_argument("--connections", type=int, default=16,

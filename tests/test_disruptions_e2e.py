@@ -14,19 +14,17 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 from typing import Any, AsyncIterator
 
 import aiohttp
-import pytest
 
 from ganggate.contract import GROUP_NAME, GROUP_POD_NUM
 from ganggate.sim.clock import WallClock
 from tests.controller_support import E2E, GPU, e2e_cluster, wait_for
 from tests.gang_checker import GangSampler, assert_every_gang_whole_or_waiting, wait_quiet
+from tests.kubectl_support import KUBECTL
 
 log = logging.getLogger(__name__)
-KUBECTL = shutil.which("kubectl")
 TIME_SCALE = 10.0
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
@@ -143,7 +141,6 @@ async def test_a_high_priority_pod_on_a_full_cluster_preempts_without_leaving_a_
 # ---- (2) kubectl drain of a node hosting half a gang ----------------------------------------
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 async def test_kubectl_drain_of_a_node_hosting_half_a_gang(tmp_path):
     """Evictions go through the eviction API and the gang's budget; the gang never ends half evicted."""
     async with cluster(tmp_path, nodes=3, gpus=4) as c:

@@ -6,20 +6,17 @@ here; ```` ```console sim-up ```` runs against the cluster an earlier block of t
 started with `ganggate sim up` / `ganggate sim serve`; ```` ```sh no-run: <why> ```` is counted
 and listed with its reason; ```` ```text output ```` is the output of the command before it.
 
-A document whose commands drift from what the code does fails here. Blocks that use kubectl are
-skipped (and counted as skipped) where kubectl is not installed, as the other kubectl tests are.
+A document whose commands drift from what the code does fails here. Blocks that use kubectl run the
+virtualenv's (the test extra installs it; tests/kubectl_support.py).
 """
 
 from __future__ import annotations
-
-import shutil
 
 import pytest
 
 from tests.doc_commands import ROOT, Block, Command, Session, commands, documents, matches, parse, problems
 
 DOCS = documents()
-KUBECTL = shutil.which("kubectl")
 
 
 def _label(path) -> str:
@@ -52,8 +49,6 @@ def _runnable(doc) -> list[Block]:
 @pytest.mark.parametrize("doc", [d for d in DOCS if _runnable(d)], ids=_label)
 def test_the_documents_commands_run_as_written(doc, tmp_path) -> None:
     blocks = _runnable(doc)
-    if KUBECTL is None and any("kubectl" in line for b in blocks for line in b.body):
-        pytest.skip(f"kubectl is not installed: {doc.name}'s kubectl blocks cannot run")
     session = Session(tmp_path)
     try:
         for index, block in enumerate(blocks):

@@ -124,12 +124,8 @@ def test_the_examples_cover_every_check():
 # --- `ganggate sim up --gate-by policy` -------------------------------------------------------------
 
 def test_sim_up_gate_by_policy_releases_a_gang_and_refuses_a_broken_one_with_the_webhooks_reason(tmp_path):
-    import shutil
-
     from tests.test_sim_up import EXAMPLES, eventually, released_and_running, start_up
 
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed")
     up = start_up(tmp_path, "--nodes", "2", "--gate-by", "policy")
     try:
         assert up.kubectl("create", "namespace", "mpi").returncode == 0

@@ -3,7 +3,6 @@ and ProvisioningRequests are checked or provisioned all or nothing, as cluster-a
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from ganggate.sim.autoscaler import estimator
 from ganggate.sim.autoscaler.nodegroups import NodeGroupError, parse_node_group
 from ganggate.sim.clock import WallClock
 from ganggate.sim.simulator import Simulator, node_manifest
+from tests.kubectl_support import KUBECTL
 from tests.kubesim_support import Raw, eventually, pod_manifest
 
 PROVREQS = "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"
@@ -167,7 +167,6 @@ spec:
 """
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_applies_a_provisioning_request_to_sim_serve_and_sees_the_new_nodes(tmp_path: Path) -> None:
     """As a user would: `ganggate sim serve --node-group`, then kubectl with validation on."""
     kubeconfig = tmp_path / "kubeconfig"
@@ -178,7 +177,7 @@ def test_kubectl_applies_a_provisioning_request_to_sim_serve_and_sees_the_new_no
                                    stdout=log, stderr=subprocess.STDOUT)
     try:
         def kubectl(*args: str, stdin: str | None = None) -> str:
-            result = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args], input=stdin,
+            result = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], input=stdin,
                                     capture_output=True, text=True, timeout=60)
             assert result.returncode == 0, result.stderr
             return result.stdout

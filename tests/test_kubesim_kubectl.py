@@ -1,6 +1,6 @@
 """kubectl against `ganggate sim serve` started as its own process, through the kubeconfig it writes.
 
-Skipped where kubectl is not installed. `kubectl apply` validates (its default, --validate=strict):
+`kubectl apply` validates (its default, --validate=strict):
 it reads /openapi/v3, sees the server takes `fieldValidation`, and sends `fieldValidation=Strict`.
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,13 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.kubectl_support import KUBECTL
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
-KUBECTL = shutil.which("kubectl")
 GANGGATE = str(Path(sys.executable).with_name("ganggate"))
 GATE = "scheduling.k8s.io/group-gate"
 
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 POD = """\
 apiVersion: v1

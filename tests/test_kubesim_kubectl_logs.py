@@ -1,13 +1,11 @@
 """`kubectl logs` (with `-f`) and `kubectl get events/leases` against `ganggate sim serve`.
 
-Skipped where kubectl is not installed, as tests/test_kubesim_kubectl.py is. One `sim serve`
-(scheduler and kubelet on, one node) for the module.
+One `sim serve` (scheduler and kubelet on, one node) for the module.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-KUBECTL = shutil.which("kubectl")
+from tests.kubectl_support import KUBECTL
+
 GANGGATE = str(Path(sys.executable).with_name("ganggate"))
 
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 EVENT = """\
 apiVersion: v1
@@ -91,9 +89,10 @@ def test_logs_show_the_containers_start_and_follow_ends_with_its_kill(kubectl) -
         "kubesim: container trainer started on node node-0: python train.py\n"
     follow = subprocess.Popen([KUBECTL, "logs", "-f", "trainer"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=kubectl.env)
-    time.sleep(1.0)
+    first = follow.stdout.readline()  # it is following once it has printed what is there
     kubectl("delete", "pod", "trainer", "--grace-period=1", "--wait=false")
-    out, err = follow.communicate(timeout=60)
+    rest, err = follow.communicate(timeout=60)
+    out = first + rest
     assert follow.returncode == 0, err
     assert out.splitlines() == [
         "kubesim: container trainer started on node node-0: python train.py",

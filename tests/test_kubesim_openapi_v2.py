@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from ganggate.sim.apiserver import discovery, openapi_v2
 from tests.kubesim_support import raw, sim  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
-KUBECTL = shutil.which("kubectl")
 PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 
 
@@ -115,8 +113,6 @@ def readme_examples() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory):
-    if KUBECTL is None:
-        pytest.skip("kubectl is not installed")
     from tests.test_sim_up import start_up
 
     running = start_up(tmp_path_factory.mktemp("sim-up-openapi-v2"), "--nodes", "2")

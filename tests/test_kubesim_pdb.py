@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 from typing import Any, AsyncIterator
 
@@ -21,6 +20,7 @@ from ganggate.sim import Simulator
 from ganggate.sim.apiserver.discovery import by_key
 from ganggate.sim.apiserver.requests import Target
 from ganggate.sim.helpers import disruption
+from tests.kubectl_support import KUBECTL
 from tests.kubesim_support import Raw, eventually, pod_manifest
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -306,7 +306,6 @@ async def test_a_budget_not_yet_observed_is_still_being_processed(cluster: tuple
         assert headers.get("Retry-After") == "10"
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_kubectl_drain_evicts_and_waits_for_the_budget(cluster: tuple[Simulator, Raw]) -> None:
     # kubectl drain: cordon, then evict every pod on the node, retrying a 429 every 5 seconds
     # (k8s.io/kubectl/pkg/drain). The budget allows one eviction; the second waits until the first
@@ -318,7 +317,7 @@ async def test_kubectl_drain_evicts_and_waits_for_the_budget(cluster: tuple[Simu
     await raw.request("POST", PDBS, pdb_manifest("budget", {"app": "a"}, minAvailable=2))
     await pdb_status(sim, "budget", disruptionsAllowed=1)
     proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", sim.kubeconfig, "drain", "node-0", "--ignore-daemonsets",
+        KUBECTL, "--kubeconfig", sim.kubeconfig, "drain", "node-0", "--ignore-daemonsets",
         "--delete-emptydir-data", "--force", "--timeout=60s",
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "KUBECONFIG": sim.kubeconfig})
 

@@ -17,6 +17,7 @@ import yaml
 from ganggate.contract import GANG_ANNOTATIONS, GangSpec, parse_gang
 from ganggate.admission.review import ReviewPolicy, decide_create
 from ganggate.admission.templates import WORKLOADS, pod_templates as workload_templates
+from tests.kubectl_support import KUBECTL
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -133,21 +134,9 @@ def test_kustomization_references_exist(path):
         assert "patch" in patch or (path.parent / patch["path"]).exists()
 
 
-def kustomize_major() -> int | None:
-    """The major version of the kustomize built into kubectl (printed since kubectl 1.24), or None."""
-    if shutil.which("kubectl") is None:
-        return None
-    proc = subprocess.run(["kubectl", "version", "--client"], capture_output=True, text=True, timeout=60)
-    match = re.search(r"Kustomize Version: v(\d+)", proc.stdout)
-    return int(match.group(1)) if match else None
-
-
-needs_kustomize = pytest.mark.skipif((kustomize_major() or 0) < 4,
-                                     reason="needs kubectl with kustomize v4+ (kubectl 1.21+)")
-
-
 def kustomize(directory: Path) -> list[dict]:
-    proc = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+    """`kubectl kustomize` (the test extra's kubectl, with kustomize v5 built in: tests/kubectl_support.py)."""
+    proc = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
@@ -167,7 +156,6 @@ def controller_args(objects: list[dict]) -> list[str]:
     return container["args"]
 
 
-@needs_kustomize
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_overlays_build_with_kustomize(overlay):
     objects = kustomize(DEPLOY / "overlays" / overlay)
@@ -191,7 +179,6 @@ def test_overlays_build_with_kustomize(overlay):
     assert images == {"ghcr.io/ganggate/ganggate:0.1.0"}
 
 
-@needs_kustomize
 @pytest.mark.parametrize("overlay", ["cert-manager", "self-signed"])
 def test_every_component_builds_into_an_overlay(overlay, tmp_path):
     # gate-by-policy (1.36+) and webhook-update-check (before 1.30) are for opposite ends of the
@@ -267,13 +254,13 @@ def deletes_pods(args: list[str]) -> bool:
     return on_loss == "restart" or on_timeout == "recreate"
 
 
-@needs_kustomize
-@pytest.mark.parametrize("overlay", OVERLAYS)
-@pytest.mark.parametrize("components", [(), ("member-loss-report-only",), ("recreate-on-bind-timeout",),
-                                        ("member-loss-report-only", "recreate-on-bind-timeout")])
+# The recreate overlay already lists recreate-on-bind-timeout: it is built alone.
+@pytest.mark.parametrize("overlay, components", [
+    (overlay, components) for overlay in OVERLAYS
+    for components in [(), ("member-loss-report-only",), ("recreate-on-bind-timeout",),
+                       ("member-loss-report-only", "recreate-on-bind-timeout")]
+    if not (overlay == "recreate" and components)])
 def test_pod_delete_is_granted_iff_a_deleting_policy_is_on(overlay, components, tmp_path):
-    if overlay == "recreate" and components:
-        pytest.skip("the recreate overlay already lists recreate-on-bind-timeout")
     objects = with_components(tmp_path, overlay, *components)
     grants = granted(objects, "ganggate-controller")
     deleting = deletes_pods(controller_args(objects))
@@ -640,7 +627,6 @@ def test_make_image_builds_with_the_first_builder_that_works(tmp_path, builder, 
     assert record.read_text().split() == [verb, "--tag", f"ghcr.io/ganggate/ganggate:{version}", "."]
 
 
-@needs_kustomize
 def test_the_autoscaling_component_grants_provisioning_requests_and_turns_them_on(tmp_path):
     """--autoscaling=provisioning-request needs ProvisioningRequests and PodTemplates; the base grants neither."""
     objects = with_components(tmp_path, "self-signed", "autoscaling-provisioning-request")
@@ -651,7 +637,6 @@ def test_the_autoscaling_component_grants_provisioning_requests_and_turns_them_o
     assert ("autoscaling.x-k8s.io", "provisioningrequests") not in granted(base_objects(), "ganggate-controller")
 
 
-@needs_kustomize
 def test_the_placeholders_component_grants_pod_create_and_the_priority_class(tmp_path):
     objects = with_components(tmp_path, "self-signed", "autoscaling-placeholders")
     grants = granted(objects, "ganggate-controller")
@@ -661,15 +646,17 @@ def test_the_placeholders_component_grants_pod_create_and_the_priority_class(tmp
     assert "create" not in granted(base_objects(), "ganggate-controller")[("", "pods")]
 
 
-@needs_kustomize
 @pytest.mark.parametrize("overlay", ["cert-manager"])  # the overlays differ only in how the certificates are made
 def test_the_gate_by_policy_component_narrows_the_webhook_to_what_a_policy_cannot_gate(overlay, tmp_path):
     objects = with_components(tmp_path, overlay, "gate-by-policy")
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
-    # The webhook is sent only what a policy cannot gate: shared-GPU pods without gang annotations.
+    # The webhook is sent only what a policy cannot gate: shared-GPU pods without gang annotations,
+    # and pods naming a PodGroup (gated by the webhook when ganggate admits PodGroup gangs).
     matches = match_condition(find(objects, "MutatingWebhookConfiguration", "ganggate"))
     shared = {"containers": [{"name": "m", "resources": {"limits": {"aliyun.com/gpu-mem": "4"}}}]}
     assert matches({"metadata": {}, "spec": shared}, None)
+    assert matches({"metadata": {}, "spec": {"schedulingGroup": {"podGroupName": "train"},
+                                             "containers": [{"name": "m"}]}}, None)
     for key in GANG_ANNOTATIONS:
         assert not matches({"metadata": {"annotations": {key: "x"}}, "spec": shared}, None)
         assert not matches(pod({key: "x"}), None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import yaml
 
 from ganggate.cli import main
 from ganggate.core.state.snapshot import make_node, make_pod
+from tests.kubectl_support import KUBECTL
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "snapshot-small.json"
@@ -182,7 +182,6 @@ def test_what_if_on_nodes_of_a_real_gpu_cluster(capsys, tmp_path) -> None:
 
 # ---- a snapshot taken with kubectl from a running cluster (kubesim over HTTP) ----------------
 
-KUBECTL = shutil.which("kubectl")
 
 MANIFESTS = """\
 apiVersion: v1
@@ -216,7 +215,6 @@ spec:
     return "---\n".join(docs)
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 async def test_plan_on_a_kubectl_snapshot_of_a_live_cluster(tmp_path) -> None:
     import asyncio
     import os

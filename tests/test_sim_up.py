@@ -1,14 +1,13 @@
 """`ganggate sim up`: a local cluster (kubesim, webhook, controller) in one command, used with kubectl.
 
-Each run starts `ganggate sim up` as its own process and waits for its ready banner. The kubectl
-tests are skipped where kubectl is not installed.
+Each run starts `ganggate sim up` as its own process and waits for its ready banner; kubectl is
+the virtualenv's (tests/kubectl_support.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,10 +23,10 @@ import pytest
 import yaml
 
 from ganggate.local.parts import manifest_text
+from tests.kubectl_support import KUBECTL
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-KUBECTL = shutil.which("kubectl")
 DECISION = "ganggate.io/decision"
 DENIAL = 'admission webhook "gang-gate.ganggate.io" denied the request'
 READY = "ganggate sim up: ready"
@@ -111,8 +110,6 @@ def decision_id(pod: dict[str, Any]) -> str:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """One `sim up` with 12 nodes of 8 GPUs, shared by the kubectl tests (each in its own namespace)."""
-    if KUBECTL is None:
-        pytest.skip("kubectl is not installed")
     up = start_up(tmp_path_factory.mktemp("sim-up"), "--nodes", "12")
     yield up
     up.stop()

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from tests.test_sim_up import EXAMPLES, KUBECTL, Up, decision_id, eventually, released_and_running, start_up
-
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+from tests.test_sim_up import EXAMPLES, Up, decision_id, eventually, released_and_running, start_up
 
 
 def test_a_job_larger_than_the_cluster_starts_whole_on_new_nodes(tmp_path) -> None:

@@ -12,12 +12,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
-from tests.test_sim_up import EXAMPLES, KUBECTL, eventually, start_up
+from tests.test_sim_up import EXAMPLES, eventually, start_up
 
 CARD = "ALIYUN_COM_GPU_MEM_IDX"
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
 def test_the_gpushare_examples_run_on_cards_the_controller_chose(tmp_path: Path) -> None:

@@ -37,12 +37,8 @@ def test_sim_up_with_nvlink_cliques_places_a_gang_that_requires_one_in_one(tmp_p
     import json
 
     from ganggate.replay.gangcheck import required_topology_broken
-    from tests.test_sim_up import KUBECTL, eventually, released_and_running, start_up
+    from tests.test_sim_up import eventually, released_and_running, start_up
 
-    if KUBECTL is None:
-        import pytest
-
-        pytest.skip("kubectl is not installed")
     up = start_up(tmp_path, "--topology", "1x1x4", "--nvlink-cliques", "2", "--gpus-per-node", "4")
     try:
         nodes = json.loads(up.kubectl("get", "nodes", "-o", "json").stdout)["items"]

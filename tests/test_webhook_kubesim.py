@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from ganggate.certs.inject import inject_ca_bundle
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME
 from ganggate.local.parts import gate_by_policy_webhook, register_gate_policies, register_policies
 from tests.gate_contract import DENIED, VAP_PREFIX, WEBHOOK_PREFIX, webhook_message
+from tests.kubectl_support import KUBECTL
 from tests.webhook_support import gang_pod, make_certs
 from ganggate.admission.server import WebhookConfig, start_webhook
 
@@ -37,7 +37,7 @@ def gates(pod) -> list[str]:
 
 async def kubectl(kubeconfig: str, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", kubeconfig, *args,
+        KUBECTL, "--kubeconfig", kubeconfig, *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
@@ -165,7 +165,6 @@ async def test_a_webhook_outage_blocks_gang_pods_only(cluster, gate_by):
     await core.patch_namespaced_pod("plain", "ml", {"metadata": {"labels": {"x": "y"}}})
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 async def test_examples_with_kubectl(cluster, gate_by):
     sim, core, _ = cluster
     code, out, err = await kubectl(sim.kubeconfig, "-n", "ml", "apply", "-f", str(REPO / "examples" / "mpi-gang-pods.yaml"))

@@ -124,6 +124,7 @@ class Reads:
             except ValueError as exc:
                 raise errors.bad_request(f"invalid timeoutSeconds: {query['timeoutSeconds']}") from exc
         bookmarks = parse_bool(query.get("allowWatchBookmarks"))
+        send_initial = _watch_list_options(query, bookmarks)
         rv_text = query.get("resourceVersion") or ""
         since: int | None = None
         if rv_text not in ("", "0"):
@@ -140,8 +141,17 @@ class Reads:
         try:
             # resourceVersion unset or "0": synthetic ADDED events for the current state, then changes
             # (the watch cache serves "0" from its current state; docs/reference/using-api/api-concepts).
-            initial = (s for _, s in self.store.iter(info.key, target.namespace)) if since is None else ()
-            watcher = self.store.hub.subscribe(info.key, target.namespace, predicate, since, initial)
+            initial = (s for _, s in self.store.iter(info.key, target.namespace)) if since is None or send_initial else ()
+            watcher = self.store.hub.subscribe(info.key, target.namespace, predicate, None if send_initial else since, initial)
+            if send_initial:
+                # A watch-list stream (sendInitialEvents=true): the current state as ADDED events, then one
+                # BOOKMARK annotated k8s.io/initial-events-end at the revision they show, then changes
+                # (k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go processInterval; client-go's
+                # reflector watchList waits for that bookmark). NotOlderThan an RV: the current state is.
+                mark = {"kind": info.kind, "apiVersion": info.api_version,
+                        "metadata": {"resourceVersion": str(self.store.resource_version),
+                                     "annotations": {INITIAL_EVENTS_END: "true"}}}
+                watcher.push_raw(event_line("BOOKMARK", dumps(mark)))
         except errors.ApiError as error:
             # An expired resourceVersion is an ERROR event in a 200 stream, as the watch cache does.
             await response.write(event_line("ERROR", dumps(error.status())))
@@ -188,3 +198,24 @@ class Reads:
             pass
         return response
 
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _watch_list_options(query: dict[str, str], bookmarks: bool) -> bool:
+    """Whether a watch asks for a watch-list stream; 422 for options the real server refuses with it
+    (k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go validateWatchOptions)."""
+    match = query.get("resourceVersionMatch", "")
+    if "sendInitialEvents" not in query:
+        return False
+    send_initial = parse_bool(query.get("sendInitialEvents"))
+    causes: list[errors.Cause] = []
+    if match != "NotOlderThan":
+        causes.append(errors.forbidden("resourceVersionMatch",
+                                       "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+    if send_initial and not bookmarks:
+        causes.append(errors.forbidden("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"))
+    if causes:
+        raise errors.invalid("ListOptions", "", causes, group="meta.k8s.io")
+    return send_initial
