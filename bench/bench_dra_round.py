@@ -145,6 +145,9 @@ async def _main(argv: list[str] | None) -> None:
     parser.add_argument("--waiting-pods", type=int, default=100000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
+    from bench.small import small  # tests/test_benches.py runs --small
+
+    parser.add_argument("--small", action=small(nodes=100, waiting_pods=300, repeat=1))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)

@@ -70,6 +70,9 @@ async def main() -> None:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=2)
+    from bench.small import small  # tests/test_benches.py runs --small
+
+    parser.add_argument("--small", action=small(pods=40, repeat=1))
     args = parser.parse_args()
     print(f"{args.pods} pod creates, {args.in_flight} in flight, kubesim API server in this process, the webhook in "
           f"a subprocess; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine "
