@@ -22,10 +22,10 @@ async def _eventually(check, timeout: float = 10.0) -> None:
     assert check()
 
 
-async def test_the_four_controllers_open_one_pod_watch_between_them():
+async def test_the_five_controllers_open_one_pod_watch_between_them():
     async with Simulator(nodes=1, scheduler=False, kubelet=False, controllers=True) as sim:
         assert set(sim.components) == {"JobController", "GarbageCollector", "NodeLifecycleController",
-                                       "DisruptionController"}
+                                       "DisruptionController", "ResourceClaimController"}
         await _eventually(lambda: _watchers(sim, "pods") >= 1)
         assert _watchers(sim, "pods") == 1
         assert _watchers(sim, "nodes") == 1

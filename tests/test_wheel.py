@@ -72,7 +72,8 @@ def test_the_wheel_holds_no_simulator_dependency(installed, tmp_path):
     listing = pip(installed / "python", "list", "--format=json", cwd=tmp_path).stdout
     names = {re.sub(r"[-_.]+", "-", d["name"]).lower() for d in json.loads(listing)}
     assert {"aiohttp", "kubernetes-asyncio", "cryptography"} <= names
-    assert not names & {"numpy", "matplotlib", "cel-python"}
+    # cel-python is the controller's own (it evaluates DRA device selectors); the plots' libraries are not
+    assert not names & {"numpy", "matplotlib"}
     where = subprocess.run([str(installed / "python"), "-c", "import ganggate; print(ganggate.__file__)"],
                            capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=60)
     assert where.stdout.startswith(str(installed.parent)), where  # the installed copy, not the source tree
