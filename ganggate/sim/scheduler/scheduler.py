@@ -244,7 +244,8 @@ class Scheduler:
             self.queue.delete(key)
             return
         self.queue.update(key, pod, **info)
-        self._nominate(key, pod, info, old)
+        if not (kind == "ADDED" and (pod.get("spec") or {}).get("schedulingGates")):
+            self._nominate(key, pod, info, old)  # moveToActiveQ nominates no gated pod on Add
         if old is not None and eventhandlers.has_nominated_node_name_changed(old, pod):
             self._nominated_pod_gone(old)  # updatePodInSchedulingQueue
         self._wake.set()
