@@ -278,3 +278,14 @@ def test_queueing_hints_are_locked_on_in_1_35_and_off_by_default_in_1_30():
     with pytest.raises(FeatureGateError, match="unrecognized feature gate: SchedulerPopFromBackoffQ"):
         parse("SchedulerPopFromBackoffQ=true", "1.30")
     assert parse("", "1.33").enabled("SchedulerPopFromBackoffQ")
+
+
+def test_a_pod_that_failed_with_no_plugin_to_blame_waits_out_its_backoff_even_with_the_gate():
+    clock = FakeTime()  # no nodes at all, a bind error: podErrorBackoffQ, which popBackoff leaves alone
+    queue = SchedulingQueue(now=clock)
+    queue.add("p", make_pod("p", uid="p"))
+    assert queue.unschedulable_failed(queue.pop(), frozenset()) == "backoff"
+    assert queue.pop() is None
+    clock.t += 2.0  # 1 s, and the whole-second window it ends in
+    queue.flush_backoff()
+    assert queue.pop().key == "p"
