@@ -289,3 +289,21 @@ def test_a_pod_that_failed_with_no_plugin_to_blame_waits_out_its_backoff_even_wi
     clock.t += 2.0  # 1 s, and the whole-second window it ends in
     queue.flush_backoff()
     assert queue.pop().key == "p"
+
+
+def test_the_flags_give_the_scheduler_an_older_releases_gates_and_refuse_what_1_35_locks():
+    from ganggate.sim.componentbase import featuregate
+
+    class Args:
+        feature_gates = ""
+        scheduler_feature_gates = "SchedulerQueueingHints=false"
+        scheduler_emulated_version = "1.35"
+
+    with pytest.raises(featuregate.FeatureGateError, match="--scheduler-feature-gates: cannot set feature gate "
+                                                           "SchedulerQueueingHints to false"):
+        featuregate.from_arguments(Args())
+    Args.scheduler_emulated_version = "1.30"
+    cluster, scheduler = featuregate.from_arguments(Args())
+    assert cluster.enabled("SchedulerQueueingHints") and not scheduler.enabled("SchedulerQueueingHints")
+    assert scheduler.describe() == "1.30 defaults" and scheduler.version == "1.30"  # false is its default there
+    assert not Harness(scheduler).scheduler.queue.queueing_hints
