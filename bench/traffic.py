@@ -60,6 +60,10 @@ class TrafficConfig:
     #: GPUs as DRA devices (Simulator(dra_product=...)): every pod claims its GPU through the
     #: ResourceClaimTemplate `one-gpu` instead of asking nvidia.com/gpu.
     dra: bool = False
+    #: the scheduler stand-in's gates ("A=true,..." and the release whose defaults the others take:
+    #: ganggate/sim/componentbase/featuregate.py); 1.35's defaults when empty
+    scheduler_gates: str = ""
+    scheduler_version: str = "1.35"
 
 
 # ---- the ledger (pure) --------------------------------------------------------------------------
@@ -343,8 +347,11 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
     from ganggate.replay.stack import Stack, start_gate
     from ganggate.sim.simulator import Simulator
 
+    from ganggate.sim.componentbase.featuregate import parse
+
+    gates = parse(config.scheduler_gates, config.scheduler_version)
     async with Simulator(nodes=config.nodes, gpus_per_node=config.gpus_per_node,
-                         components_process=config.components_process,
+                         components_process=config.components_process, scheduler_feature_gates=gates,
                          dra_product="NVIDIA H100 80GB HBM3" if config.dra else None) as sim:
         stack = Stack(mode="ganggate", sim=sim, settings=dict(SETTINGS.get(mode, {})))
         stack.api = sim.api_client()

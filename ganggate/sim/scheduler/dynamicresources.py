@@ -416,22 +416,24 @@ def plugin(feature_gates: Any) -> DynamicResources | None:
 
 def watch(dra: DynamicResources | None, session: aiohttp.ClientSession, base_url: str,
           changed: Any) -> list[asyncio.Future]:
-    """The plugin's informers (classes, slices, claims); a change requeues unschedulable pods."""
+    """The plugin's informers (classes, slices, claims); `changed(resource, kind, obj, old)` is told
+    of each change, for the queue to move the pods it may help (hints.py)."""
     from ganggate.sim.client.informers import Reflector
 
     if dra is None:
         return []
 
-    def handler(inner: Any) -> Any:
+    def handler(inner: Any, resource: str) -> Any:
         def on_event(kind: str, obj: dict, old: dict | None) -> None:
             inner(kind, obj, old)
-            changed()
+            changed(resource, kind, obj, old)
         return on_event
 
     base = f"/apis/{api.API_VERSION}"
-    return [asyncio.ensure_future(Reflector(session, base_url, f"{base}/{path}", handler(fn)).run())
-            for path, fn in (("deviceclasses", dra.on_class), ("resourceslices", dra.on_slice),
-                             ("resourceclaims", dra.on_claim))]
+    return [asyncio.ensure_future(Reflector(session, base_url, f"{base}/{path}", handler(fn, resource)).run())
+            for path, fn, resource in (("deviceclasses", dra.on_class, "DeviceClass"),
+                                       ("resourceslices", dra.on_slice, "ResourceSlice"),
+                                       ("resourceclaims", dra.on_claim, "ResourceClaim"))]
 
 
 def reserve(dra: DynamicResources | None, algorithm: Any, pod_key: str, pod: Mapping[str, Any], node: str) -> None:
