@@ -164,4 +164,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--limit", type=float, default=15.0, help="seconds to wait for a bind")
+    from bench.small import small  # tests/test_benches.py runs --small
+
+    parser.add_argument("--small", action=small(rounds=1, limit=12.0))
     asyncio.run(main(parser.parse_args()))

@@ -41,9 +41,10 @@ UPDATE_POD_SCALE_DOWN = 1 << 8
 UPDATE_POD_TOLERATION = 1 << 9
 UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1 << 10
 UPDATE_POD_OTHER = 1 << 11  # updatePodOther: a change no UpdatePodXYZ covers (internal)
+UPDATE_POD_GENERATED_RESOURCE_CLAIM = 1 << 12  # status.resourceClaimStatuses (or the extended one) changed
 UPDATE = (UPDATE_NODE_ALLOCATABLE | UPDATE_NODE_LABEL | UPDATE_NODE_TAINT | UPDATE_NODE_CONDITION
           | UPDATE_NODE_ANNOTATION | UPDATE_POD_LABEL | UPDATE_POD_SCALE_DOWN | UPDATE_POD_TOLERATION
-          | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_OTHER)
+          | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_OTHER | UPDATE_POD_GENERATED_RESOURCE_CLAIM)
 ALL = ADD | DELETE | UPDATE
 
 NODE, POD, ASSIGNED_POD, UNSCHEDULED_POD, WILDCARD = "Node", "Pod", "AssignedPod", "UnschedulablePod", "*"
@@ -240,12 +241,23 @@ def registrations(queueing_hints: bool, release: tuple[int, int] = (1, 35)) -> d
 
 def _dra_registrations() -> list[Registration]:
     """dynamicresources.go EventsToRegister: claims and slices added or updated (allocations are
-    tracked in claims; new devices may appear in slices), device classes added or updated. kubesim
+    tracked in claims; new devices may appear in slices), device classes added or updated, a pod's
+    generated claim named in its status (UpdatePodGeneratedResourceClaim). kubesim
     queues on each, and on a claim deleted too (its hints are the default Queue: never fewer
     retries than the real hints', so ordinary pods compete at least as hard as on a real cluster)."""
     return [(ClusterEvent(RESOURCE_CLAIM, ADD | UPDATE | DELETE), _always),
             (ClusterEvent(RESOURCE_SLICE, ADD | UPDATE), _always),
-            (ClusterEvent(DEVICE_CLASS, ADD | UPDATE), _always)]
+            (ClusterEvent(DEVICE_CLASS, ADD | UPDATE), _always),
+            (ClusterEvent(POD, UPDATE_POD_GENERATED_RESOURCE_CLAIM), _always)]
+
+
+def generated_claims_changed(old: Mapping, new: Mapping) -> bool:
+    """framework/events.go extractPodGeneratedResourceClaimChange: the claims the resourceclaim
+    controller named in the pod's status changed."""
+    def claims(pod: Mapping) -> tuple:
+        status = pod.get("status") or {}
+        return (status.get("resourceClaimStatuses"), status.get("extendedResourceClaimStatus"))
+    return claims(old) != claims(new)
 
 
 def dra_event(resource: str, kind: str) -> ClusterEvent:

@@ -73,6 +73,8 @@ def unscheduled_pod_update_events(old: Mapping, new: Mapping) -> list[ClusterEve
         actions.append(hints.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
     if len((old.get("spec") or {}).get("tolerations") or []) != len((new.get("spec") or {}).get("tolerations") or []):
         actions.append(hints.UPDATE_POD_TOLERATION)
+    if hints.generated_claims_changed(old, new):
+        actions.append(hints.UPDATE_POD_GENERATED_RESOURCE_CLAIM)
     return [ClusterEvent(hints.UNSCHEDULED_POD, a, "UnscheduledPodUpdate") for a in actions or [hints.UPDATE_POD_OTHER]]
 
 
