@@ -10,6 +10,8 @@ plain Jobs, the default scheduler alone). Figures: see bench/traffic.py and docs
 
     .venv/bin/python bench/bench_traffic.py                         # 200 gangs, latency 0 and 0.3 s
     .venv/bin/python bench/bench_traffic.py --gangs 30 --latency 0  # a quick look
+    .venv/bin/python bench/bench_traffic.py --scheduler-emulated-version 1.30  # an older kube-scheduler's gates
+    .venv/bin/python bench/bench_traffic.py --ordinary-rate 1 --ordinary-seconds 30 90  # long-lived ordinary pods
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.traffic import MODES, Figures, TrafficConfig, run  # noqa: E402
+from ganggate.sim.componentbase.featuregate import EMULATABLE, parse as parse_gates  # noqa: E402
 
 HEADER = ("| latency | mode | gangs done | partial GPU-s | median window | partial >= 2 s | partial >= 5 s "
           "| longest window | stranded | in pieces | restarted | mean wait | busy | wall |")
@@ -38,11 +41,14 @@ def row(latency: float, mode: str, f: Figures, wall: float) -> str:
 
 
 async def main(args: argparse.Namespace) -> None:
-    base = TrafficConfig(gangs=args.gangs, nodes=args.nodes, seed=args.seed)
+    base = TrafficConfig(gangs=args.gangs, nodes=args.nodes, seed=args.seed, ordinary_rate=args.ordinary_rate,
+                         ordinary_seconds=tuple(args.ordinary_seconds), scheduler_gates=args.scheduler_feature_gates,
+                         scheduler_version=args.scheduler_emulated_version)
     print(f"{base.nodes} nodes x {base.gpus_per_node} GPUs; {base.gangs} gangs of {base.gang_sizes} pods every "
           f"{base.gang_interval:g} s on average, running {base.gang_seconds} s; ordinary 1-GPU pods "
           f"{base.ordinary_rate:g}/s running {base.ordinary_seconds} s; load average "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+          f"{os.getloadavg()[0]:.1f}; scheduler gates: {parse_gates(base.scheduler_gates, base.scheduler_version).describe()}",
+          flush=True)
     print(HEADER)
     print("|---|---|" + "---:|" * 12)
     for latency in args.latency:
@@ -59,6 +65,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.3])
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ordinary-rate", type=float, default=TrafficConfig.ordinary_rate, help="ordinary pods a second")
+    parser.add_argument("--ordinary-seconds", type=float, nargs=2, default=list(TrafficConfig.ordinary_seconds),
+                        metavar=("LOW", "HIGH"), help="an ordinary pod's run time, uniform")
+    parser.add_argument("--scheduler-feature-gates", default="", metavar="A=true,B=false")
+    parser.add_argument("--scheduler-emulated-version", default="1.35", choices=EMULATABLE)
     return parser.parse_args(argv)
 
 

@@ -57,6 +57,10 @@ class TrafficConfig:
     #: (on one event loop with the API server, the webhook and the controller, a 2-core machine
     #: under load creates a Job's pods slower than gangs arrive).
     components_process: bool = True
+    #: the scheduler stand-in's gates ("A=true,..." and the release whose defaults the others take:
+    #: ganggate/sim/componentbase/featuregate.py); 1.35's defaults when empty
+    scheduler_gates: str = ""
+    scheduler_version: str = "1.35"
 
 
 # ---- the ledger (pure) --------------------------------------------------------------------------
@@ -324,8 +328,11 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
     from ganggate.replay.stack import Stack, start_gate
     from ganggate.sim.simulator import Simulator
 
+    from ganggate.sim.componentbase.featuregate import parse
+
+    gates = parse(config.scheduler_gates, config.scheduler_version)
     async with Simulator(nodes=config.nodes, gpus_per_node=config.gpus_per_node,
-                         components_process=config.components_process) as sim:
+                         components_process=config.components_process, scheduler_feature_gates=gates) as sim:
         stack = Stack(mode="ganggate", sim=sim, settings=dict(SETTINGS.get(mode, {})))
         stack.api = sim.api_client()
         gated = mode in SETTINGS

@@ -358,8 +358,9 @@ def test_gated_pods_wait_until_the_gate_is_removed():
 
 
 def test_unschedulable_pods_move_on_cluster_events_respecting_backoff():
-    clock = FakeTime()
-    queue = SchedulingQueue(initial_backoff_seconds=1, max_backoff_seconds=10, max_unschedulable_seconds=60, now=clock)
+    clock = FakeTime()  # SchedulerPopFromBackoffQ off: a backed-off pod waits out its backoff
+    queue = SchedulingQueue(initial_backoff_seconds=1, max_backoff_seconds=10, max_unschedulable_seconds=60,
+                            pop_from_backoff=False, now=clock)
     queue.add("p", make_pod("p"))
     queued = queue.pop()
     queue.unschedulable_failed(queued)
@@ -368,23 +369,23 @@ def test_unschedulable_pods_move_on_cluster_events_respecting_backoff():
     queue.flush()
     assert queue.pop() is None
     assert queue.next_wakeup() == pytest.approx(101.0)
-    clock.t = 101.0
+    clock.t = 101.001  # isPodBackingoff: still backing off at the expiry itself
     queue.flush()
     queued = queue.pop()
     assert queued.key == "p" and queued.attempts == 2
     queue.unschedulable_failed(queued)
-    assert queue.backoff_until(queued) == pytest.approx(103.0)  # doubled
+    assert queue.backoff_until(queued) == pytest.approx(103.001)  # doubled
     clock.t = 200.0  # left unschedulable longer than max_unschedulable_seconds
     queue.flush()
     assert queue.pop().key == "p"
 
 
 def test_a_spec_change_retries_an_unschedulable_pod_but_a_status_change_does_not():
-    clock = FakeTime()
-    queue = SchedulingQueue(now=clock)
+    clock = FakeTime()  # without SchedulerQueueingHints (isPodUpdated); with them see test_kubesim_queue.py
+    queue = SchedulingQueue(queueing_hints=False, now=clock)
     pod = make_pod("p")
     queue.add("p", pod)
-    queue.unschedulable_failed(queue.pop())
+    queue.unschedulable_failed(queue.pop(), frozenset({"NodeResourcesFit"}))
     clock.t += 5
     with_status = dict(pod, status={"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]})
     queue.update("p", with_status)
@@ -437,18 +438,21 @@ def test_the_unschedulable_condition_is_written_only_when_the_message_changes():
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": written[0]}]})
     scheduler.on_pod("MODIFIED", with_condition, pod)
     assert scheduler.queue.pop() is None
-    # A node update retries the pod; the same verdict is not written again.
+    # A retry (forced: no node event here could help the pod) does not write the same verdict again.
     scheduler.on_node("MODIFIED", make_node("n0", gpus=8, labels={"x": "y"}), None)
+    scheduler.queue.move_all_to_active_or_backoff()
     assert cycle() is None
     assert len(written) == 1
     # A new node changes the message: written once more.
     scheduler.on_node("ADDED", make_node("n1", gpus=4), None)
+    scheduler.queue.move_all_to_active_or_backoff()
     assert cycle() is None
     assert written[1:] == ["0/2 nodes are available: 2 Insufficient nvidia.com/gpu."]
     # Back to the first verdict before the watch showed the second write: written again,
     # since the server holds the second message whatever our stale copy of the pod says.
     scheduler.on_node("DELETED", make_node("n1", gpus=4), None)
     scheduler.on_node("MODIFIED", make_node("n0", gpus=8, labels={"x": "z"}), None)
+    scheduler.queue.move_all_to_active_or_backoff()
     assert cycle() is None
     assert written[2:] == ["0/1 nodes are available: 1 Insufficient nvidia.com/gpu."]
     # Room at last: the pod is assumed onto the node, counted before any bind round-trip.

@@ -102,7 +102,8 @@ def process_arguments(*, scheduler: bool, kubelet: bool, controllers: bool, kube
     """The command-line flags of `python -m ganggate.sim.components` for these stand-ins."""
     flags = [f"--kubelet-start-seconds={kubelet_start_seconds}", f"--time-scale={time_scale}",
              f"--feature-gates={(feature_gates or FeatureGates()).flag()}",
-             f"--scheduler-feature-gates={(scheduler_feature_gates or feature_gates or FeatureGates()).flag()}"]
+             f"--scheduler-feature-gates={(scheduler_feature_gates or feature_gates or FeatureGates()).flag()}",
+             f"--scheduler-emulated-version={(scheduler_feature_gates or feature_gates or FeatureGates()).version}"]
     flags += [] if scheduler else ["--no-scheduler"]
     flags += [] if kubelet else ["--no-kubelet"]
     flags += [] if controllers else ["--no-controllers"]
@@ -129,7 +130,7 @@ async def _run_process(args: argparse.Namespace) -> None:
     components.start(args.url, scheduler=not args.no_scheduler, kubelet=not args.no_kubelet,
                      controllers=not args.no_controllers, kubelet_start_seconds=args.kubelet_start_seconds,
                      clock=WallClock(args.time_scale), feature_gates=parse(args.feature_gates),
-                     scheduler_feature_gates=parse(args.scheduler_feature_gates))
+                     scheduler_feature_gates=parse(args.scheduler_feature_gates, args.scheduler_emulated_version))
     try:
         await components.wait_ready()
         sys.stdout.buffer.write(READY_LINE)
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--feature-gates", default="")
     parser.add_argument("--scheduler-feature-gates", default="")
+    parser.add_argument("--scheduler-emulated-version", default="1.35")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(_run_process(args))

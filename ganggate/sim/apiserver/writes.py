@@ -372,6 +372,9 @@ class Writes:
         # The real server does not check that the node exists (setPodHostAndAnnotations).
         new = json.loads(stored.raw)  # a copy
         new["spec"]["nodeName"] = target_ref["name"]
+        gates = getattr(self, "feature_gates", None)
+        if gates is not None and gates.enabled("ClearingNominatedNodeNameAfterBinding"):
+            (new.get("status") or {}).pop("nominatedNodeName", None)  # assignPod (beta, on in 1.35)
         annotations = binding["metadata"].get("annotations") or {}
         if annotations:
             new["metadata"].setdefault("annotations", {}).update(annotations)

@@ -1,29 +1,43 @@
 """The scheduling queue: active, backoff and unschedulable pods, and gated ones held back.
 
-Follows pkg/scheduler/backend/queue/scheduling_queue.go (PriorityQueue):
+Follows kube-scheduler 1.35's PriorityQueue (pkg/scheduler/backend/queue/scheduling_queue.go,
+active_queue.go, backoff_queue.go):
 - activeQ is ordered by PrioritySort (framework/plugins/queuesort/priority_sort.go): higher
   spec.priority first, then the earlier queue timestamp (when the pod entered the queue, reset
-  when it last failed; for a pod never retried that is its arrival order).
-- A pod that fails goes to the unschedulable set; a cluster event (node added or updated,
-  a pod deleted or finished) moves every unschedulable pod to activeQ, or to backoffQ while
-  its backoff (1 s doubling per attempt up to 10 s: podInitialBackoffSeconds /
-  podMaxBackoffSeconds) has not expired. Pods left unschedulable longer than
-  `max_unschedulable_seconds` are retried anyway (flushUnschedulablePodsLeftover, 5 min in
-  kube-scheduler; shorter and configurable here).
+  when it last failed).
+- A pod that fails goes to the unschedulable pool with the plugins that rejected it
+  (AddUnschedulableIfNotPresent); one that failed with no plugin to blame (an error, no nodes
+  at all) goes to backoffQ. A cluster event moves an unschedulable pod only when one of the
+  plugins that rejected it registered the event and its QueueingHint says Queue
+  (movePodsToActiveOrBackoffQueue, isPodWorthRequeuing: see ganggate.sim.scheduler.hints);
+  it goes to backoffQ while its backoff (1 s doubling per attempt up to 10 s,
+  calculateBackoffDuration) runs, else to activeQ.
+- SchedulerPopFromBackoffQ (beta, on since 1.33): when activeQ is empty, pop() takes the head of
+  backoffQ at once (activeQueue.unlockedPop via backoffQPopper); backoff expiries are aligned
+  to whole seconds (alignToWindow) and backoffQ is ordered by expiry, then as activeQ.
+- Pods left unschedulable longer than 5 minutes are moved anyway, checked every 30 s
+  (flushUnschedulablePodsLeftover, DefaultPodMaxInUnschedulablePodsDuration; Run's wait.Until).
 - A pod whose spec.schedulingGates is not empty is held back (PreEnqueue, plugin
   schedulinggates); once its gates are gone it goes straight to activeQ.
-Queueing hints (skipping events that cannot help a given pod) are not emulated.
+kubesim's scheduling cycle runs without awaiting anything, so no event can arrive while a pod is
+in flight: the in-flight event list (and moveRequestCycle without QueueingHints) never applies.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ganggate.sim.scheduler import hints
+from ganggate.sim.scheduler.hints import ClusterEvent
 from ganggate.sim.scheduler.plugins import pod_priority
+
+MAX_IN_UNSCHEDULABLE_SECONDS = 300.0  # DefaultPodMaxInUnschedulablePodsDuration
+LEFTOVER_FLUSH_INTERVAL = 30.0  # wait.Until(flushUnschedulablePodsLeftover, 30*time.Second)
 
 
 def is_gated(pod: Mapping) -> bool:
@@ -46,6 +60,20 @@ def spec_changed(old: Mapping, new: Mapping) -> bool:
     return strip(old) != strip(new)
 
 
+def unscheduled_pod_update_events(old: Mapping, new: Mapping) -> list[ClusterEvent]:
+    """PodSchedulingPropertiesChange for a pod not yet bound (the events a QueueingHint sees)."""
+    actions = []
+    if ((old.get("metadata") or {}).get("labels") or {}) != ((new.get("metadata") or {}).get("labels") or {}):
+        actions.append(hints.UPDATE_POD_LABEL)
+    if hints.pod_scaled_down(old, new):
+        actions.append(hints.UPDATE_POD_SCALE_DOWN)
+    if is_gated(old) and not is_gated(new):
+        actions.append(hints.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
+    if len((old.get("spec") or {}).get("tolerations") or []) != len((new.get("spec") or {}).get("tolerations") or []):
+        actions.append(hints.UPDATE_POD_TOLERATION)
+    return [ClusterEvent(hints.UNSCHEDULED_POD, a, "UnscheduledPodUpdate") for a in actions or [hints.UPDATE_POD_OTHER]]
+
+
 @dataclass
 class QueuedPod:
     """A pending pod known to the queue, with what the scheduler computed about it once."""
@@ -56,6 +84,7 @@ class QueuedPod:
     timestamp: int  # queue order among equal priorities
     attempts: int = 0
     failed_at: float = 0.0
+    rejected_by: frozenset[str] = frozenset()  # UnschedulablePlugins of the last failure
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -67,18 +96,24 @@ class SchedulingQueue:
         *,
         initial_backoff_seconds: float = 1.0,
         max_backoff_seconds: float = 10.0,
-        max_unschedulable_seconds: float = 60.0,
+        max_unschedulable_seconds: float = MAX_IN_UNSCHEDULABLE_SECONDS,
+        pop_from_backoff: bool = True,
+        queueing_hints: bool = True,
+        release: tuple[int, int] = (1, 35),
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.initial_backoff = initial_backoff_seconds
         self.max_backoff = max_backoff_seconds
         self.max_unschedulable = max_unschedulable_seconds
+        self.pop_from_backoff = pop_from_backoff  # SchedulerPopFromBackoffQ
+        self.queueing_hints = queueing_hints  # SchedulerQueueingHints
+        self.hint_table = hints.registrations(queueing_hints, release)
         self._now = now
         self._seq = itertools.count()
         self.pods: dict[str, QueuedPod] = {}
         self._active: list[tuple[int, int, int, str]] = []  # (-priority, timestamp, entry id, key)
         self._active_entry: dict[str, int] = {}  # key -> live entry id
-        self._backoff: list[tuple[float, int, str]] = []
+        self._backoff: list[tuple[float, int, int, int, str]] = []  # (ready_at, -priority, timestamp, entry, key)
         self._backoff_entry: dict[str, int] = {}
         self.unschedulable: dict[str, float] = {}  # key -> when it was put there
         self.gated: set[str] = set()
@@ -107,7 +142,7 @@ class SchedulingQueue:
         self._drop(queued.key)
         entry = next(self._seq)
         self._backoff_entry[queued.key] = entry
-        heapq.heappush(self._backoff, (ready_at, entry, queued.key))
+        heapq.heappush(self._backoff, (ready_at, -queued.priority, queued.timestamp, entry, queued.key))
 
     def _drop(self, key: str) -> None:
         self._active_entry.pop(key, None)
@@ -115,22 +150,33 @@ class SchedulingQueue:
         self.unschedulable.pop(key, None)
         self.gated.discard(key)
 
+    def _align(self, t: float) -> float:
+        """alignToWindow: whole seconds when popping from backoffQ is on."""
+        return math.floor(t) if self.pop_from_backoff else t
+
     def backoff_until(self, queued: QueuedPod) -> float:
-        """When the pod's backoff ends (calculateBackoffDuration: doubling from the initial)."""
+        """When the pod's backoff ends (getBackoffTime / calculateBackoffDuration)."""
+        if queued.attempts == 0:
+            return 0.0
         duration = self.initial_backoff
         for _ in range(1, queued.attempts):
-            duration *= 2
-            if duration >= self.max_backoff:
+            if duration > self.max_backoff - duration:
                 duration = self.max_backoff
                 break
-        return queued.failed_at + duration
+            duration += duration
+        return self._align(queued.failed_at + duration)
 
-    def _requeue(self, queued: QueuedPod) -> None:
-        ready_at = self.backoff_until(queued)
-        if queued.attempts and ready_at > self._now():
-            self._to_backoff(queued, ready_at)
-        else:
-            self._to_active(queued)
+    def is_backing_off(self, queued: QueuedPod) -> bool:
+        """isPodBackingoff: the expiry is not before the current window."""
+        return queued.attempts > 0 and not self.backoff_until(queued) < self._align(self._now())
+
+    def _requeue(self, queued: QueuedPod) -> str:
+        """requeuePodWithQueueingStrategy(queueAfterBackoff): backoffQ while backing off, else activeQ."""
+        if self.is_backing_off(queued):
+            self._to_backoff(queued, self.backoff_until(queued))
+            return "backoff"
+        self._to_active(queued)
+        return "active"
 
     # -- informer events -----------------------------------------------------------------
 
@@ -145,7 +191,9 @@ class SchedulingQueue:
         return queued
 
     def update(self, key: str, pod: Mapping, **extra: Any) -> QueuedPod:
-        """The pending pod changed: ungated pods are released, changed specs retried."""
+        """The pending pod changed (PriorityQueue.Update): ungated pods are released; an
+        unschedulable one is retried when the change may help it (its QueueingHints, or without
+        them any change apart from status)."""
         queued = self.pods.get(key)
         if queued is None:
             return self.add(key, pod, **extra)
@@ -159,10 +207,17 @@ class SchedulingQueue:
         elif is_gated(pod):
             self._drop(key)
             self.gated.add(key)
-        elif key in self.unschedulable and spec_changed(old, pod):
-            self._requeue(queued)
+        elif key in self.unschedulable:
+            if self.queueing_hints:
+                if any(hints.worth_requeuing(self.hint_table, queued.rejected_by, pod, event, old, pod)
+                       for event in unscheduled_pod_update_events(old, pod)):
+                    self._requeue(queued)
+            elif spec_changed(old, pod):
+                self._requeue(queued)
         elif key in self._active_entry:
             self._to_active(queued)  # priority may have changed
+        elif key in self._backoff_entry:
+            self._to_backoff(queued, self.backoff_until(queued))
         return queued
 
     def delete(self, key: str) -> None:
@@ -173,24 +228,41 @@ class SchedulingQueue:
     # -- scheduling cycle ----------------------------------------------------------------
 
     def pop(self) -> QueuedPod | None:
-        """The next pod to try (its attempt counted), or None when activeQ is empty."""
+        """The next pod to try (its attempt counted), or None when there is none: activeQ's
+        head, or with SchedulerPopFromBackoffQ backoffQ's head when activeQ is empty."""
         while self._active:
             _, _, entry, key = heapq.heappop(self._active)
             if self._active_entry.get(key) == entry:
                 del self._active_entry[key]
-                queued = self.pods[key]
-                queued.attempts += 1
-                return queued
+                return self._popped(self.pods[key])
+        if self.pop_from_backoff:
+            while self._backoff:
+                *_, entry, key = heapq.heappop(self._backoff)
+                if self._backoff_entry.get(key) == entry:
+                    del self._backoff_entry[key]
+                    return self._popped(self.pods[key])
         return None
 
-    def unschedulable_failed(self, queued: QueuedPod) -> None:
-        """The pod fit nowhere: park it until a cluster event (AddUnschedulableIfNotPresent)."""
+    @staticmethod
+    def _popped(queued: QueuedPod) -> QueuedPod:
+        queued.attempts += 1
+        return queued
+
+    def unschedulable_failed(self, queued: QueuedPod, rejected_by: frozenset[str] | None = None) -> str:
+        """The pod fit nowhere (AddUnschedulableIfNotPresent): to the unschedulable pool with the
+        plugins that rejected it, or to backoffQ when no plugin did; where it went."""
         if queued.key not in self.pods:
-            return
+            return "gone"
         queued.failed_at = self._now()
         queued.timestamp = next(self._seq)
+        if rejected_by is not None:
+            queued.rejected_by = frozenset(rejected_by)
+        if rejected_by is not None and not rejected_by:
+            self._to_backoff(queued, self.backoff_until(queued))
+            return "backoff"
         self._drop(queued.key)
         self.unschedulable[queued.key] = queued.failed_at
+        return "unschedulable"
 
     def error_failed(self, queued: QueuedPod) -> None:
         """Binding failed (an API error): retry after backoff."""
@@ -198,14 +270,29 @@ class SchedulingQueue:
             return
         queued.failed_at = self._now()
         queued.timestamp = next(self._seq)
+        queued.rejected_by = frozenset()
         self._to_backoff(queued, self.backoff_until(queued))
 
+    def move(self, event: ClusterEvent, old: Mapping | None = None, new: Mapping | None = None,
+             pre_check: Callable[[Mapping], bool] | None = None) -> int:
+        """MoveAllToActiveOrBackoffQueue: the unschedulable pods this event may help (pre_check
+        first, then their QueueingHints) to backoffQ or activeQ; how many moved."""
+        if not hints.is_event_of_interest(self.hint_table, event):
+            return 0
+        moved = 0
+        for key in list(self.unschedulable):
+            queued = self.pods[key]
+            if pre_check is not None and not pre_check(queued.pod):
+                continue
+            if not hints.worth_requeuing(self.hint_table, queued.rejected_by, queued.pod, event, old, new):
+                continue
+            self._requeue(queued)
+            moved += 1
+        return moved
+
     def move_all_to_active_or_backoff(self) -> int:
-        """A cluster event may have made room: retry every unschedulable pod."""
-        keys = list(self.unschedulable)
-        for key in keys:
-            self._requeue(self.pods[key])
-        return len(keys)
+        """Retry every unschedulable pod (a wildcard event, as ForceActivate)."""
+        return self.move(hints.FORCE_ACTIVATE)
 
     def flush(self) -> None:
         """Backed-off pods whose time has come, and long-unschedulable ones, to activeQ."""
@@ -213,22 +300,31 @@ class SchedulingQueue:
         self.flush_unschedulable_leftover()
 
     def flush_backoff(self) -> None:
-        """Backed-off pods whose time has come to activeQ (flushBackoffQCompleted; cheap)."""
-        now = self._now()
-        while self._backoff and self._backoff[0][0] <= now:
-            _, entry, key = heapq.heappop(self._backoff)
-            if self._backoff_entry.get(key) == entry:
-                self._to_active(self.pods[key])
+        """Backed-off pods whose time has come to activeQ (flushBackoffQCompleted)."""
+        while self._backoff:
+            ready_at, *_, entry, key = self._backoff[0]
+            if self._backoff_entry.get(key) != entry:
+                heapq.heappop(self._backoff)
+                continue
+            if not ready_at < self._align(self._now()):
+                break
+            heapq.heappop(self._backoff)
+            self._to_active(self.pods[key])
 
-    def flush_unschedulable_leftover(self) -> None:
-        """Pods unschedulable for `max_unschedulable_seconds` are retried (a scan: call it rarely)."""
+    def flush_unschedulable_leftover(self) -> int:
+        """Pods unschedulable longer than `max_unschedulable_seconds` move as on a wildcard event
+        (flushUnschedulablePodsLeftover, EventUnschedulableTimeout); call it every 30 s."""
         now = self._now()
-        stale = [key for key, since in self.unschedulable.items() if now - since >= self.max_unschedulable]
+        stale = [key for key, since in self.unschedulable.items() if now - since > self.max_unschedulable]
         for key in stale:
             self._requeue(self.pods[key])
+        return len(stale)
 
     def next_wakeup(self) -> float | None:
-        """The earliest time a backed-off pod becomes ready, if any."""
-        while self._backoff and self._backoff_entry.get(self._backoff[0][2]) != self._backoff[0][1]:
+        """The earliest time a backed-off pod becomes ready, if any (in the clock of `now`)."""
+        while self._backoff and self._backoff_entry.get(self._backoff[0][-1]) != self._backoff[0][-2]:
             heapq.heappop(self._backoff)
-        return self._backoff[0][0] if self._backoff else None
+        if not self._backoff:
+            return None
+        ready_at = self._backoff[0][0]
+        return ready_at + 1.0 if self.pop_from_backoff else ready_at  # the window must have passed

@@ -17,6 +17,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ganggate.sim.scheduler import hints
 from ganggate.sim.scheduler import plugins as sched_filters
 from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
@@ -29,6 +30,7 @@ class Decision:
     node: str | None
     message: str = ""
     feasible: int = 0
+    rejected_by: frozenset[str] = frozenset()  # Diagnosis.UnschedulablePlugins when node is None
 
 
 class Algorithm:
@@ -116,7 +118,8 @@ class Algorithm:
         fits, counts = self.feasible_mask(pod, request)
         candidates = self._candidates(fits)
         if len(candidates) == 0:
-            return Decision(None, sched_filters.fit_error_from_counts(cache.num_nodes, counts))
+            return Decision(None, sched_filters.fit_error_from_counts(cache.num_nodes, counts),
+                            rejected_by=frozenset(hints.rejecting_plugin(reason) for reason in counts))
         if len(candidates) == 1:
             return Decision(cache.names[int(candidates[0])], feasible=1)
         total = self.scores(candidates, request, nonzero)

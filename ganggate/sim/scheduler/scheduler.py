@@ -7,7 +7,12 @@ binding subresource, as pkg/scheduler/schedule_one.go does (the scheduling cycle
 pod, the binding cycle runs concurrently). A pod that fits nowhere gets PodScheduled=False,
 reason Unschedulable and the FitError message, written only when it changed
 (pkg/scheduler/schedule_one.go handleSchedulingFailure / updatePod); then PostFilter preemption
-(ganggate.sim.scheduler.preemption) may nominate a node and delete victims.
+(ganggate.sim.scheduler.preemption) may nominate a node and delete victims, or, finding none,
+clear the pod's nomination (ganggate.sim.scheduler.eventhandlers). Informer events move the
+unschedulable pods their QueueingHints say they may help (ganggate.sim.scheduler.hints), as
+pkg/scheduler/eventhandlers.go does; the gates of ganggate/sim/componentbase/featuregate.py
+(SchedulerPopFromBackoffQ, SchedulerQueueingHints, and the release of --scheduler-emulated-version)
+decide which.
 Why this module is long: the cycle, nomination and the three writes (bind, status, preemption) share its state.
 """
 
@@ -23,7 +28,7 @@ from typing import Mapping
 import aiohttp
 
 from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.scheduler import preemption
+from ganggate.sim.scheduler import eventhandlers, hints, preemption
 from ganggate.sim.helpers.podrequests import scheduling_requests
 from ganggate.sim.apimachinery.quantity import QuantityError
 from ganggate.sim.scheduler.schedule_one import Algorithm, Decision
@@ -31,7 +36,7 @@ from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 from ganggate.sim.scheduler.nominator import Nominator
 from ganggate.sim.scheduler.plugins import pod_priority
 from ganggate.sim.client.informers import Reflector, object_key
-from ganggate.sim.scheduler.queue import QueuedPod, SchedulingQueue
+from ganggate.sim.scheduler.queue import LEFTOVER_FLUSH_INTERVAL, MAX_IN_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -55,9 +60,11 @@ def node_name_of(pod: Mapping) -> str:
 
 @dataclass(frozen=True)
 class _Nominated(Decision):
-    """No node now, but preemption nominated one (the pod waits for its victims to go)."""
+    """No node now; preemption nominated one (the pod waits for its victims to go), or decided
+    what becomes of the pod's nomination (eventhandlers.KEEP or CLEAR)."""
 
     nominated: str | None = None
+    nomination: str = "keep"
 
 
 def needs_unschedulable_update(pod: Mapping, message: str) -> bool:
@@ -83,7 +90,7 @@ class Scheduler:
         percentage_of_nodes_to_score: int = 0,
         pod_initial_backoff_seconds: float = 1.0,
         pod_max_backoff_seconds: float = 10.0,
-        unschedulable_flush_seconds: float = 30.0,
+        unschedulable_flush_seconds: float = MAX_IN_UNSCHEDULABLE_SECONDS,
         max_in_flight: int = 64,
         feature_gates: FeatureGates | None = None,
     ) -> None:
@@ -93,10 +100,15 @@ class Scheduler:
         self.scheduler_name = scheduler_name
         self.cache = ClusterCache()
         self.algorithm = Algorithm(self.cache, seed=seed, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
+        self.release = tuple(int(part) for part in self.feature_gates.version.split("."))[:2]
+        self.queueing_hints = self.feature_gates.enabled("SchedulerQueueingHints")
         self.queue = SchedulingQueue(
             initial_backoff_seconds=pod_initial_backoff_seconds,
             max_backoff_seconds=pod_max_backoff_seconds,
             max_unschedulable_seconds=unschedulable_flush_seconds,
+            pop_from_backoff=self.feature_gates.enabled("SchedulerPopFromBackoffQ"),
+            queueing_hints=self.queueing_hints,
+            release=self.release,
         )
         self.max_in_flight = max_in_flight
         self._wake = asyncio.Event()
@@ -142,16 +154,38 @@ class Scheduler:
 
     # -- informer handlers ---------------------------------------------------------------
 
-    def _cluster_changed(self) -> None:
-        if self.queue.move_all_to_active_or_backoff():
+    def _move(self, event: hints.ClusterEvent, old: Mapping | None, new: Mapping | None, pre_check=None) -> None:
+        """MoveAllToActiveOrBackoffQueue, and wake the loop when a pod moved."""
+        if self.queue.unschedulable and self.queue.move(event, old, new, pre_check):
             self._wake.set()
+
+    def _node_pre_check(self, node: Mapping):
+        """preCheckForNode: None with QueueingHints, else the fit check against this node."""
+        name = (node.get("metadata") or {}).get("name")
+        slot = self.cache.index.get(name)
+        if self.queueing_hints or slot is None:
+            return None
+        return eventhandlers.node_pre_check(node, self.cache.free(name), int(self.cache.pod_count[slot]),
+                                            int(self.cache.pod_limit[slot]))
 
     def on_node(self, kind: str, node: dict, old: dict | None) -> None:
         if kind == "DELETED":
             self.cache.remove_node(node["metadata"]["name"])
+            self._move(hints.NODE_DELETE, node, None)
             return
         self.cache.set_node(node)
-        self._cluster_changed()
+        if old is None or kind == "ADDED":
+            self._move(hints.NODE_ADD, None, node, self._node_pre_check(node))
+            return
+        for event in hints.node_change_events(old, node):  # updateNodeInCache
+            self._move(event, old, node, self._node_pre_check(node))
+
+    def _nominated_pod_gone(self, old: Mapping) -> None:
+        """A nomination was removed or changed, or a nominated pod deleted: the pods of lower or
+        equal priority it kept out may fit now (EventAssignedPodDelete; since 1.33)."""
+        if self.release >= (1, 33):
+            self._move(hints.ASSIGNED_POD_DELETE, old, None,
+                       eventhandlers.lower_or_equal_priority(pod_priority(old)))
 
     def _requests_of(self, pod: Mapping, old: Mapping | None, known: Mapping | None) -> dict | None:
         """The pod's request and non-zero request, recomputed only when its spec changed."""
@@ -170,10 +204,15 @@ class Scheduler:
         if kind == "DELETED" or phase in TERMINAL_PHASES or node_name_of(pod):
             self.nominated.pop(key, None)  # the nominator forgets bound and deleted pods
         if kind == "DELETED" or phase in TERMINAL_PHASES:
+            was_queued = key in self.queue
             self.queue.delete(key)
             self._written.pop(key, None)
-            if self.cache.remove_pod(key) is not None:
-                self._cluster_changed()
+            removed = self.cache.remove_pod(key)
+            if removed is not None:  # deleteAssignedPodFromCache, or an assumed pod's deletion
+                gone = pod if node_name_of(pod) else dict(pod, spec=dict(spec, nodeName=removed.node))
+                self._move(hints.ASSIGNED_POD_DELETE, gone, None)
+            elif was_queued and eventhandlers.nominated_node(pod):
+                self._nominated_pod_gone(pod)  # deletePodFromSchedulingQueue
             return
         node = spec.get("nodeName")
         entry = self.cache.pods.get(key)
@@ -188,8 +227,9 @@ class Scheduler:
             if info is not None:
                 request, nonzero = info["request"], info["nonzero"]
                 self.cache.add_pod(key, PodEntry(node, request, nonzero[0], nonzero[1], priority=pod_priority(pod)))
-                if entry is not None and entry.request != request:
-                    self._cluster_changed()  # AssignedPodUpdate: a resize may have made room
+                if entry is not None and old is not None and entry.request != request and hints.pod_scaled_down(old, pod):
+                    # AssignedPodUpdate with UpdatePodScaleDown: a resize may have made room
+                    self._move(hints.ClusterEvent(hints.ASSIGNED_POD, hints.UPDATE_POD_SCALE_DOWN), old, pod)
             return
         if entry is not None and entry.assumed:
             return  # our bind is in flight (cache.IsAssumedPod): not a pending pod any more
@@ -204,17 +244,26 @@ class Scheduler:
             self.queue.delete(key)
             return
         self.queue.update(key, pod, **info)
-        self._nominate(key, pod, info)
+        if not (kind == "ADDED" and (pod.get("spec") or {}).get("schedulingGates")):
+            self._nominate(key, pod, info, old)  # moveToActiveQ nominates no gated pod on Add
+        if old is not None and eventhandlers.has_nominated_node_name_changed(old, pod):
+            self._nominated_pod_gone(old)  # updatePodInSchedulingQueue
         self._wake.set()
 
     # -- the scheduling loop -------------------------------------------------------------
 
-    def _nominate(self, key: str, pod: Mapping, info: Mapping) -> None:
-        """Follow status.nominatedNodeName of a pending pod (the scheduler's nominator)."""
+    def _nominate(self, key: str, pod: Mapping, info: Mapping, old: Mapping | None = None) -> None:
+        """Follow status.nominatedNodeName of a pending pod (nominator.go UpdateNominatedPod: a
+        nomination the scheduler made is kept while neither the old nor the new pod shows one,
+        the status patch not seen yet)."""
         node = (pod.get("status") or {}).get("nominatedNodeName")
         if not node:
-            self.nominated.pop(key, None)
-            return
+            kept = self.nominated.get(key)
+            if kept is not None and old is not None and not eventhandlers.nominated_node(old):
+                node = kept.node
+            else:
+                self.nominated.pop(key, None)
+                return
         request, nonzero = info["request"], info["nonzero"]
         self.nominated[key] = PodEntry(node, request, nonzero[0], nonzero[1], priority=pod_priority(pod))
 
@@ -229,14 +278,19 @@ class Scheduler:
             self.nominated.release(self.cache, applied)
         if decision.node is None:
             self.failed_attempts += 1
-            self.queue.unschedulable_failed(queued)
+            self.queue.unschedulable_failed(queued, decision.rejected_by)
             nominated_node = getattr(decision, "nominated", None)
+            latest = (self._pods.store.get(queued.key) if self._pods else None) or queued.pod
+            clear = False
+            if not nominated_node and getattr(decision, "nomination", eventhandlers.KEEP) == eventhandlers.CLEAR:
+                self.nominated.pop(queued.key, None)  # AddNominatedPod(ModeOverride, "")
+                clear = bool(eventhandlers.nominated_node(latest))  # updatePod: nnnNeedsUpdate
             # What we wrote last is newer than what the watch may have shown us yet.
             last = self._written.get(queued.key)
-            if nominated_node or ((last != decision.message) if last is not None
-                                  else needs_unschedulable_update(queued.pod, decision.message)):
+            if nominated_node or clear or ((last != decision.message) if last is not None
+                                           else needs_unschedulable_update(queued.pod, decision.message)):
                 self._written[queued.key] = decision.message
-                self._spawn(self._mark_unschedulable(queued.pod, decision.message, nominated_node))
+                self._spawn(self._mark_unschedulable(latest, decision.message, nominated_node, clear))
             return None
         self.algorithm.assume(queued.key, decision.node, request, nonzero, queued.priority)
         # An assumed pod is no longer nominated: it counts once, as assumed, not also as
@@ -255,21 +309,26 @@ class Scheduler:
             if fits[self.cache.index[nominated.node]]:
                 return Decision(nominated.node, feasible=1)
         decision = self.algorithm.schedule(queued.pod, request, nonzero)
-        if decision.node is not None or self.cache.num_nodes == 0:
+        if decision.node is not None:
             return decision
+        if self.cache.num_nodes == 0:
+            return _Nominated(None, decision.message, nomination=eventhandlers.nomination_after_failure(True, None))
         pods = self._pods.store if self._pods else {}
         pdbs = list(self._pdbs.store.values()) if self._pdbs else []
         ok = self.cache.static_verdict(queued.pod).ok
-        outcome = preemption.preempt(self.cache, queued.pod, request, ok.nonzero()[0], pods, pdbs)
+        # Preempt reads the latest pod from the informer (Evaluator.Preempt: PodLister.Get).
+        preemptor = pods.get(queued.key) or queued.pod
+        outcome = preemption.preempt(self.cache, preemptor, request, ok.nonzero()[0], pods, pdbs)
         if outcome.node is None:
-            return decision
+            return _Nominated(None, decision.message, rejected_by=decision.rejected_by,
+                              nomination=eventhandlers.nomination_after_failure(False, outcome.message))
         self.preemptions += 1
         self.nominated[queued.key] = PodEntry(outcome.node, dict(request), nonzero[0], nonzero[1], priority=queued.priority)
         cleared = [k for k, e in self.nominated.items() if e.node == outcome.node and e.priority < queued.priority]
         for key in cleared:
             self.nominated.pop(key, None)
         self._spawn(self._preempt(queued.pod, outcome.victims, cleared))
-        return _Nominated(None, decision.message, nominated=outcome.node)
+        return _Nominated(None, decision.message, rejected_by=decision.rejected_by, nominated=outcome.node)
 
     async def _preempt(self, preemptor: Mapping, victims: tuple[str, ...], cleared: list[str]) -> None:
         """prepareCandidate: DisruptionTarget on each victim, delete it (gracefully); clear the
@@ -303,7 +362,7 @@ class Scheduler:
         last_leftover_flush = time.monotonic()
         while True:
             self.queue.flush_backoff()
-            if time.monotonic() - last_leftover_flush >= 1.0:  # kube-scheduler scans every 30 s
+            if time.monotonic() - last_leftover_flush >= LEFTOVER_FLUSH_INTERVAL:  # Run: wait.Until(.., 30 s)
                 last_leftover_flush = time.monotonic()
                 self.queue.flush_unschedulable_leftover()
             queued = None if self._held else self.queue.pop()
@@ -364,7 +423,9 @@ class Scheduler:
         entry = self.cache.pods.get(queued.key)
         if entry is not None and entry.assumed:
             self.cache.remove_pod(queued.key)
-            self._cluster_changed()
+            # handleBindingCycleError: forgetting the assumed pod is an AssignedPodDelete.
+            spec = dict(queued.pod.get("spec") or {}, nodeName=node)
+            self._move(hints.ASSIGNED_POD_DELETE, dict(queued.pod, spec=spec), None)
         if status in (404, 409):
             return  # deleted, or bound already: the watch tells us
         latest = self._pods.store.get(queued.key) if self._pods else None
@@ -374,9 +435,11 @@ class Scheduler:
             self.queue.error_failed(queued)
             self._wake.set()
 
-    async def _mark_unschedulable(self, pod: Mapping, message: str, nominated: str | None = None) -> None:
+    async def _mark_unschedulable(self, pod: Mapping, message: str, nominated: str | None = None,
+                                  clear: bool = False) -> None:
         """PodScheduled=False/Unschedulable with the FitError message (strategic merge on type), and
-        status.nominatedNodeName when preemption chose a node (updatePod with the nominating info)."""
+        status.nominatedNodeName set when preemption chose a node, or cleared when it found none
+        (updatePod with the nominating info)."""
         metadata = pod.get("metadata") or {}
         namespace, name = metadata.get("namespace", "default"), metadata["name"]
         patch = {
@@ -395,6 +458,8 @@ class Scheduler:
         }
         if nominated:
             patch["status"]["nominatedNodeName"] = nominated
+        elif clear:
+            patch["status"]["nominatedNodeName"] = None
         try:
             async with self._session.patch(
                 f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}/status",
