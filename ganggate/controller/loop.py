@@ -47,7 +47,7 @@ from ganggate.controller.preemptor import Preemptor
 from ganggate.controller.placeholders import Placeholders
 from ganggate.controller.provisioner import Provisioner
 from ganggate.controller.release import Releaser
-from ganggate.controller.releasing import Releasing, release_echo
+from ganggate.controller.releasing import Releasing
 from ganggate.controller.topology_view import describe_levels, levels_annotation
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
@@ -266,12 +266,8 @@ class Controller(Releasing):
         self._poke()
 
     def _on_pod_event(self, kind: str, pod: dict) -> None:
-        meta = pod.get("metadata") or {}
-        echo = release_echo(self.state.promises.get(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"),
-                            kind, pod)
         self._changes.apply(self._apply_pod, kind, pod)
-        if not echo:  # a release's own echoes start no round: they change no decision
-            self._poke()
+        self._poke()
 
     def _apply_pod(self, kind: str, pod: dict) -> None:
         self.state.apply_pod(kind, pod)

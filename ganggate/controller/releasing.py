@@ -20,29 +20,6 @@ from ganggate.kube.calls import ApiCallError, rfc3339
 log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
 
 
-#: Phases after which a pod holds no room: a round must see them at once.
-_ENDED = ("Succeeded", "Failed")
-
-
-def release_echo(promise: Any, kind: str, pod: dict) -> bool:
-    """True when a pod's watch event only echoes a release's own writes (its nomination, its
-    gate removed, its binding to the promised node) and so cannot change a round's decisions:
-    the promise already counts the room the pod takes there. A deletion, another uid, a
-    terminating or ended pod, a pod the scheduler reports Unschedulable (its plan may be lost:
-    core.policy.planloss) or one bound elsewhere than promised is no echo: a round looks at it."""
-    if promise is None or kind != "MODIFIED":
-        return False
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
-    if meta.get("uid") != promise.uid or meta.get("deletionTimestamp") or status.get("phase") in _ENDED:
-        return False
-    node = (pod.get("spec") or {}).get("nodeName")
-    if node and (promise.node is None or node != promise.node):
-        return False
-    return not any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-                   for c in status.get("conditions") or () if isinstance(c, dict))
-
-
 def _decision_of_gang(gang: Any) -> dict | None:
     """The decision recorded on the gang's released pods (for a roll-forward), if any."""
     for pod in sorted(gang.pods.values(), key=lambda p: p.key):
