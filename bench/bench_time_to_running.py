@@ -85,12 +85,14 @@ class Batch:
 
 
 @contextlib.asynccontextmanager
-async def sim_up(nodes: int, gate_by: str):
-    """`ganggate sim up` in its own process; yields its API server's URL once it says it is ready."""
+async def sim_up(nodes: int, gate_by: str, profile: str | None = None):
+    """`ganggate sim up` in its own process (under cProfile, written to `profile` when it stops, if
+    given); yields its API server's URL once it says it is ready."""
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
+        profiler = ["-m", "cProfile", "-o", profile] if profile else []
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "ganggate", "--log-level", "ERROR", "sim", "up", "--port", "0", "--webhook-port", "0",
+            sys.executable, *profiler, "-m", "ganggate", "--log-level", "ERROR", "sim", "up", "--port", "0", "--webhook-port", "0",
             "--nodes", str(nodes), "--gate-by", gate_by, "--kubeconfig-out", str(kubeconfig),
             "--certs-dir", f"{tmp}/certs", stdout=asyncio.subprocess.PIPE)
         try:
@@ -172,6 +174,7 @@ async def main() -> None:
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--gate-by", nargs="+", choices=("webhook", "policy"), default=["webhook", "policy"])
     parser.add_argument("--small", action="store_true", help="a seconds-long run: 16 pods, one pair, the webhook")
+    parser.add_argument("--profile", metavar="FILE", help="run sim up under cProfile (FILE.<gate-by>), gangs only")
     args = parser.parse_args()
     if args.small:
         args.sizes, args.repeat, args.gate_by = [16], 1, ["webhook"]
@@ -181,7 +184,7 @@ async def main() -> None:
           flush=True)
     summary: dict[tuple[str, int], list[float]] = {}
     for gate_by in args.gate_by:
-        async with sim_up(nodes, gate_by) as url, aiohttp.ClientSession(
+        async with sim_up(nodes, gate_by, args.profile and f"{args.profile}.{gate_by}") as url, aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=args.in_flight + 4)) as session:
             await one_batch(session, url, "warm", 16, 4, True, 120)  # connections, caches, compiled CEL
             count = 0
@@ -189,14 +192,14 @@ async def main() -> None:
                 limit = 120 + size * 0.3
                 for run in range(1, args.repeat + 1):
                     times = {}
-                    for gang in (False, True):
+                    for gang in ((True,) if args.profile else (False, True)):
                         count += 1
                         batch = await one_batch(session, url, f"b{count}", size, args.in_flight, gang, limit)
                         times[gang] = max(batch.running.values()) - batch.start
-                    ratio = times[True] / times[False]
+                    ratio = times[True] / times.get(False, float("nan"))
                     summary.setdefault((gate_by, size), []).append(ratio)
                     steps = "  ".join(f"{k} {v:5.2f}" for k, v in batch.phases().items())
-                    print(f"{gate_by:>7} {size:5} pods run {run}: plain {times[False]:6.2f} s  gang {times[True]:6.2f} s  "
+                    print(f"{gate_by:>7} {size:5} pods run {run}: plain {times.get(False, float('nan')):6.2f} s  gang {times[True]:6.2f} s  "
                           f"{ratio:4.2f}x plain  (gang: {steps})  load {os.getloadavg()[0]:.1f}", flush=True)
     for (gate_by, size), ratios in summary.items():
         print(f"{gate_by:>7} {size:5} pods: gang/plain median {statistics.median(ratios):4.2f}x "
