@@ -7,7 +7,7 @@ On each server, in the same run, the bench alternates: N plain pods (no gang ann
 same N pods as one gang (`scheduling.k8s.io/group-name` / `group-pod-num`), each batch created with
 K creates in flight in a fresh namespace and timed from the first create sent to the watch showing
 the last pod Running; then the batch is deleted (gracePeriodSeconds=0) and the next waits until
-its GPUs are free. Printed: each time, the gang's ratio to the plain batch just before it, and
+its GPUs are free and the Events the controller writes about the deleted gang have stopped. Printed: each time, the gang's ratio to the plain batch just before it, and
 where the gang's time went, from the watch:
 
 - `created`: first create sent -> last create answered;
@@ -163,7 +163,14 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
             if not (await response.json())["items"]:
                 break
         await asyncio.sleep(0.2)
-    await asyncio.sleep(1.0)  # the controller's and the scheduler's last events of it
+    # The controller tells each deleted gang member's Event (rate-limited, so for seconds after):
+    # the next batch starts once the namespace's Events stop growing, not while they still write.
+    seen, still = -1, 0
+    while still < 2:
+        await asyncio.sleep(1.0)
+        async with session.get(f"{url}/api/v1/namespaces/{namespace}/events") as response:
+            count = len((await response.json())["items"])
+        seen, still = count, (still + 1 if count == seen else 0)
     return batch
 
 
