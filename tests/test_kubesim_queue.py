@@ -278,3 +278,32 @@ def test_queueing_hints_are_locked_on_in_1_35_and_off_by_default_in_1_30():
     with pytest.raises(FeatureGateError, match="unrecognized feature gate: SchedulerPopFromBackoffQ"):
         parse("SchedulerPopFromBackoffQ=true", "1.30")
     assert parse("", "1.33").enabled("SchedulerPopFromBackoffQ")
+
+
+def test_a_pod_that_failed_with_no_plugin_to_blame_waits_out_its_backoff_even_with_the_gate():
+    clock = FakeTime()  # no nodes at all, a bind error: podErrorBackoffQ, which popBackoff leaves alone
+    queue = SchedulingQueue(now=clock)
+    queue.add("p", make_pod("p", uid="p"))
+    assert queue.unschedulable_failed(queue.pop(), frozenset()) == "backoff"
+    assert queue.pop() is None
+    clock.t += 2.0  # 1 s, and the whole-second window it ends in
+    queue.flush_backoff()
+    assert queue.pop().key == "p"
+
+
+def test_the_flags_give_the_scheduler_an_older_releases_gates_and_refuse_what_1_35_locks():
+    from ganggate.sim.componentbase import featuregate
+
+    class Args:
+        feature_gates = ""
+        scheduler_feature_gates = "SchedulerQueueingHints=false"
+        scheduler_emulated_version = "1.35"
+
+    with pytest.raises(featuregate.FeatureGateError, match="--scheduler-feature-gates: cannot set feature gate "
+                                                           "SchedulerQueueingHints to false"):
+        featuregate.from_arguments(Args())
+    Args.scheduler_emulated_version = "1.30"
+    cluster, scheduler = featuregate.from_arguments(Args())
+    assert cluster.enabled("SchedulerQueueingHints") and not scheduler.enabled("SchedulerQueueingHints")
+    assert scheduler.describe() == "1.30 defaults" and scheduler.version == "1.30"  # false is its default there
+    assert not Harness(scheduler).scheduler.queue.queueing_hints

@@ -14,7 +14,9 @@ active_queue.go, backoff_queue.go):
   calculateBackoffDuration) runs, else to activeQ.
 - SchedulerPopFromBackoffQ (beta, on since 1.33): when activeQ is empty, pop() takes the head of
   backoffQ at once (activeQueue.unlockedPop via backoffQPopper); backoff expiries are aligned
-  to whole seconds (alignToWindow) and backoffQ is ordered by expiry, then as activeQ.
+  to whole seconds (alignToWindow) and backoffQ is ordered by expiry, then as activeQ. Pods
+  that failed with no plugin to blame wait in podErrorBackoffQ, which is never popped early
+  (backoffQueue.add, popBackoff).
 - Pods left unschedulable longer than 5 minutes are moved anyway, checked every 30 s
   (flushUnschedulablePodsLeftover, DefaultPodMaxInUnschedulablePodsDuration; Run's wait.Until).
 - A pod whose spec.schedulingGates is not empty is held back (PreEnqueue, plugin
@@ -114,6 +116,7 @@ class SchedulingQueue:
         self._active: list[tuple[int, int, int, str]] = []  # (-priority, timestamp, entry id, key)
         self._active_entry: dict[str, int] = {}  # key -> live entry id
         self._backoff: list[tuple[float, int, int, int, str]] = []  # (ready_at, -priority, timestamp, entry, key)
+        self._error_backoff: list[tuple[float, int, int, int, str]] = []  # podErrorBackoffQ, same order
         self._backoff_entry: dict[str, int] = {}
         self.unschedulable: dict[str, float] = {}  # key -> when it was put there
         self.gated: set[str] = set()
@@ -142,7 +145,8 @@ class SchedulingQueue:
         self._drop(queued.key)
         entry = next(self._seq)
         self._backoff_entry[queued.key] = entry
-        heapq.heappush(self._backoff, (ready_at, -queued.priority, queued.timestamp, entry, queued.key))
+        heap = self._backoff if queued.rejected_by else self._error_backoff
+        heapq.heappush(heap, (ready_at, -queued.priority, queued.timestamp, entry, queued.key))
 
     def _drop(self, key: str) -> None:
         self._active_entry.pop(key, None)
@@ -229,7 +233,8 @@ class SchedulingQueue:
 
     def pop(self) -> QueuedPod | None:
         """The next pod to try (its attempt counted), or None when there is none: activeQ's
-        head, or with SchedulerPopFromBackoffQ backoffQ's head when activeQ is empty."""
+        head, or with SchedulerPopFromBackoffQ backoffQ's head when activeQ is empty (not
+        podErrorBackoffQ's)."""
         while self._active:
             _, _, entry, key = heapq.heappop(self._active)
             if self._active_entry.get(key) == entry:
@@ -300,16 +305,17 @@ class SchedulingQueue:
         self.flush_unschedulable_leftover()
 
     def flush_backoff(self) -> None:
-        """Backed-off pods whose time has come to activeQ (flushBackoffQCompleted)."""
-        while self._backoff:
-            ready_at, *_, entry, key = self._backoff[0]
-            if self._backoff_entry.get(key) != entry:
-                heapq.heappop(self._backoff)
-                continue
-            if not ready_at < self._align(self._now()):
-                break
-            heapq.heappop(self._backoff)
-            self._to_active(self.pods[key])
+        """Backed-off pods whose time has come to activeQ (flushBackoffQCompleted, both heaps)."""
+        for heap in (self._backoff, self._error_backoff):
+            while heap:
+                ready_at, *_, entry, key = heap[0]
+                if self._backoff_entry.get(key) != entry:
+                    heapq.heappop(heap)
+                    continue
+                if not ready_at < self._align(self._now()):
+                    break
+                heapq.heappop(heap)
+                self._to_active(self.pods[key])
 
     def flush_unschedulable_leftover(self) -> int:
         """Pods unschedulable longer than `max_unschedulable_seconds` move as on a wildcard event
@@ -322,9 +328,12 @@ class SchedulingQueue:
 
     def next_wakeup(self) -> float | None:
         """The earliest time a backed-off pod becomes ready, if any (in the clock of `now`)."""
-        while self._backoff and self._backoff_entry.get(self._backoff[0][-1]) != self._backoff[0][-2]:
-            heapq.heappop(self._backoff)
-        if not self._backoff:
+        heads = []
+        for heap in (self._backoff, self._error_backoff):
+            while heap and self._backoff_entry.get(heap[0][-1]) != heap[0][-2]:
+                heapq.heappop(heap)
+            if heap:
+                heads.append(heap[0][0])
+        if not heads:
             return None
-        ready_at = self._backoff[0][0]
-        return ready_at + 1.0 if self.pop_from_backoff else ready_at  # the window must have passed
+        return min(heads) + 1.0 if self.pop_from_backoff else min(heads)  # the window must have passed
