@@ -17,6 +17,11 @@ where the gang's time went, from the watch:
 - `ungated`: first gate removed -> last gate removed;
 - `running`: last gate removed -> last pod Running (the scheduler's bindings, the kubelet's status).
 
+And the API writes per second of each batch, counted as a create, a binding and a status per pod
+(plain), plus a nomination and a gate removal per pod (gang), plus the Events the namespace holds
+once all run (the controller's GangReleased, one per released pod): on kubesim, whose one event
+loop serves every write, a gang at the plain batch's rate of writes is as fast as it can be.
+
 The load average is printed beside each figure: the machine is shared, so compare within a run.
 
     .venv/bin/python bench/bench_time_to_running.py [--sizes 100 1000] [--repeat 2] [--in-flight 16] [--gate-by webhook policy] [--small]
@@ -64,6 +69,7 @@ class Batch:
     nominated: dict[str, float] = field(default_factory=dict)
     ungated: dict[str, float] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
+    events: int = 0  # Events in the namespace once all ran (the controller's GangReleased, ...)
 
     def see(self, pod: dict, now: float) -> None:
         name = pod["metadata"]["name"]
@@ -156,6 +162,8 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
+    async with session.get(f"{url}/api/v1/namespaces/{namespace}/events") as response:
+        batch.events = len((await response.json())["items"])
     async with session.delete(f"{url}/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": "0"}):
         pass
     while True:  # the next batch starts on an idle cluster with every GPU free
@@ -198,16 +206,19 @@ async def main() -> None:
             for size in args.sizes:
                 limit = 120 + size * 0.3
                 for run in range(1, args.repeat + 1):
-                    times = {}
+                    times, writes = {}, {}
                     for gang in ((True,) if args.profile else (False, True)):
                         count += 1
                         batch = await one_batch(session, url, f"b{count}", size, args.in_flight, gang, limit)
                         times[gang] = max(batch.running.values()) - batch.start
+                        # create, bind, status (+ nomination, gate removal) per pod, and the Events
+                        writes[gang] = size * (5 if gang else 3) + batch.events
                     ratio = times[True] / times.get(False, float("nan"))
                     summary.setdefault((gate_by, size), []).append(ratio)
                     steps = "  ".join(f"{k} {v:5.2f}" for k, v in batch.phases().items())
                     print(f"{gate_by:>7} {size:5} pods run {run}: plain {times.get(False, float('nan')):6.2f} s  gang {times[True]:6.2f} s  "
-                          f"{ratio:4.2f}x plain  (gang: {steps})  load {os.getloadavg()[0]:.1f}", flush=True)
+                          f"{ratio:4.2f}x plain  (gang: {steps})  writes/s: plain {writes.get(False, 0) / times.get(False, float('nan')):4.0f} "
+                          f"gang {writes[True] / times[True]:4.0f}  load {os.getloadavg()[0]:.1f}", flush=True)
     for (gate_by, size), ratios in summary.items():
         print(f"{gate_by:>7} {size:5} pods: gang/plain median {statistics.median(ratios):4.2f}x "
               f"(runs: {', '.join(f'{r:.2f}' for r in ratios)})", flush=True)
