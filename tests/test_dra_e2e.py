@@ -103,9 +103,14 @@ def test_dra_gangs_run_whole_wait_whole_and_say_when_they_cannot_fit(tmp_path: P
 
         # A gang of 6 x 2 GPUs cannot fit beside it (8 of 16 GPUs free): it waits gated.
         apply(up, template("one-gpu", 1), *(pod(f"wide-{i}", claim_template="two-gpus", gang=("wide", 6)) for i in range(6)))
-        eventually(lambda: any("wide" in e for e in events_of(up, "GangWaiting")) and
+        # Why it waits: GangUnschedulable ("room for 4 of them") once the controller has seen all 6
+        # pods, GangWaiting first if it saw them arrive one by one; either way none is released.
+        eventually(lambda: any(e.startswith("wide-") for reason in ("GangUnschedulable", "GangWaiting")
+                               for e in events_of(up, reason)) and
                    len([c for c in claims(up) if c["metadata"]["name"].startswith("wide-")]) == 6,
                    "the wide gang waiting, its 6 claims made")
+        assert all(p["spec"].get("schedulingGates") for p in up.pods("default")
+                   if p["metadata"]["name"].startswith("wide-"))
         # Ordinary 1-GPU DRA pods still get the free devices meanwhile.
         apply(up, *(pod(f"single-{i}", claim_template="one-gpu") for i in range(2)))
         eventually(lambda: (lambda p: len(p) == 2 and all(x["status"].get("phase") == "Running" for x in p))(
