@@ -23,7 +23,7 @@ from ganggate.sim.api import scheduling as api
 from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, required, too_many, duplicate
 from ganggate.sim.apimachinery.objectmeta import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors
 from ganggate.sim.apimachinery.objectmeta import validate_object_meta
-from ganggate.sim.apiserver.watch import clone
+from ganggate.sim.apiserver.registry import provisioningrequest as provreq
 
 Obj = dict[str, Any]
 _PODGROUP_IMMUTABLE = ("workloadRef", "priorityClassName", "priority", "disruptionMode", "schedulingConstraints",
@@ -53,22 +53,11 @@ def default(obj: Obj) -> None:
         obj["spec"].setdefault("disruptionMode", {"single": {}})
 
 
-def prepare_create(obj: Obj) -> None:
-    obj.pop("status", None)
-    obj.setdefault("metadata", {})["generation"] = 1
-
-
-def prepare_update(new: Obj, old: Mapping[str, Any]) -> None:
-    new["status"] = clone(old.get("status") or {})
-    if not new["status"]:
-        new.pop("status")
-    generation = (old.get("metadata") or {}).get("generation") or 1
-    changed = not _same(new.get("spec"), old.get("spec"))
-    new.setdefault("metadata", {})["generation"] = generation + 1 if changed else generation
-
-
-def prepare_status_update(new: Obj, old: Mapping[str, Any]) -> None:
-    new["spec"] = clone(old.get("spec") or {})
+# The strategy of a kind with a status subresource: no status on create, status kept on update,
+# spec kept on a status update, generation counting spec changes (the same as ProvisioningRequest's).
+prepare_create = provreq.prepare_create
+prepare_update = provreq.prepare_update
+prepare_status_update = provreq.prepare_status_update
 
 
 def _policy(path: str, policy: Any) -> list[Cause]:
