@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, not_supported, required
-from ganggate.sim.apimachinery.objectmeta import dns1123_subdomain_errors, validate_object_meta
+from ganggate.sim.apimachinery.objectmeta import validate_object_meta
 from ganggate.sim.apiserver.admission.cel_mutation import compile_mutation
 from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
 
@@ -138,18 +138,8 @@ def validate_policy_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> li
 
 def validate_binding(binding: Mapping[str, Any]) -> list[Cause]:
     """ValidateMutatingAdmissionPolicyBinding (no validationActions: a binding always mutates)."""
-    causes = validate_object_meta(binding, namespaced=False)
-    spec = binding.get("spec") if isinstance(binding.get("spec"), dict) else {}
-    policy_name = str(spec.get("policyName") or "")
-    if not policy_name:
-        causes.append(required("spec.policyName"))
-    else:
-        causes += [invalid_value("spec.policyName", policy_name, m) for m in dns1123_subdomain_errors(policy_name)]
-    if spec.get("paramRef") is not None:
-        causes.append(forbidden("spec.paramRef", vap._NO_PARAMS))
-    match = spec.get("matchResources")
-    causes += vap._validate_match_resources("spec.matchResources", match)
-    causes += _mutable_operations("spec.matchResources.resourceRules.operations", match)
+    causes, spec = vap.validate_binding_common(binding)
+    causes += _mutable_operations("spec.matchResources.resourceRules.operations", spec.get("matchResources"))
     return causes
 
 

@@ -253,8 +253,9 @@ def validate_policy_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> li
     return validate_policy(new)
 
 
-def validate_binding(binding: Mapping[str, Any]) -> list[Cause]:
-    """ValidateValidatingAdmissionPolicyBinding."""
+def validate_binding_common(binding: Mapping[str, Any]) -> tuple[list[Cause], Mapping[str, Any]]:
+    """What a validating and a mutating policy binding share: metadata, policyName, no paramRef,
+    matchResources; the causes and the binding's spec."""
     causes = validate_object_meta(binding, namespaced=False)
     spec = binding.get("spec") if isinstance(binding.get("spec"), dict) else {}
     policy_name = str(spec.get("policyName") or "")
@@ -265,6 +266,12 @@ def validate_binding(binding: Mapping[str, Any]) -> list[Cause]:
     if spec.get("paramRef") is not None:
         causes.append(forbidden("spec.paramRef", _NO_PARAMS))
     causes += _validate_match_resources("spec.matchResources", spec.get("matchResources"))
+    return causes, spec
+
+
+def validate_binding(binding: Mapping[str, Any]) -> list[Cause]:
+    """ValidateValidatingAdmissionPolicyBinding."""
+    causes, spec = validate_binding_common(binding)
     actions = spec.get("validationActions") or []
     for index, action in enumerate(actions):
         if action not in ACTIONS:
