@@ -42,14 +42,9 @@ prepare_update = vap.prepare_update
 prepare_status_update = vap.prepare_status_update
 
 
-def default_policy(policy: Obj) -> None:
-    """SetDefaults_MutatingAdmissionPolicySpec."""
-    spec = policy.get("spec")
-    if not isinstance(spec, dict):
-        return
-    if spec.get("failurePolicy") is None:
-        spec["failurePolicy"] = "Fail"
-    vap._default_match_resources(spec.get("matchConstraints"))
+# SetDefaults_MutatingAdmissionPolicySpec sets what the validating policy's does: failurePolicy
+# Fail and the matchConstraints' selectors and scopes.
+default_policy = vap.default_policy
 
 
 def default_binding(binding: Obj) -> None:
