@@ -9,7 +9,7 @@ round again on the same nodes labelled into 8 blocks x 16 racks (--topology-leve
 example.com/block,example.com/rack,kubernetes.io/hostname; every fourth gang requires one
 rack, every fourth prefers one) with the ratio of the two rounds.
 After each relist the picture is moved out of the garbage collector's way with gc.freeze(), as
-the controller does (controller/loop.py _reset): the rounds timed are the controller's, not
+the controller does (controller/round/loop.py _reset): the rounds timed are the controller's, not
 rounds that now and then pay for a full collection over the whole picture.
 Run: .venv/bin/python bench/bench_decide.py (--help for a smaller cluster).
 """

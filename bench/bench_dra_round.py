@@ -32,7 +32,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
-from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
 from ganggate.core.fit.gpushare import cards_of  # noqa: E402
 from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
 from ganggate.core.state.snapshot import make_pod  # noqa: E402

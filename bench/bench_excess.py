@@ -1,4 +1,4 @@
-"""The per-round cost of reporting pods beyond their gang's group-pod-num (controller/excess.py).
+"""The per-round cost of reporting pods beyond their gang's group-pod-num (controller/reporting/excess.py).
 
 A round's `_after_round` asks `ExcessReporter.report` for new excess pods on the event loop. It
 reads only the gangs in `ClusterState.over_declared` (kept as gangs refresh). The baseline, in the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ganggate.controller.excess import ExcessReporter  # noqa: E402
+from ganggate.controller.reporting.excess import ExcessReporter  # noqa: E402
 from ganggate.core.state.cluster import ClusterState  # noqa: E402
 from ganggate.core.state.snapshot import make_node, make_pod  # noqa: E402
 

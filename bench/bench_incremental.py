@@ -8,7 +8,7 @@ and priority 100, ahead of the older gangs), after one running pod finishes, and
 changed, each beside the full round on the same state and checked to decide the same; and the
 peak RSS of the process after building the ClusterState beside the size of the JSON it was
 built from. Medians of --repeat runs. After each relist (ClusterState.reset) the picture is moved
-out of the garbage collector's way with gc.freeze(), as the controller does (controller/loop.py
+out of the garbage collector's way with gc.freeze(), as the controller does (controller/round/loop.py
 _reset), so that the rounds timed are the controller's.
 Both backlogs are timed at the large size, each on a picture of its own: a fresh one (the rounds
 run 300 s after the pods were created: no gang starves) and a starving one (2 hours after: every

@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
 from ganggate.contract import DECISION_ANNOTATION, GROUP_NAME  # noqa: E402
-from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.controller.offloop import share_the_gil  # noqa: E402
+from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.controller.round.offloop import share_the_gil  # noqa: E402
 from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
 from ganggate.core.state.snapshot import make_pod  # noqa: E402
 
@@ -86,7 +86,7 @@ def pages_of(pods: list[dict], page: int = 500) -> list[bytes]:
 
 
 async def relist(controller: Controller, pages: list[bytes]) -> None:
-    """What the controller's pod informer does after a 410 (controller/informer.py list): each
+    """What the controller's pod informer does after a 410 (controller/round/informer.py list): each
     page parsed and read into PodInfo as it arrives, then the whole list handed to the controller,
     which rebuilds its picture with it (off the loop with --planning=thread)."""
     async def list_pods(*, limit: int, _continue: str | None = None, **_: object) -> _Page:

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_decide import build  # noqa: E402
 
-PAGE_SIZE = 500  # the controller's list page (controller/informer.py)
+PAGE_SIZE = 500  # the controller's list page (controller/round/informer.py)
 LEASE = ("ganggate-system", "ganggate-controller")  # the controller's default lease (controller/config.py)
 MIB = 2**20
 

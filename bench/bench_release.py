@@ -50,9 +50,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
-from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.controller.informer import Informer  # noqa: E402
-from ganggate.controller.release import build_patch, decision_annotation  # noqa: E402
+from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.controller.round.informer import Informer  # noqa: E402
+from ganggate.controller.release.patches import build_patch, decision_annotation  # noqa: E402
 from ganggate.kube.calls import call_json  # noqa: E402
 from ganggate.kube.client import make_api_client  # noqa: E402
 

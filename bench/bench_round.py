@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_decide import build  # noqa: E402
 from ganggate.contract import DECISION_ANNOTATION, GROUP_NAME  # noqa: E402
-from ganggate.controller import offloop  # noqa: E402
-from ganggate.controller.loop import Controller, ControllerConfig  # noqa: E402
+from ganggate.controller.round import offloop  # noqa: E402
+from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
 from ganggate.core.placement import capacity as capacity_module  # noqa: E402
 from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
 from ganggate.core.fit.gpushare import cards_of  # noqa: E402

@@ -27,7 +27,7 @@ COMMAND_MODULES: tuple[str | tuple[str, str], ...] = (
     "ganggate.admission.cli",  # ganggate webhook
     "ganggate.certs.cli",  # ganggate certs generate|inject
     "ganggate.controller.cli",  # ganggate controller, ganggate status
-    "ganggate.controller.plan",  # ganggate plan --snapshot
+    "ganggate.controller.status.plan",  # ganggate plan --snapshot
     "ganggate.sim.cli",  # ganggate sim serve
     ("ganggate.local.cli", "sim"),  # ganggate sim up
     "ganggate.replay.cli",  # ganggate demo, ganggate replay

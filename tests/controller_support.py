@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
-from ganggate.controller.loop import Controller, ControllerConfig
-from ganggate.controller.release import DECISION_ANNOTATION
+from ganggate.controller.round.loop import Controller, ControllerConfig
+from ganggate.controller.release.patches import DECISION_ANNOTATION
 from ganggate.kube.calls import Backoff, call_json, with_retries
 
 GPU = "nvidia.com/gpu"
@@ -157,7 +157,7 @@ class PodLog:
         self.marks[name] = self.seq
 
     async def start(self) -> None:
-        from ganggate.controller.informer import Informer
+        from ganggate.controller.round.informer import Informer
 
         def on_list(items: list[dict]) -> None:
             for pod in items:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.controller.protection import plan_budgets, preemption_victims
+from ganggate.controller.lifecycle.protection import plan_budgets, preemption_victims
 from ganggate.core.policy.budgets import covers, foreign_budgets_over, is_ours, selector_matches
 from ganggate.core.state.cluster import ClusterState, PodInfo
 from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, annotation_value

@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from ganggate.controller.loop import Controller, ControllerConfig
+from ganggate.controller.round.loop import Controller, ControllerConfig
 from ganggate.sim import Simulator
 from ganggate.sim.apiserver.watch import Watcher
 

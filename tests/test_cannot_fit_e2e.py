@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ganggate.controller.status import status_text
+from ganggate.controller.status.tables import status_text
 from tests.controller_support import create_pods, e2e_cluster, gang_pod, list_events, wait_for
 
 

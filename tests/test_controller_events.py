@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from ganggate.controller.events import EventRecorder
-from ganggate.controller.metrics import Metrics
+from ganggate.controller.reporting.events import EventRecorder
+from ganggate.controller.reporting.metrics import Metrics
 from ganggate.sim import Simulator
 from tests.controller_support import create_pods, gang_pod, list_events
 
@@ -32,7 +32,7 @@ async def test_repeats_aggregate_into_one_event_also_after_a_restart():
 
 
 def first_ref(pod):
-    from ganggate.controller.events import PodRef
+    from ganggate.controller.reporting.events import PodRef
 
     return PodRef.from_pod(pod)
 

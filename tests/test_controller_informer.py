@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from ganggate.controller.informer import Informer
+from ganggate.controller.round.informer import Informer
 from ganggate.sim import Simulator
 from tests.async_support import running
 from tests.controller_support import create_pods, gang_pod, wait_for
@@ -102,7 +102,7 @@ async def test_watch_events_split_anyhow_across_chunks_arrive_whole_and_in_order
     converted with a turn of the loop after each object, whole and in order."""
     import json
 
-    from ganggate.controller import informer as informer_module
+    from ganggate.controller.round import informer as informer_module
 
     monkeypatch.setattr(informer_module, "SLICE_SECONDS", 0.0)
     count = 257

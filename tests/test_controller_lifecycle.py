@@ -256,7 +256,7 @@ async def test_a_clean_stop_finishes_the_release_being_applied_and_starts_no_oth
 
 
 async def test_a_stopping_releaser_validates_but_applies_nothing(tmp_path):
-    from ganggate.controller.release import Releaser, ReleaseRequest
+    from ganggate.controller.release.patches import Releaser, ReleaseRequest
     from tests.controller_support import is_gated
 
     async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=8) as env:

@@ -10,8 +10,8 @@ import threading
 import pytest
 from kubernetes_asyncio import client
 
-from ganggate.controller import offloop
-from ganggate.controller.loop import Controller, ControllerConfig
+from ganggate.controller.round import offloop
+from ganggate.controller.round.loop import Controller, ControllerConfig
 from ganggate.core.state.snapshot import make_node, make_pod
 
 
@@ -99,7 +99,7 @@ def test_the_planning_setting_is_checked() -> None:
 
 
 async def test_held_changes_are_applied_in_order_in_slices_and_all_of_them_if_cancelled() -> None:
-    from ganggate.controller.offloop import ChangeBuffer
+    from ganggate.controller.round.offloop import ChangeBuffer
 
     applied: list[int] = []
     buffer = ChangeBuffer()

@@ -9,8 +9,8 @@ import threading
 
 from kubernetes_asyncio import client
 
-from ganggate.controller import protection as protection_module
-from ganggate.controller.loop import Controller, ControllerConfig
+from ganggate.controller.lifecycle import protection as protection_module
+from ganggate.controller.round.loop import Controller, ControllerConfig
 from ganggate.core.policy import preemption as preemption_module
 from ganggate.core.state.snapshot import make_node, make_pod
 
@@ -36,7 +36,7 @@ async def test_the_budgets_pass_and_the_preemption_search_run_off_the_event_loop
             created.append(body["metadata"]["name"])
 
         monkeypatch.setattr(protection_module, "plan_budgets", plan_budgets)
-        monkeypatch.setattr("ganggate.controller.preemptor.plan_preemption", plan_preemption)
+        monkeypatch.setattr("ganggate.controller.lifecycle.preemptor.plan_preemption", plan_preemption)
         protection = ctl.lifecycle.protection
         assert protection is not None
         protection.informer.synced = True  # (listed: no budget yet)

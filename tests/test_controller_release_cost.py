@@ -3,7 +3,7 @@ failed dry run still applies nothing (the all-or-nothing guarantee), end to end 
 
 from __future__ import annotations
 
-from ganggate.controller.release import build_patch, patch_shape
+from ganggate.controller.release.patches import build_patch, patch_shape
 from tests.controller_support import create_pods, decision, e2e_cluster, gang_pod, is_gated, wait_for
 
 
@@ -52,7 +52,7 @@ async def test_a_gang_costs_one_dry_run_per_shape_and_one_patch_per_pod(tmp_path
 
 
 async def test_a_refused_dry_run_releases_no_pod_of_the_gang(tmp_path):
-    from ganggate.controller.release import Releaser, ReleaseRequest
+    from ganggate.controller.release.patches import Releaser, ReleaseRequest
 
     async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=8) as env:
         created = await create_pods(env.core, gang("g", 4))

@@ -57,7 +57,7 @@ async def test_gangs_that_bypassed_the_gate_are_reported_once_and_left_alone(tmp
     """No webhook: gang pods run at once; the controller says so once per gang and touches nothing."""
     from kubernetes_asyncio import client
 
-    from ganggate.controller.status import status_text
+    from ganggate.controller.status.tables import status_text
 
     async with e2e_cluster(tmp_path, nodes=1, gpus_per_node=8) as env:
         await client.AdmissionregistrationV1Api(env.api).delete_mutating_webhook_configuration("ganggate")
@@ -130,7 +130,7 @@ async def test_events_of_pods_without_a_uid_do_not_land_on_each_other():
     """Aggregation is per pod: two pods' Events never share (and overwrite) one Event."""
     from kubernetes_asyncio import client
 
-    from ganggate.controller.events import EventRecorder, PodRef
+    from ganggate.controller.reporting.events import EventRecorder, PodRef
     from ganggate.sim import Simulator
 
     async with Simulator(nodes=1, scheduler=False, kubelet=False) as sim:

@@ -3,7 +3,7 @@ timeout or starvation hold-back still ahead, or none."""
 
 from __future__ import annotations
 
-from ganggate.controller.timers import PAST, next_due
+from ganggate.controller.round.timers import PAST, next_due
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import parse_time
 from ganggate.core.state.snapshot import make_node, make_pod

@@ -9,10 +9,10 @@ import jsonpatch
 import pytest
 
 from ganggate.contract import GATE_NAME
-from ganggate.controller.loop import ControllerConfig
-from ganggate.controller.events import WaitNotifier, event_name, PodRef
-from ganggate.controller.informer import Gone, Informer
-from ganggate.controller.release import (
+from ganggate.controller.round.loop import ControllerConfig
+from ganggate.controller.reporting.events import WaitNotifier, event_name, PodRef
+from ganggate.controller.round.informer import Gone, Informer
+from ganggate.controller.release.patches import (
     DECISION_ANNOTATION,
     build_patch,
     decision_annotation,

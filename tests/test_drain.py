@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.controller.drain import NodeDrains
-from ganggate.controller.ownerevents import OwnerEvents
+from ganggate.controller.lifecycle.drain import NodeDrains
+from ganggate.controller.reporting.ownerevents import OwnerEvents
 from ganggate.core.policy.drain import plan_drains
 from ganggate.core.state.cluster import ClusterState
 from tests.test_status import node, pod

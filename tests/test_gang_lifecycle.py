@@ -157,7 +157,7 @@ def test_a_gang_waiting_past_its_timeout_is_reported(pod_num: int, exist: int) -
 
 
 def test_status_says_a_gang_timed_out_or_is_broken() -> None:
-    from ganggate.controller.status import lifecycle_state
+    from ganggate.controller.status.tables import lifecycle_state
 
     state = ClusterState()
     pod = make_pod("w-0", gang="big", pod_num=1, gpus=16)
@@ -185,7 +185,7 @@ def test_the_lifecycle_flags_reach_the_controller_config() -> None:
 
 
 def test_budgets_for_released_gangs_only_and_ours_deleted_when_the_gang_is_gone() -> None:
-    from ganggate.controller.protection import plan_budgets
+    from ganggate.controller.lifecycle.protection import plan_budgets
 
     state = ClusterState()
     state.reset([make_node("n1", gpus=16)], [released("t-0", gang="train", min_available=1),
@@ -203,7 +203,7 @@ def test_budgets_for_released_gangs_only_and_ours_deleted_when_the_gang_is_gone(
 
 
 def test_a_deleted_pod_whose_owner_is_gone_or_being_deleted_is_a_gang_going_away() -> None:
-    from ganggate.controller.owners import controller_ref, owner_is_going
+    from ganggate.controller.lifecycle.owners import controller_ref, owner_is_going
 
     state = ClusterState()
     pods = [released("t-0", gang="train", owner="train"), released("t-1", gang="train", owner="train")]
@@ -235,7 +235,7 @@ def test_a_gang_that_lost_every_member_at_once_is_not_said_to_run_on() -> None:
 
 
 def test_a_member_on_a_node_not_ready_longer_than_node_lost_after_is_lost_and_the_gang_restarts() -> None:
-    from ganggate.controller.timers import PAST, next_due
+    from ganggate.controller.round.timers import PAST, next_due
     from ganggate.core.policy.lifecycle import nodes_lost
 
     lost = make_node("n1", gpus=16, ready=False)

@@ -10,8 +10,8 @@ import contextlib
 from typing import Any
 
 from ganggate.contract import GROUP_NAME, GROUP_POD_NUM
-from ganggate.controller.informer import Informer
-from ganggate.controller.status import status_text
+from ganggate.controller.round.informer import Informer
+from ganggate.controller.status.tables import status_text
 from tests.controller_support import GPU, create_pods, e2e_cluster, gang_pod, is_gated, job_cluster, list_events, \
     wait_for
 from tests.test_gang_lifecycle_e2e import Env

@@ -13,7 +13,7 @@ from ganggate.contract import (
     GPUSHARE_CARD_TOTAL,
     GPUSHARE_POD_AMOUNT,
 )
-from ganggate.controller.release import build_patch
+from ganggate.controller.release.patches import build_patch
 from ganggate.core.fit.gpushare import cards_of, decision_annotations
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.state.snapshot import make_pod

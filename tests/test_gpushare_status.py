@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ganggate.controller.gpushare_status import card_rows, format_gpus
+from ganggate.controller.status.gpushare import card_rows, format_gpus
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 from tests.test_gpushare_planner import card_node, holder, sharing_pod

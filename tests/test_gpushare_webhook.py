@@ -134,7 +134,7 @@ def test_the_shipped_match_conditions_send_sharing_pods_and_still_not_ordinary_o
 
 
 def test_a_released_gang_of_one_made_for_sharing_gets_no_budget_but_a_real_gang_does() -> None:
-    from ganggate.controller.protection import desired_budget
+    from ganggate.controller.lifecycle.protection import desired_budget
     from ganggate.core.state.cluster import ClusterState
     from ganggate.core.state.snapshot import make_pod
 

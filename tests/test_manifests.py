@@ -326,7 +326,7 @@ def test_the_webhook_has_time_to_leave_the_endpoints_and_drain():
 
 
 def test_the_controller_knows_its_namespace_and_has_time_to_stop():
-    from ganggate.controller.loop import ControllerConfig
+    from ganggate.controller.round.loop import ControllerConfig
 
     deployment = find(base_objects(), "Deployment", "ganggate-controller")
     pod = deployment["spec"]["template"]["spec"]

@@ -222,7 +222,7 @@ def test_annotation_names_pods_within_the_namespace() -> None:
 
 
 def test_status_shows_a_preemptor_waiting_for_its_room() -> None:
-    from ganggate.controller.status import format_status
+    from ganggate.controller.status.tables import format_status
 
     top = waiting_gang("top", 1, 8)
     reserve(top, "top", {"ml/top-0": "n0"}, ["ml/low"])

@@ -58,7 +58,7 @@ async def test_a_request_provisioned_between_two_polls_is_still_told(tmp_path, m
     async def no_read_in_time(self, key, asked, now):
         return None
 
-    monkeypatch.setattr("ganggate.controller.provisioner.Provisioner._poll", no_read_in_time)
+    monkeypatch.setattr("ganggate.controller.autoscaling.provisioner.Provisioner._poll", no_read_in_time)
     async with _cluster(tmp_path) as env:
         await env.start_controller(autoscaling="provisioning-request")
         await create_pods(env.core, [gang_pod(f"w-{i}", "train", 3, gpus=8) for i in range(3)])
@@ -138,7 +138,7 @@ async def test_the_next_leader_finishes_a_release_the_first_asked_for(tmp_path):
 
 
 async def test_status_shows_what_was_asked_of_the_autoscaler(tmp_path):
-    from ganggate.controller.status import status_text
+    from ganggate.controller.status.tables import status_text
 
     async with _cluster(tmp_path) as env:
         await env.start_controller(autoscaling="provisioning-request",

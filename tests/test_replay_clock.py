@@ -59,7 +59,7 @@ async def test_released_pods_that_cannot_bind_time_out_in_simulated_time():
     """A cluster whose scheduler is down, on a manual clock as the replay drives it: released
     pods never bind; the bind timeout fires only when the simulated clock passes it."""
     from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
-    from ganggate.controller.loop import Controller, ControllerConfig
+    from ganggate.controller.round.loop import Controller, ControllerConfig
     from ganggate.replay.stack import SimulatedClock
     from ganggate.sim import Simulator
     from ganggate.sim.clock import ManualClock

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ganggate.contract import GROUP_TIMEOUT_SECONDS
-from ganggate.controller.metrics import Metrics
-from ganggate.controller.timers import PAST, next_due
+from ganggate.controller.reporting.metrics import Metrics
+from ganggate.controller.round.timers import PAST, next_due
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.lifecycle import gangs_timed_out, waiting_timeout
 from ganggate.core.fit.resources import GPU

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ganggate.controller.status import format_status
-from ganggate.controller.topology_view import gang_domain, levels_annotation, levels_from_lease, node_domain
+from ganggate.controller.status.tables import format_status
+from ganggate.controller.reporting.topology_view import gang_domain, levels_annotation, levels_from_lease, node_domain
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.planner import decide
 from tests.test_status import NOW, pod

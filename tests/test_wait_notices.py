@@ -10,8 +10,8 @@ import logging
 from kubernetes_asyncio import client
 
 from ganggate.controller.config import ControllerConfig
-from ganggate.controller.events import COMBINED, EventRecorder, PodRef, WaitNotifier
-from ganggate.controller.loop import Controller
+from ganggate.controller.reporting.events import COMBINED, EventRecorder, PodRef, WaitNotifier
+from ganggate.controller.round.loop import Controller
 from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.state.snapshot import make_node, make_pod

@@ -3,7 +3,7 @@ are the ones the notifier chose when every waiting gang was asked each round."""
 
 from __future__ import annotations
 
-from ganggate.controller.waitreport import WaitReport
+from ganggate.controller.reporting.waitreport import WaitReport
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.snapshot import make_node, make_pod

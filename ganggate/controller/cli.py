@@ -134,7 +134,7 @@ def _lease_flags(parser: Any) -> None:
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    from ganggate.controller.status import run_status
+    from ganggate.controller.status.tables import run_status
 
     return run_status(args)
 
@@ -171,7 +171,7 @@ def run_controller(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from ganggate.controller.loop import Controller
+    from ganggate.controller.round.loop import Controller
 
     try:
         cfg = config_from_args(args)

@@ -181,7 +181,7 @@ def start_controller(api: Any, config: Any, name: str = "ganggate-controller",
                      clock: Any = None) -> tuple[Any, asyncio.Task]:
     """Start the gate controller as a task (on `clock`, a ganggate.kube.clock.Clock; default the
     wall clock); returns it and the task."""
-    from ganggate.controller.loop import Controller
+    from ganggate.controller.round.loop import Controller
 
     controller = Controller(api, config) if clock is None else Controller(api, config, clock=clock)
     return controller, asyncio.create_task(controller.run(), name=name)

@@ -9,7 +9,7 @@ runs released members of a gang is cordoned (`--on-node-drain`):
 - `restart` (default): if evicting the gang's pods on cordoned nodes would take it below
   min-available, ganggate restarts the gang whole through its owner, as after a member loss
   (controller.memberloss): it deletes the gang's released pods that have an owning controller
-  (DisruptionTarget first, ganggate.controller.restart), their owner recreates them gated, and
+  (DisruptionTarget first, ganggate.controller.lifecycle.restart), their owner recreates them gated, and
   ganggate releases the new gang whole on nodes that can hold it (a cordoned node never). The
   old pods are then being deleted, which the Eviction API lets through whatever the budget
   (canIgnorePDB), so the drain finishes. A gang with a released pod that has no owning

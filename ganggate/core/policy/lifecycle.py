@@ -1,7 +1,7 @@
 """A gang's life after admission, as pure decisions: room held by terminating pods, members
 lost (failed, deleted, preempted, evicted, not bound in time) and gangs that wait too long.
 
-The controller's shell (`ganggate.controller.memberloss`, `ganggate.controller.protection`)
+The controller's shell (`ganggate.controller.lifecycle.memberloss`, `ganggate.controller.lifecycle.protection`)
 acts on what these functions say; nothing here does I/O or reads a clock.
 
 A member is lost when a released, live pod of a gang stops being a member: it Failed, or it is

@@ -17,7 +17,7 @@ cause `PlanLost`, instead of at the bind timeout:
   deleted there already gone. Room that only a terminating pod holds will come back; room
   held by a pod bound after the plan is lost for as long as that pod runs, which nobody knows.
 
-Pure: the shell (`ganggate.controller.memberloss`) acts on the losses.
+Pure: the shell (`ganggate.controller.lifecycle.memberloss`) acts on the losses.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Asking the cluster autoscaler for a gang's room: which waiting gangs need nodes, and the
 ProvisioningRequest and PodTemplates that describe them (cluster-autoscaler's
 autoscaling.x-k8s.io/v1 API; Kueue's provisioning admission check does the same for its
-workloads). Pure: the controller's shell (ganggate.controller.provisioner) creates, watches and
+workloads). Pure: the controller's shell (ganggate.controller.autoscaling.provisioner) creates, watches and
 deletes the objects.
 
 A gang is worth a request when it is complete and still wholly gated, and the round found no

@@ -2,15 +2,15 @@
 
 Two informers keep the pure `ClusterState` in step with the API server. After events (at most
 one round per `debounce_seconds`), the leader runs the core's `decide()` in a worker thread
-(ganggate.controller.offloop: the changes that arrive meanwhile are held and applied after the
+(ganggate.controller.round.offloop: the changes that arrive meanwhile are held and applied after the
 round, so the planner never sees the state change under it), promises each decision's placement in the
-state (before the first patch), and releases it (ganggate.controller.release). A gang whose release is in
+state (before the first patch), and releases it (ganggate.controller.release.patches). A gang whose release is in
 flight is not re-decided until the release has finished and its effect is seen in the watch;
 a release cut short (crash, lost leadership, exhausted retries) is finished by the core's
 roll-forward decision in a later round, under the same decision id. Released pods that do not
-bind in time are ganggate.controller.bindtimeout's; the settings are ganggate.controller.config's.
+bind in time are ganggate.controller.lifecycle.bindtimeout's; the settings are ganggate.controller.config's.
 Time comes from one clock (ganggate.kube.clock): the wall clock, or a replay's simulated one; a
-round is also due when a deadline falls (ganggate.controller.timers). Only the lease keeps to
+round is also due when a deadline falls (ganggate.controller.round.timers). Only the lease keeps to
 real time (LeaderElector takes a clock of its own, the wall clock by default).
 
 `stop()` (SIGTERM, SIGINT) is a clean stop: no new round, releases not yet validated are not
@@ -32,27 +32,27 @@ import uuid
 from typing import Any, Iterator
 
 from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
-from ganggate.controller.bindtimeout import BindTimeouts
+from ganggate.controller.lifecycle.bindtimeout import BindTimeouts
 from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
-from ganggate.controller.bypass import BypassTracker, describe
+from ganggate.controller.reporting.bypass import BypassTracker, describe
 from ganggate.core.placement.explain import plural
-from ganggate.controller.events import EventRecorder
-from ganggate.controller.excess import ExcessReporter
-from ganggate.controller.waitreport import WaitReport
-from ganggate.controller.dra import DraWatches
-from ganggate.controller.informer import Informer
-from ganggate.controller.memberloss import attach_lifecycle
+from ganggate.controller.reporting.events import EventRecorder
+from ganggate.controller.reporting.excess import ExcessReporter
+from ganggate.controller.reporting.waitreport import WaitReport
+from ganggate.controller.round.dra import DraWatches
+from ganggate.controller.round.informer import Informer
+from ganggate.controller.lifecycle.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
-from ganggate.controller.metrics import Metrics, serve_metrics
-from ganggate.controller.preemptor import Preemptor
-from ganggate.controller.placeholders import Placeholders
-from ganggate.controller.provisioner import Provisioner
-from ganggate.controller.release import Releaser
-from ganggate.controller.releasing import Releasing
-from ganggate.controller.topology_view import describe_levels, levels_annotation
+from ganggate.controller.reporting.metrics import Metrics, serve_metrics
+from ganggate.controller.lifecycle.preemptor import Preemptor
+from ganggate.controller.autoscaling.placeholders import Placeholders
+from ganggate.controller.autoscaling.provisioner import Provisioner
+from ganggate.controller.release.patches import Releaser
+from ganggate.controller.release.releases import Releasing
+from ganggate.controller.reporting.topology_view import describe_levels, levels_annotation
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
-from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
+from ganggate.controller.round.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
 from ganggate.kube.calls import Backoff
 from ganggate.kube.clock import WALL, Clock
 
@@ -303,7 +303,7 @@ class Controller(Releasing):
             runner, self.metrics_port = await serve_metrics(
                 self.metrics, self.config.metrics_port, self.healthy, self.ready
             )
-        from ganggate.controller.podgroups import start as start_podgroups
+        from ganggate.controller.round.podgroups import start as start_podgroups
 
         podgroups = await start_podgroups(self)  # before the pods are listed
         tasks = [asyncio.create_task(c) for c in (self.nodes.run(), self.pods.run(), self.events.run(),

@@ -2,7 +2,7 @@
 `--on-bind-timeout`:
 
 - `member-loss` (default): the timeout is a member loss with cause BindTimeout, handled by
-  `--on-member-loss` (ganggate.controller.memberloss): `restart` deletes all the gang's released
+  `--on-member-loss` (ganggate.controller.lifecycle.memberloss): `restart` deletes all the gang's released
   pods that have an owning controller, bound or not, so that the whole gang comes back gated
   instead of staying half-bound; `none` only reports it;
 - `recreate`: deletes only the unbound pods with an owning controller (never any other pod);
@@ -16,12 +16,12 @@ from typing import Any, Callable, Coroutine
 
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.lifecycle import MemberLoss
-from ganggate.controller.events import EventRecorder
-from ganggate.controller.metrics import Metrics
-from ganggate.controller.restart import delete_member
+from ganggate.controller.reporting.events import EventRecorder
+from ganggate.controller.reporting.metrics import Metrics
+from ganggate.controller.lifecycle.restart import delete_member
 from ganggate.kube.calls import ApiCallError
 
-log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
+log = logging.getLogger("ganggate.controller.round.loop")  # the loop's log, as before this was split out
 
 
 class BindTimeouts:

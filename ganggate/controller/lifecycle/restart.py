@@ -22,7 +22,7 @@ import logging
 from collections import OrderedDict
 from typing import Any, Callable, Coroutine, Iterable
 
-from ganggate.controller.events import PodRef
+from ganggate.controller.reporting.events import PodRef
 from ganggate.core.policy.disruption import condition_patch, restart_advice
 from ganggate.core.state.pods import PodInfo
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from ganggate.controller.informer import Informer, object_key
+from ganggate.controller.round.informer import Informer, object_key
 from ganggate.core.state import dra as dra_state
 
 

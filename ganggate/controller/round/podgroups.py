@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable
 
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, GangSpec
-from ganggate.controller.informer import Informer
+from ganggate.controller.round.informer import Informer
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 from ganggate.podgroups import (DROPPED_REASON, GATED_FOR_ANNOTATION, GROUP, MISSING_REASON, PLURAL, VERSIONS,
                                 condition_patch, gang_annotations_of, ganggate_admits,

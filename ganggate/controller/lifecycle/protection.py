@@ -183,7 +183,7 @@ class Protection:
                  in_flight: Callable[[], Iterable[str]] = lambda: ()) -> None:
         from kubernetes_asyncio import client
 
-        from ganggate.controller.informer import Informer
+        from ganggate.controller.round.informer import Informer
 
         self.policy = client.PolicyV1Api(api_client)
         self.state = state

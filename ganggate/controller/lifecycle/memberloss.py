@@ -28,14 +28,14 @@ import logging
 from collections import OrderedDict
 from typing import Any, Callable, Coroutine, Iterable
 
-from ganggate.controller.drain import NodeDrains
-from ganggate.controller.events import EventRecorder, PodRef
-from ganggate.controller.ownerevents import OwnerEvents
-from ganggate.controller.owners import OwnerLookup
-from ganggate.controller.protection import Protection
+from ganggate.controller.lifecycle.drain import NodeDrains
+from ganggate.controller.reporting.events import EventRecorder, PodRef
+from ganggate.controller.reporting.ownerevents import OwnerEvents
+from ganggate.controller.lifecycle.owners import OwnerLookup
+from ganggate.controller.lifecycle.protection import Protection
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
-from ganggate.controller.restart import JobAdvice, delete_member
+from ganggate.controller.lifecycle.restart import JobAdvice, delete_member
 from ganggate.core.policy.lifecycle import MemberLoss, judge_loss, nodes_lost
 from ganggate.core.policy.planloss import plans_lost
 from ganggate.kube.calls import ApiCallError

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from ganggate.controller.timers import next_due
+from ganggate.controller.round.timers import next_due
 from ganggate.core.state.cluster import ClusterState
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganggate.controller.podgroups import admitted_by_ganggate
+from ganggate.controller.round.podgroups import admitted_by_ganggate
 from ganggate.podgroups import (GROUP, INITIALLY_SCHEDULED, PLURAL, VERSIONS, condition_type, min_count,
                                 pod_group_name, project)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Iterable
 
-from ganggate.controller.events import PodRef
+from ganggate.controller.reporting.events import PodRef
 
 _REMEMBER = 100_000  # gangs whose last owner Event is remembered (oldest forgotten first)
 _MAX_OWNERS = 8  # a gang over more owners (a JobSet of many Jobs) tells the first 8, by name

@@ -7,7 +7,7 @@ priority while the gates go (`Releaser.nominate`, the controller's `--nominate`)
 One JSON patch per pod (pure `build_patch`): `test` the pod's uid and the gate at its index,
 `remove` that gate (only ours: a concurrent change makes the `test` fail instead of removing
 someone else's gate), `add` the label `ganggate.io/gang` (the selector of the gang's
-PodDisruptionBudget, ganggate.controller.protection; in the same patch, so a pod is released
+PodDisruptionBudget, ganggate.controller.lifecycle.protection; in the same patch, so a pod is released
 and labelled together or not at all), `add` the planned node to spec.nodeSelector (allowed on a gated pod:
 KEP-3838 "mutable pod scheduling directives", only additions) and `add` the
 `ganggate.io/decision` annotation.
@@ -19,7 +19,7 @@ and released by 1,000 patches, not 2,000. Only when every shape passes are the p
 concurrently with a bounded number in flight. What a dry run of another pod could not catch (a
 pod deleted or changed since the watch showed it) is caught by the apply's own `test`
 operations and validation: the release is then cut short, and the controller's roll-forward
-finishes it in a later round under the same decision id (ganggate.controller.loop). 429
+finishes it in a later round under the same decision id (ganggate.controller.round.loop). 429
 (Retry-After), 5xx and transport errors are retried with backoff; 409 or a failed `test` (422)
 refetches the pod and rebuilds the patch.
 """

@@ -23,7 +23,7 @@ from ganggate.core.policy.provisioning import (
 )
 from ganggate.core.state.gangs import GangKey
 from ganggate.core.state.outcome import Decision
-from ganggate.controller.provisioner import tell_gang
+from ganggate.controller.autoscaling.provisioner import tell_gang
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ganggate.controller.events import PodRef
+from ganggate.controller.reporting.events import PodRef
 from ganggate.core.policy.drain import DrainMove, plan_drains
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey

@@ -20,9 +20,9 @@ from itertools import compress
 from operator import not_
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from ganggate.controller.events import WaitNotifier
+from ganggate.controller.reporting.events import WaitNotifier
 
-log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
+log = logging.getLogger("ganggate.controller.round.loop")  # the loop's log, as before this was split out
 
 GangKey = tuple[str, str]
 

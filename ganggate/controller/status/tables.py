@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ganggate.controller.bypass import BypassTracker, describe
-from ganggate.controller.topology_view import describe_levels, gang_domain, levels_from_lease, node_domain
+from ganggate.controller.reporting.bypass import BypassTracker, describe
+from ganggate.controller.reporting.topology_view import describe_levels, gang_domain, levels_from_lease, node_domain
 from ganggate.core.placement.explain import excess_note, plural
-from ganggate.controller.dra import list_into as list_dra
+from ganggate.controller.round.dra import list_into as list_dra
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import parse_time
 from ganggate.core.fit.resources import GPU
@@ -252,7 +252,7 @@ async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-
     core = client.CoreV1Api(api_client)
     nodes = await list_all(core.list_node)
     pods = await list_all(core.list_pod_for_all_namespaces)
-    from ganggate.controller.podgroup_status import list_podgroups, project_all
+    from ganggate.controller.status.podgroups import list_podgroups, project_all
 
     pods = project_all(pods, await list_podgroups(api_client, list_all))  # PodGroup gangs ganggate admits
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
@@ -309,7 +309,7 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
         head += ("\n" if head else "") + f"topology levels: {describe_levels(topology_levels)} ({source})"
     state = await collect(api_client, scheduler_names, topology_levels=topology_levels or ())
     if gpus:
-        from ganggate.controller.gpushare_status import format_gpus
+        from ganggate.controller.status.gpushare import format_gpus
 
         return format_gpus(state)
     budgets = await list_budgets(api_client)
@@ -318,18 +318,18 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
     # (room held back, and when it starts where pods have deadlines).
     decisions, waitings = decide(state, now, policy=policy, blind_seconds=BLIND_SECONDS)
     if output != "text":
-        from ganggate.controller.status_output import render, status_document
+        from ganggate.controller.status.output import render, status_document
 
         leader = next((line for line in head.splitlines() if line.startswith("controller:")), None)
         rows = gang_rows(state, decisions, waitings, now, namespace, budgets)
         return render(status_document(rows, node_rows(state), leader, topology_levels or ()), output)
     text = format_status(state, decisions, waitings, now, namespace, budgets)
-    from ganggate.controller.provisioning_status import format_requests, list_requests
+    from ganggate.controller.status.provisioning import format_requests, list_requests
 
     asked = format_requests(await list_requests(api_client), namespace)
     if asked:
         text += "\n" + asked
-    from ganggate.controller.podgroup_status import native_text
+    from ganggate.controller.status.podgroups import native_text
 
     text += await native_text(api_client, namespace, list_all, _table)  # PodGroups the scheduler's own plugin admits
     return head + "\n\n" + text if head else text
@@ -362,7 +362,7 @@ def run_status(args: argparse.Namespace) -> int:
         try:
             from ganggate.kube.leader import lease_namespace
 
-            from ganggate.controller.status_output import watch
+            from ganggate.controller.status.output import watch
 
             names = tuple(args.scheduler_name or ["default-scheduler"])
             output = getattr(args, "output", "text")

@@ -11,13 +11,13 @@ import time
 import uuid
 from typing import Any
 
-from ganggate.controller.release import ReleaseRequest
+from ganggate.controller.release.patches import ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.placement.explain import plural
 from ganggate.core.policy.planloss import contesting_pods, lost_nodes, unseen_nominations
 from ganggate.kube.calls import ApiCallError, rfc3339
 
-log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
+log = logging.getLogger("ganggate.controller.round.loop")  # the loop's log, as before this was split out
 
 
 def _decision_of_gang(gang: Any) -> dict | None:
