@@ -24,7 +24,7 @@ policies). Both backlogs are timed, each on a controller of its own: a fresh one
 300 s after the pods were created: no gang starves) and a starving one (2 hours after: every
 waiting gang has waited past the starvation limit, as most have on a busy cluster). Not included: the API calls (releases, Events, evictions are not
 sent), the watch events' own cost (applied before the round), the budgets' pass
-(controller.protection runs it as a task of its own, after the round).
+(controller.lifecycle.protection runs it as a task of its own, after the round).
 
     .venv/bin/python bench/bench_round.py [--nodes 20000] [--waiting-pods 100000] [--repeat 5]
 """

@@ -1,4 +1,4 @@
-"""Drains of nodes that run gangs (core.policy.drain, controller.drain, controller.ownerevents):
+"""Drains of nodes that run gangs (core.policy.drain, controller.lifecycle.drain, controller.reporting.ownerevents):
 which gangs move, which wait and what they say, and that the gang's owner hears it once."""
 
 from __future__ import annotations

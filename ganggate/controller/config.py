@@ -78,7 +78,7 @@ class ControllerConfig:
     placement: str = "pinned"  # "pinned" | "free"
     # Pinned releases: set each member's status.nominatedNodeName to its planned node before
     # the gate goes, so the default scheduler holds that room against pods of no higher
-    # priority (controller.release, docs/controller.md "Released gangs that cannot bind").
+    # priority (controller.release.patches, docs/controller.md "Released gangs that cannot bind").
     nominate: bool = True
     #: Once nominated, how long a release waits at most for the watch to show the nominations
     #: (and for pods that could take the plan's room to be tried) before checking its plan.
@@ -100,7 +100,7 @@ class ControllerConfig:
     identity: str | None = None
     metrics_port: int | None = None
     debounce_seconds: float = 0.05  # at most one round per this long (the first after a quiet spell at once)
-    planning: str = "thread"  # "thread": decide() off the event loop (controller.offloop) | "loop": on it
+    planning: str = "thread"  # "thread": decide() off the event loop (controller.round.offloop) | "loop": on it
     rounds: str = "incremental"  # "incremental": re-plan only what changed (core.incremental) | "full"
     # Optional additions beyond the shared API:
     tick_seconds: float = 1.0  # a round at least this often (bind timeouts, starvation)
@@ -109,18 +109,18 @@ class ControllerConfig:
     bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
     on_member_loss: str = "restart"  # "restart" | "none" (ganggate.controller.lifecycle.memberloss)
     on_node_drain: str = "restart"  # "restart" | "wait": gangs on cordoned nodes (ganggate.core.policy.drain)
-    protect_running_gangs: bool = True  # a PodDisruptionBudget per released gang (controller.protection)
-    preemption: str = "gang"  # "gang" | "off" (controller.preemptor)
+    protect_running_gangs: bool = True  # a PodDisruptionBudget per released gang (controller.lifecycle.protection)
+    preemption: str = "gang"  # "gang" | "off" (controller.lifecycle.preemptor)
     preempt_bare_pods: bool = False  # pods without an owning controller may be preempted
     preempt_ordinary_pods: bool = False  # bound pods of no gang may be preempted
     preemption_timeout_seconds: float = 300.0  # how long freed room stays reserved for a preemptor
     card_policy: str = DEFAULT_POLICY  # GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (CARD_POLICIES)
-    autoscaling: str = "off"  # "off" | "provisioning-request" (controller.provisioner) | "placeholders" (controller.placeholders)
+    autoscaling: str = "off"  # "off" | "provisioning-request" | "placeholders" (controller.autoscaling)
     provisioning_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"  # core.policy.provisioning.CLASSES
     # A gang with a member on a node not Ready this long is restarted whole (None: off, the
     # taint manager's eviction decides); see NODE_LOST_HELP for the trade-off.
     node_lost_after_seconds: float | None = None
-    # PodGroup gangs (ganggate.podgroups, controller.podgroups): who admits them, and whether the
+    # PodGroup gangs (ganggate.podgroups, controller.round.podgroups): who admits them, and whether the
     # scheduler gang-schedules them itself
     podgroups: str = "auto"  # "auto" | "gate" | "create"
     native_gang_scheduling: bool = False

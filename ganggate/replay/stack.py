@@ -41,7 +41,8 @@ class SimulatedClock:
     async def sleep_until(self, when: float) -> None:
         await self.manual.sleep_until(self.manual.now() + (when - self.now()))
 POLICY = {"count": "count", "ganggate": "plan", "free": "plan", "topology": "plan", "provreq": "plan", "placeholders": "plan"}
-#: Modes that ask an autoscaler for room (replays with --node-group): controller.provisioner, controller.placeholders.
+#: Modes that ask an autoscaler for room (replays with --node-group): controller.autoscaling.provisioner and
+#: controller.autoscaling.placeholders.
 AUTOSCALING = {"provreq": "provisioning-request", "placeholders": "placeholders"}
 PLACEMENT = {"free": "free"}  # every other gated mode pins (the controller's default)
 

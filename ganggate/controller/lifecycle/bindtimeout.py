@@ -40,7 +40,7 @@ class BindTimeouts:
         self.on_loss = on_loss
         self.timeout_seconds = timeout_seconds
         self.spawn = spawn
-        self.advice: Any = None  # controller.restart.JobAdvice, set by attach_lifecycle
+        self.advice: Any = None  # controller.lifecycle.restart.JobAdvice, set by attach_lifecycle
 
     def handle_expired(self, now: float) -> None:
         for gang_key, pod_keys in self.state.expired_promises(now):
@@ -78,7 +78,7 @@ class BindTimeouts:
                 self.on_loss(losses)
 
     async def _delete(self, pod_key: str, uid: str, why: str) -> None:
-        """DisruptionTarget, then the delete (controller.restart), so a Job can ignore it."""
+        """DisruptionTarget, then the delete (controller.lifecycle.restart), so a Job can ignore it."""
         try:
             if await delete_member(self.core, pod_key, uid, why, metrics=self.metrics):
                 log.info("deleted %s (bind timeout, policy recreate)", pod_key)

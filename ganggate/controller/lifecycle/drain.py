@@ -2,9 +2,9 @@
 
 Each round (at most once a second while some node is cordoned) the gangs with released pods
 on cordoned nodes are judged; a `restart` move deletes the gang's owned released pods through
-the member-loss machinery (controller.memberloss: DisruptionTarget first, uid precondition,
+the member-loss machinery (controller.lifecycle.memberloss: DisruptionTarget first, uid precondition,
 the gang marked restarting so its replacements are admitted whole, not into the old run); a
-`wait` move deletes nothing. Either way the gang's owner (controller.ownerevents), its pods on
+`wait` move deletes nothing. Either way the gang's owner (controller.reporting.ownerevents), its pods on
 the cordoned nodes and the nodes themselves get one Event per change (`kubectl describe job`,
 `kubectl describe node`), with a log line.
 """

@@ -13,7 +13,7 @@ Warning Event `GangBroken` on the lost pod naming it and the cause, a log line, 
 `ganggate_gang_member_losses_total{cause}`.
 
 A gang going away is not broken: a pod deleted (cause `Deleted`, no DisruptionTarget) whose
-controller owner is gone or being deleted (`controller.owners`: a user deleted the Job, the
+controller owner is gone or being deleted (`controller.lifecycle.owners`: a user deleted the Job, the
 garbage collector takes its pods) is no loss: no Event, no restart, a log line only. While that
 is being checked the gang counts as restarting (no roll forward into it).
 
@@ -71,7 +71,7 @@ def attach_lifecycle(controller: Any) -> "GangLifecycle":
     controller.bind_timeouts.on_loss = lifecycle.handle_losses
     lifecycle.drains = NodeDrains(controller.state, controller.events, lifecycle.owner_events,
                                   policy=config.on_node_drain, restart=lifecycle.restart_whole,
-                                  busy=lifecycle.restarting)  # cordoned nodes: controller.drain
+                                  busy=lifecycle.restarting)  # cordoned nodes: controller.lifecycle.drain
     return lifecycle
 
 
@@ -102,10 +102,10 @@ class GangLifecycle:
         self.spawn = spawn
         self.protection = protection
         self.owners = owners
-        self.advice = advice  # once per Job whose podFailurePolicy would count a restart: controller.restart
+        self.advice = advice  # once per Job whose podFailurePolicy would count a restart: controller.lifecycle.restart
         self.node_lost_after: float | None = None  # --node-lost-after (attach_lifecycle sets it)
         self.clock = clock
-        self.owner_events = OwnerEvents(events)  # the gang's Events on its Job (controller.ownerevents)
+        self.owner_events = OwnerEvents(events)  # the gang's Events on its Job (controller.reporting.ownerevents)
         self.drains: NodeDrains | None = None  # gangs on cordoned nodes (attach_lifecycle sets it)
         self._checking: dict[GangKey, int] = {}  # gangs with losses whose owner is being looked up
         self._reported = _Seen()  # loss uids reported
@@ -210,7 +210,7 @@ class GangLifecycle:
 
     def restart_whole(self, key: GangKey, pods: list, why: str) -> None:
         """Restart a gang whole by deleting these released pods, each with an owning controller
-        (controller.drain for a cordoned node): its replacements are admitted whole again."""
+        (controller.lifecycle.drain for a cordoned node): its replacements are admitted whole again."""
         pods = [p for p in pods if p.owned]  # never a pod without an owning controller
         if not pods:
             return
@@ -223,7 +223,7 @@ class GangLifecycle:
                 self.spawn(self._delete(pod.key, pod.uid, f"ganggate: {why}"[:1024], done))
 
     async def _delete(self, pod_key: str, uid: str, why: str, done: str) -> None:
-        """DisruptionTarget, then the delete (controller.restart), so a Job can ignore it."""
+        """DisruptionTarget, then the delete (controller.lifecycle.restart), so a Job can ignore it."""
         try:
             if await delete_member(self.core, pod_key, uid, why, metrics=self.metrics, clock=self.clock):
                 log.info("deleted %s: %s", pod_key, done)

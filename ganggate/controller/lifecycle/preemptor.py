@@ -246,7 +246,7 @@ class Preemptor:
 
 
 def _labels_own(meta: Mapping, gang_name: str) -> bool:
-    """A budget ganggate made for this gang (controller.protection: ganggate.io/gang=<name>)."""
+    """A budget ganggate made for this gang (controller.lifecycle.protection: ganggate.io/gang=<name>)."""
     return (meta.get("labels") or {}).get(GANG_LABEL) == gang_label_value(gang_name)
 
 

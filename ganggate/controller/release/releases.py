@@ -1,6 +1,6 @@
 """The controller's releases, from a round's decision to the gates removed: promise the room
-first, record the decision on the pods, patch them (controller.release), then wait for the watch
-to show the gates gone. A mixin of controller.loop.Controller, whose state, releaser, metrics and
+first, record the decision on the pods, patch them (controller.release.patches), then wait for the watch
+to show the gates gone. A mixin of controller.round.loop.Controller, whose state, releaser, metrics and
 clock it uses; kept apart so that the loop reads as the round it runs."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class Releasing:
                 self.events.emit(request.pods[pod_key], "GangReleased",
                                  f"gang {request.gang} released: {plural(request.pod_count, 'pod')}{where} "
                                  f"(decision {request.decision_id})", log_it=False)
-            if outcome.released:  # the owner (a Job) hears it once: controller.ownerevents
+            if outcome.released:  # the owner (a Job) hears it once: controller.reporting.ownerevents
                 nodes = sorted({n for k in outcome.released if (n := request.placement.get(k))})
                 onto = f" onto {plural(len(nodes), 'node')} ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})" \
                     if nodes and request.pinned else ""

@@ -34,7 +34,7 @@ WARNING_REASONS = frozenset({"ProvisioningFailed", "ProvisioningPending", "GangC
 #: object and reason, other messages), once it has seen `AGGREGATE_MAX` distinct messages within
 #: `AGGREGATE_SECONDS` (EventAggregatorByReasonMessageFunc, defaultAggregateMaxEvents = 10,
 #: defaultAggregateIntervalInSeconds = 600: k8s.io/client-go/tools/record/events_cache.go).
-WARNING_REASONS = WARNING_REASONS | {"PodGroupNotFound", "PodGroupFieldDropped"}  # controller.podgroups
+WARNING_REASONS = WARNING_REASONS | {"PodGroupNotFound", "PodGroupFieldDropped"}  # controller.round.podgroups
 COMBINED = "(combined from similar events): "
 AGGREGATE_MAX = 10
 AGGREGATE_SECONDS = 600.0

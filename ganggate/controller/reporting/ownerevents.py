@@ -5,7 +5,7 @@ waiting, released, broken, restarting, cannot-fit and drain Events also go to ea
 owning controller of its pods (their ownerReference with controller: true), one per change: a
 (reason, kind) the owner has already been told for that gang is not told again, so a wait whose
 counts move ("room for 2", "room for 3") writes no new owner Event. Pods keep their own Events
-(controller.events, controller.waitreport). Bare pods have no owner: nothing is sent here.
+(controller.reporting.events, controller.reporting.waitreport). Bare pods have no owner: nothing is sent here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The round's report of the gangs that wait: an Event to the pods that have not heard why yet,
 at the cost of what changed, not of every waiting gang.
 
-`WaitNotifier` (controller.events) chooses which pods hear a (reason, message); a round used to
+`WaitNotifier` (controller.reporting.events) chooses which pods hear a (reason, message); a round used to
 ask it of every waiting gang, building and sorting each gang's pod list: about 70 ms at 100,000
 pods. The incremental rounds (core.incremental) hand back the very same `Waiting` object for a
 gang nothing changed for (a gang whose pods change is planned again and gets a new one), so a
@@ -32,7 +32,7 @@ class WaitReport:
 
     def __init__(self, notifier: WaitNotifier | None = None) -> None:
         self.notifier = notifier or WaitNotifier()
-        #: controller.ownerevents.OwnerEvents: a gang whose pods have an owning controller tells
+        #: controller.reporting.ownerevents.OwnerEvents: a gang whose pods have an owning controller tells
         #: its owner (once per change) and its oldest pod, not a copy on every pod.
         self.owners: Any = None
         self._told: dict[GangKey, Any] = {}  # gang -> the Waiting last handed to the notifier

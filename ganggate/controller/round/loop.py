@@ -77,7 +77,7 @@ class Controller(Releasing):
                                   topology_levels=config.topology_levels)
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
                                     metrics=self.metrics, host=self.identity, clock=clock)
-        self.waits = WaitReport()  # the waiting gangs' Events: controller.waitreport
+        self.waits = WaitReport()  # the waiting gangs' Events: controller.reporting.waitreport
         self.notifier = self.waits.notifier
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
         self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)
@@ -106,10 +106,10 @@ class Controller(Releasing):
         self.placeholders = None if config.autoscaling != "placeholders" else Placeholders(
             self.core, client.SchedulingV1Api(api_client), self.state, self.events, release=self._start_release,
             spawn=self._spawn, may_act=self._may_act)
-        self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
-        self.waits.owners = self.lifecycle.owner_events  # the gang's Events on its Job: controller.ownerevents
+        self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.lifecycle.memberloss
+        self.waits.owners = self.lifecycle.owner_events  # the gang's Events on its Job: reporting.ownerevents
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
-        self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.excess
+        self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.reporting.excess
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
         max_pod_num = config.max_pod_num
@@ -120,8 +120,8 @@ class Controller(Releasing):
                              on_event=self._on_pod_event, metrics=self.metrics,
                              convert=lambda pod: PodInfo.from_pod(self._project(pod), max_pod_num), keep_store=False,
                              freeze_pages=True)
-        self.podgroups: Any = None  # a PodGroupSource once run() finds PodGroups served (controller.podgroups)
-        # DeviceClasses, ResourceSlices, ResourceClaims and their templates: DRA devices (controller.dra)
+        self.podgroups: Any = None  # a PodGroupSource once run() finds PodGroups served (controller.round.podgroups)
+        # DeviceClasses, ResourceSlices, ResourceClaims and their templates: DRA devices (controller.round.dra)
         self.dra = DraWatches(api_client, lambda *a: self.state.apply_dra(*a), lambda *a: self._changes.apply(*a),
                               lambda: self._poke(), self.metrics)
         self.leader: LeaderElector | None = None
@@ -275,7 +275,7 @@ class Controller(Releasing):
         self._poke()
 
     def _project(self, pod: dict, kind: str = "") -> dict:
-        """A PodGroup's pod as a member of its gang (controller.podgroups); others as they are."""
+        """A PodGroup's pod as a member of its gang (controller.round.podgroups); others as they are."""
         return pod if self.podgroups is None else self.podgroups.project(pod, kind)
 
     def _on_pod_event(self, kind: str, pod: dict) -> None:
@@ -310,7 +310,7 @@ class Controller(Releasing):
                                                    self._loop(), self.dra.run())] + ([podgroups] if podgroups else [])
         if self.leader is not None:
             tasks.append(asyncio.create_task(self.leader.run()))
-        if self.lifecycle.protection is not None:  # every PodDisruptionBudget: controller.protection
+        if self.lifecycle.protection is not None:  # every PodDisruptionBudget: controller.lifecycle.protection
             tasks.append(asyncio.create_task(self.lifecycle.protection.informer.run()))
         log.info("controller %s started (policy=%s placement=%s leader_election=%s%s); topology levels: %s",
                  self.identity, self.config.policy, self.config.placement, self.config.leader_election,
@@ -411,7 +411,7 @@ class Controller(Releasing):
         def also() -> None:  # more reads of the whole state, in the same thread
             timed_out.extend(self.lifecycle.due_timeouts(now))
             self._update_gauges()
-            if protection is not None and budgets is not None:  # the budgets' pass: controller.protection
+            if protection is not None and budgets is not None:  # the budgets' pass: controller.lifecycle.protection
                 budget_plans.append(protection.plan(now, budgets))
 
         try:
@@ -479,11 +479,11 @@ class Controller(Releasing):
         the caller started the releases and ran the preemption search already."""
         if not released:
             self._start_releases(decisions, now)
-            if self.preemptor is not None:  # after the releases' promises: controller.preemptor
+            if self.preemptor is not None:  # after the releases' promises: controller.lifecycle.preemptor
                 waitings = self.preemptor.round(waitings, now)
-        if self.provisioner is not None:  # ask cluster-autoscaler for the room: controller.provisioner
+        if self.provisioner is not None:  # ask cluster-autoscaler for the room: controller.autoscaling.provisioner
             self.provisioner.round(waitings, now)
-        if self.placeholders is not None:  # or make it add nodes for placeholders: controller.placeholders
+        if self.placeholders is not None:  # or make it add nodes for placeholders: controller.autoscaling.placeholders
             self.placeholders.round(waitings, now, {d.gang_key for d in decisions})
         if report:
             self._report_waiting(waitings, now)
@@ -496,7 +496,7 @@ class Controller(Releasing):
         return waitings
 
     def _wake_at(self, due: float | None) -> None:
-        """Have a round when `due` comes on the clock (controller.timers), unless one is set
+        """Have a round when `due` comes on the clock (controller.round.timers), unless one is set
         for then already; a replay's simulated clock jumps there."""
         if due == self._timer_due and self._timer is not None and not self._timer.done():
             return
@@ -533,7 +533,7 @@ class Controller(Releasing):
     # ---- waiting ------------------------------------------------------------------------
 
     def _report_waiting(self, waitings: list[Any], now: float) -> None:
-        """GangWaiting / GangUnschedulable Events for what is new (controller.waitreport)."""
+        """GangWaiting / GangUnschedulable Events for what is new (controller.reporting.waitreport)."""
         self.waits.report(waitings, now, self.state.gangs, self._emit_waiting)
 
     def _emit_waiting(self, pod: Any, reason: str, message: str) -> None:

@@ -19,7 +19,7 @@ OUTPUTS = ("text", "json", "yaml")
 
 def status_document(gang_rows: Iterable[Any], node_rows: Iterable[Any], controller: str | None = None,
                     topology_levels: Iterable[str] = ()) -> dict[str, Any]:
-    """The status as plain data, from controller.status's GangRows and NodeRows."""
+    """The status as plain data, from controller.status.tables's GangRows and NodeRows."""
     gangs = []
     for row in gang_rows:
         gangs.append({"gang": row.gang, "state": row.state, "pods": row.present, "podNum": row.needed,

@@ -256,7 +256,7 @@ async def collect(api_client: Any, scheduler_names: tuple[str, ...] = ("default-
 
     pods = project_all(pods, await list_podgroups(api_client, list_all))  # PodGroup gangs ganggate admits
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
-    await list_dra(api_client, state)  # DRA devices, claims and templates (controller.dra)
+    await list_dra(api_client, state)  # DRA devices, claims and templates (controller.round.dra)
     state.reset(nodes, pods)
     return state
 
@@ -294,9 +294,9 @@ async def status_text(api_client: Any, namespace: str | None = None, policy: str
                       lease: tuple[str, str] | None = None, topology_levels: tuple[str, ...] | None = (),
                       gpus: bool = False, output: str = "text") -> str:
     """What `ganggate status` prints; lease (name, namespace) adds who leads; gpus: the GPU
-    cards' shared memory instead (controller.gpushare_status). topology_levels None: the levels the
+    cards' shared memory instead (controller.status.gpushare). topology_levels None: the levels the
     leading controller records on its lease (topology_view), else none. output "json" or "yaml":
-    the tables as a document (controller.status_output)."""
+    the tables as a document (controller.status.output)."""
     from ganggate.controller.config import BLIND_SECONDS
     from ganggate.core.planner import decide
 

@@ -32,7 +32,7 @@ def budget_name(gang_name: str) -> str:
 
 
 def is_ours(budget: Mapping) -> bool:
-    """A budget ganggate made for a gang (controller.protection): managed by ganggate, labelled
+    """A budget ganggate made for a gang (controller.lifecycle.protection): managed by ganggate, labelled
     with the gang, named after it."""
     meta = budget.get("metadata") or {}
     labels = meta.get("labels") or {}

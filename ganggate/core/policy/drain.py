@@ -2,13 +2,13 @@
 
 `kubectl drain NODE` first cordons the node (spec.unschedulable), then evicts its pods through
 the Eviction API, retrying every 5 s a pod whose PodDisruptionBudget refuses. ganggate's budget
-of a released gang (controller.protection) has minAvailable = the gang's min-available, so a
+of a released gang (controller.lifecycle.protection) has minAvailable = the gang's min-available, so a
 drain that would take a gang below it would wait forever. What ganggate does when a node that
 runs released members of a gang is cordoned (`--on-node-drain`):
 
 - `restart` (default): if evicting the gang's pods on cordoned nodes would take it below
   min-available, ganggate restarts the gang whole through its owner, as after a member loss
-  (controller.memberloss): it deletes the gang's released pods that have an owning controller
+  (controller.lifecycle.memberloss): it deletes the gang's released pods that have an owning controller
   (DisruptionTarget first, ganggate.controller.lifecycle.restart), their owner recreates them gated, and
   ganggate releases the new gang whole on nodes that can hold it (a cordoned node never). The
   old pods are then being deleted, which the Eviction API lets through whatever the budget

@@ -51,7 +51,7 @@ class MemberLoss:
     cause: str
     decision_id: str | None = None
     #: The pod's controller ownerReference (apiVersion, kind, name, uid), when it has one: a
-    #: pod deleted because its owner is going is not a loss (controller.memberloss checks).
+    #: pod deleted because its owner is going is not a loss (controller.lifecycle.memberloss checks).
     owner: tuple[str, str, str, str] | None = None
 
     @property

@@ -109,7 +109,7 @@ def json_object(text: str | None) -> dict | None:
 
 def spec_shape(spec: Mapping) -> str:
     """The pod's spec apart from its per-pod identity (IDENTITY_SPEC_FIELDS), as canonical JSON:
-    pods of one template have the same (controller.release validates one per shape)."""
+    pods of one template have the same (controller.release.patches validates one per shape)."""
     return canonical_json({k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS})
 
 
