@@ -281,7 +281,7 @@ async def one_run(size: int, run: int, in_process: bool, components_process: boo
             gang = controller.state.gangs.get(("default", group))
             print(f"gang of {size}, run {run}: only {len(ungated)} released after 120 s; controller sees "
                   f"state={gang.state if gang else None} pods={len(gang.pods) if gang else 0} "
-                  f"releasing={sorted(controller._releasing)} rounds={controller.rounds} "
+                  f"releasing={sorted(controller.releases.in_flight)} rounds={controller.rounds} "
                   f"promises={len(controller.state.promises)} pod relists={controller.pods.relists} "
                   f"watch restarts={controller.pods.watch_restarts}; bench watch saw {len(watcher.store)} pods",
                   file=sys.stderr, flush=True)

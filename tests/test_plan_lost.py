@@ -256,7 +256,7 @@ async def test_a_job_gang_whose_released_room_an_ordinary_pod_took_is_restarted_
             await stack.close()
 
 
-# ---- before the gates go (controller.release.releases `_confirm_plan`) ---------------------------------
+# ---- before the gates go (controller.release.releases `confirm_plan`) ---------------------------------
 
 def gated_gang_promised_on_n1() -> tuple[ClusterState, dict[str, str]]:
     """`train` (2 pods x 4 GPUs), still gated, planned on n1 and promised there."""

@@ -21,7 +21,7 @@ from ganggate.controller.reporting.metrics import Metrics
 from ganggate.controller.lifecycle.restart import delete_member
 from ganggate.kube.calls import ApiCallError
 
-log = logging.getLogger("ganggate.controller.round.loop")  # the loop's log, as before this was split out
+log = logging.getLogger(__name__)
 
 
 class BindTimeouts:

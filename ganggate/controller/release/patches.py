@@ -213,7 +213,7 @@ class Releaser:
         self.nominate = True
         # Awaited once the nominations are made, before any gate goes, with the nominations
         # made (pod key -> node): None when the plan still holds, else why not (then nothing
-        # is applied and the nominations are taken back). The controller's `_confirm_plan`.
+        # is applied and the nominations are taken back). `Releases.confirm_plan` (release.releases).
         self.confirm: Callable[[ReleaseRequest, dict[str, str]], Awaitable[str | None]] | None = None
 
     def _patch_for(self, req: ReleaseRequest, key: str, pod: Mapping) -> list[dict] | None:

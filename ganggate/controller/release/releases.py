@@ -1,7 +1,7 @@
 """The controller's releases, from a round's decision to the gates removed: promise the room
-first, record the decision on the pods, patch them (controller.release.patches), then wait for the watch
-to show the gates gone. A mixin of controller.round.loop.Controller, whose state, releaser, metrics and
-clock it uses; kept apart so that the loop reads as the round it runs."""
+first, record the decision on the pods, patch them (release.patches), then wait for the watch
+to show the gates gone. `Releases` is one part of the Controller (round.loop), which starts a
+release for each decision of a round and skips the gangs whose release is in flight."""
 
 from __future__ import annotations
 
@@ -9,15 +9,24 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from ganggate.controller.release.patches import ReleaseRequest
+from ganggate.controller.release.patches import Releaser, ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.placement.explain import plural
 from ganggate.core.policy.planloss import contesting_pods, lost_nodes, unseen_nominations
 from ganggate.kube.calls import ApiCallError, rfc3339
 
-log = logging.getLogger("ganggate.controller.round.loop")  # the loop's log, as before this was split out
+if TYPE_CHECKING:
+    from ganggate.controller.autoscaling.provisioner import Provisioner
+    from ganggate.controller.config import ControllerConfig
+    from ganggate.controller.reporting.events import EventRecorder
+    from ganggate.controller.reporting.metrics import Metrics
+    from ganggate.controller.reporting.ownerevents import OwnerEvents
+    from ganggate.controller.round.offloop import ChangeBuffer
+    from ganggate.core.state.cluster import ClusterState
+
+log = logging.getLogger(__name__)
 
 
 def _decision_of_gang(gang: Any) -> dict | None:
@@ -28,11 +37,31 @@ def _decision_of_gang(gang: Any) -> dict | None:
     return None
 
 
-class Releasing:
-    """Starting, applying and confirming releases; mixed into the Controller."""
+class Releases:
+    """Starting, applying and confirming releases: each is a task (`spawn`) that promises the
+    room in `state` at once, runs the `releaser`'s patches, says so (`events`, `owner_events`),
+    and gives the promises back (through `changes`, after a round being planned) when it fails.
+    `in_flight`: the gangs whose release has started and not finished."""
 
+    def __init__(self, state: ClusterState, config: ControllerConfig, releaser: Releaser, metrics: Metrics,
+                 events: EventRecorder, changes: ChangeBuffer, *, provisioner: Provisioner | None,
+                 owner_events: OwnerEvents, spawn: Callable[[Any], Any], poke: Callable[[], None],
+                 stopping: Callable[[], bool]) -> None:
+        self.state = state
+        self.config = config
+        self.releaser = releaser
+        self.metrics = metrics
+        self.events = events
+        self.changes = changes  # the Controller's ChangeBuffer
+        self.provisioner = provisioner  # (None unless --autoscaling=provisioning-request)
+        self.owner_events = owner_events
+        self.spawn = spawn  # run as a task that a clean stop waits for
+        self.poke = poke  # ask for a round
+        self.stopping = stopping  # the controller is stopping cleanly
+        self.in_flight: set[tuple[str, str]] = set()
 
-    def _start_release(self, decision: Any, now: float) -> None:
+    def start(self, decision: Any, now: float) -> None:
+        """Promise the decision's room and start its release (a task)."""
         gang = self.state.gangs.get(decision.gang_key)
         if gang is None:
             return
@@ -63,10 +92,10 @@ class Releasing:
             hostnames=hostnames, pinned=self.config.placement == "pinned" or bool(decision.annotations),
             annotations=dict(decision.annotations),
         )
-        self._releasing.add(decision.gang_key)
+        self.in_flight.add(decision.gang_key)
         log.info("releasing gang %s: %s, decision %s%s (%s)", request.gang,
                  plural(len(request.placement), "pod"), decision_id, " (roll forward)" if decision.roll_forward else "", decision.reason)
-        self._spawn(self._release(decision, request))
+        self.spawn(self._release(decision, request))
 
     async def _release(self, decision: Any, request: ReleaseRequest) -> None:
         key = decision.gang_key
@@ -74,7 +103,7 @@ class Releasing:
         try:
             outcome = await self.releaser.release(request)
             self.metrics.release_seconds.observe(time.monotonic() - started)
-            if outcome.validation_failed and self._stopping:
+            if outcome.validation_failed and self.stopping():
                 log.info("gang %s not released: stopping before its release started", request.gang)
                 self._cancel_promises(request.placement)
                 return
@@ -119,7 +148,7 @@ class Releasing:
                 nodes = sorted({n for k in outcome.released if (n := request.placement.get(k))})
                 onto = f" onto {plural(len(nodes), 'node')} ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})" \
                     if nodes and request.pinned else ""
-                self.lifecycle.owner_events.tell(
+                self.owner_events.tell(
                     decision.gang_key, [request.pods[k] for k in outcome.released], "GangReleased",
                     f"gang {request.gang} released: {plural(request.pod_count, 'pod')}{' together' if many else ''}"
                     f"{onto} (decision {request.decision_id})", kind=request.decision_id)
@@ -130,32 +159,32 @@ class Releasing:
             self._cancel_promises(request.placement)
             await asyncio.sleep(0.5)
         finally:
-            self._releasing.discard(key)
-            self._poke()
+            self.in_flight.discard(key)
+            self.poke()
 
     def _cancel_promises(self, placement: dict[str, str | None]) -> None:
         """Give back the capacity promised to pods that were not released (after the round
         being planned, if any)."""
-        self._changes.apply(self.state.cancel_promises, list(placement))
+        self.changes.apply(self.state.cancel_promises, list(placement))
 
     async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
         """Wait (bounded) until the watch shows the released pods without their gate."""
         deadline = time.monotonic() + limit
-        while time.monotonic() < deadline and not self._stopping:
+        while time.monotonic() < deadline and not self.stopping():
             pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
                        and p.uid == request.pods[k].uid]
             if not pending:
                 return
             await asyncio.sleep(0.02)
 
-    async def _confirm_plan(self, request: ReleaseRequest, nominated: dict[str, str]) -> str | None:
+    async def confirm_plan(self, request: ReleaseRequest, nominated: dict[str, str]) -> str | None:
         """The releaser's `confirm`: once the members are nominated, wait (at most
         `confirm_seconds`) until the watch shows the nominations, so that the picture holds every
         pod bound before the scheduler could see them, and until the pods that appeared since
         the plan and could take its room have been tried by the scheduler; then None when the
         plan still holds, else why not. See docs/controller.md, "Released gangs that cannot bind"."""
         deadline = time.monotonic() + self.config.confirm_seconds
-        while not self._stopping:
+        while not self.stopping():
             unseen = unseen_nominations(self.state, nominated)
             untried = contesting_pods(self.state, request.placement)
             if not unseen and not untried:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ganggate.controller.reporting.events import WaitNotifier
 
-log = logging.getLogger("ganggate.controller.round.loop")  # the loop's log, as before this was split out
+log = logging.getLogger(__name__)
 
 GangKey = tuple[str, str]
 

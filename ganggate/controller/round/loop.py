@@ -2,16 +2,17 @@
 
 Two informers keep the pure `ClusterState` in step with the API server. After events (at most
 one round per `debounce_seconds`), the leader runs the core's `decide()` in a worker thread
-(ganggate.controller.round.offloop: the changes that arrive meanwhile are held and applied after the
-round, so the planner never sees the state change under it), promises each decision's placement in the
-state (before the first patch), and releases it (ganggate.controller.release.patches). A gang whose release is in
-flight is not re-decided until the release has finished and its effect is seen in the watch;
-a release cut short (crash, lost leadership, exhausted retries) is finished by the core's
-roll-forward decision in a later round, under the same decision id. Released pods that do not
-bind in time are ganggate.controller.lifecycle.bindtimeout's; the settings are ganggate.controller.config's.
-Time comes from one clock (ganggate.kube.clock): the wall clock, or a replay's simulated one; a
-round is also due when a deadline falls (ganggate.controller.round.timers). Only the lease keeps to
-real time (LeaderElector takes a clock of its own, the wall clock by default).
+(controller.round.offloop: the changes that arrive meanwhile are held and applied after the
+round, so the planner never sees the state change under it), and its `Releases`
+(controller.release) promise each decision's placement in the state (before the first patch)
+and release it. A gang whose release is in flight is not re-decided until the release has
+finished and its effect is seen in the watch; a release cut short (crash, lost leadership,
+exhausted retries) is finished by the core's roll-forward decision in a later round, under the
+same decision id. Released pods that do not bind in time are controller.lifecycle.bindtimeout's;
+the settings are controller.config's. Time comes from one clock (ganggate.kube.clock): the wall
+clock, or a replay's simulated one; a round is also due when a deadline falls
+(controller.round.timers). Only the lease keeps to real time (LeaderElector takes a clock of its
+own, the wall clock by default).
 
 `stop()` (SIGTERM, SIGINT) is a clean stop: no new round, releases not yet validated are not
 applied, releases being applied get `shutdown_grace_seconds` to finish, then the lease is given up.
@@ -48,7 +49,7 @@ from ganggate.controller.lifecycle.preemptor import Preemptor
 from ganggate.controller.autoscaling.placeholders import Placeholders
 from ganggate.controller.autoscaling.provisioner import Provisioner
 from ganggate.controller.release.patches import Releaser
-from ganggate.controller.release.releases import Releasing
+from ganggate.controller.release.releases import Releases
 from ganggate.controller.reporting.topology_view import describe_levels, levels_annotation
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
@@ -59,7 +60,7 @@ from ganggate.kube.clock import WALL, Clock
 log = logging.getLogger(__name__)
 
 
-class Controller(Releasing):
+class Controller:
     """Releases whole gangs when they fit; see the module docstring."""
 
     def __init__(self, api_client: Any, config: ControllerConfig, clock: Clock = WALL) -> None:
@@ -91,7 +92,6 @@ class Controller(Releasing):
         self.releaser.should_continue = self._may_act
         self.releaser.may_apply = lambda: not self._stopping
         self.releaser.nominate = config.nominate
-        self.releaser.confirm = self._confirm_plan
         self.bind_timeouts = BindTimeouts(self.core, self.state, self.events, self.metrics,
                                           action=config.on_bind_timeout,
                                           timeout_seconds=config.bind_timeout_seconds, spawn=self._spawn)
@@ -138,11 +138,15 @@ class Controller(Releasing):
         self.metrics_port: int | None = None  # the bound port once serving
         self.rounds = 0
         self._dirty: asyncio.Event | None = None
-        self._releasing: set[tuple[str, str]] = set()
         self._release_tasks: set[asyncio.Task] = set()
         self._last_loop = time.monotonic()
         self._held = False
         self._changes = ChangeBuffer()  # holds state changes while a round plans off the loop
+        # A round's decisions carried out: the room promised, the patches, the echo (release.releases)
+        self.releases = Releases(self.state, config, self.releaser, self.metrics, self.events, self._changes,
+                                 provisioner=self.provisioner, owner_events=self.lifecycle.owner_events,
+                                 spawn=self._spawn, poke=self._poke, stopping=lambda: self._stopping)
+        self.releaser.confirm = self.releases.confirm_plan
         # Held by whatever reads the whole state in a worker thread (a round, a relist's rebuild):
         # one at a time, each holding the changes that arrive meanwhile (self._changes).
         self._exclusive = asyncio.Lock()
@@ -198,7 +202,7 @@ class Controller(Releasing):
     def idle(self) -> bool:
         """True when no round is due and no release is in flight (a driver's "settled")."""
         dirty = self._dirty is not None and self._dirty.is_set()
-        return not dirty and not self._changes.planning and not self._releasing and not self._release_tasks
+        return not dirty and not self._changes.planning and not self.releases.in_flight and not self._release_tasks
 
     def hold(self) -> None:
         """Run no decision round until `resume` (a replay lets one instant's changes land first,
@@ -467,10 +471,15 @@ class Controller(Releasing):
 
     def _release_steps(self, decisions: list[Any], now: float) -> Iterator[None]:
         for decision in decisions:
-            if decision.gang_key in self._releasing or not decision.placement or self.lifecycle.restarting(decision.gang_key):
+            if decision.gang_key in self.releases.in_flight or not decision.placement \
+                    or self.lifecycle.restarting(decision.gang_key):
                 continue
             self._start_release(decision, now)
             yield
+
+    def _start_release(self, decision: Any, now: float) -> None:
+        """Promise one decision's room and start its release (release.releases)."""
+        self.releases.start(decision, now)
 
     def _after_round(self, decisions: list[Any], waitings: list[Any], due: float | None, now: float,
                      gauges: bool = True, report: bool = True, released: bool = False) -> list[Any]:

@@ -77,7 +77,7 @@ def stranded_members(state: ClusterState, gang: Gang) -> list[PodInfo]:
 # A release nominates its members first (controller.release.patches); the watch echoing those
 # nominations shows every pod event that came before them, bindings the plan did not see
 # included. Checked then, before any gate goes, a lost plan costs nothing: the members are still
-# gated, and the next round plans them again (controller.release.releases `_confirm_plan`).
+# gated, and the next round plans them again (controller.release.releases `confirm_plan`).
 
 
 def unseen_nominations(state: ClusterState, nominated: Mapping[str, str]) -> list[str]:
