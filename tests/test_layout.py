@@ -1,7 +1,7 @@
 """The source layout holds: no import cycles among ganggate's modules, long modules say why they
-are long, the wheel ships one top-level package, the core's module map is its dependency order
-and kubesim borrows nothing from ganggate. Read from the source with `ast` and `tomllib`;
-nothing is imported or built."""
+are long, the wheel ships one top-level package, the core's module map is its dependency order,
+the controller is grouped by concern without mixins, and kubesim borrows nothing from ganggate.
+Read from the source with `ast` and `tomllib`; nothing is imported or built."""
 
 from __future__ import annotations
 
@@ -322,6 +322,112 @@ def test_core_modules_import_only_their_layer_and_those_below() -> None:
     }
     upward = {name: targets for name, targets in upward.items() if targets}
     assert not upward, f"core modules importing a layer above their own: {upward}"
+
+
+# ---- the controller, by concern ------------------------------------------------------------
+
+
+#: The only modules directly under ganggate/controller/, and why they are not in a sub-package.
+CONTROLLER_TOP = {
+    "__init__": "the package's map of its sub-packages",
+    "config": "ControllerConfig: plain settings every part and every driver (local, replay) reads",
+    "cli": "the command line of `ganggate controller` and `ganggate status`",
+}
+
+
+def test_controller_modules_live_in_sub_packages() -> None:
+    """A module of the controller belongs to the sub-package of its concern; only a documented few
+    sit directly under controller/."""
+    top = sorted(p.stem for p in (ROOT / PACKAGE / "controller").glob("*.py"))
+    assert set(top) <= set(CONTROLLER_TOP), (
+        f"modules directly under ganggate/controller/ besides {sorted(CONTROLLER_TOP)}: "
+        f"{sorted(set(top) - set(CONTROLLER_TOP))}; move each into the sub-package of its concern"
+    )
+
+
+def test_controller_sub_packages_are_the_ones_its_docstring_lists() -> None:
+    """controller/__init__.py lists each sub-package (an indented line starting `name/`), so a
+    reader finds the parts from there; a new sub-package is listed, a gone one is not."""
+    init = ROOT / PACKAGE / "controller" / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    listed = sorted(line.split()[0].rstrip("/") for line in doc.splitlines()
+                    if line.startswith("  ") and line.split()[0].endswith("/"))
+    packages = sorted(p.name for p in (ROOT / PACKAGE / "controller").iterdir() if (p / "__init__.py").exists())
+    assert listed == packages
+    undocumented = [name for name in packages
+                    if not ast.get_docstring(ast.parse((ROOT / PACKAGE / "controller" / name / "__init__.py")
+                                                       .read_text(encoding="utf-8")))]
+    assert not undocumented, f"controller sub-packages whose __init__ does not say what they own: {undocumented}"
+
+
+def mixins(root: Path, package: str = f"{PACKAGE}.controller") -> list[str]:
+    """'module.Class(Base)' for each class of the package whose bases include a class of the package
+    itself (defined in the same module, or imported from another of its modules): a part used
+    as a mixin instead of held by the object that uses it."""
+    modules = {name: path for name, path in module_files(root).items()
+               if name == package or name.startswith(f"{package}.")}
+    trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules.items()}
+    classes = {name: {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)} for name, tree in trees.items()}
+    found = []
+    for name, tree in trees.items():
+        imported: dict[str, tuple[str, str]] = {}  # local name -> (module, class) for classes of the package
+        aliases: dict[str, str] = {}  # local name -> a module of the package
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    local = alias.asname or alias.name
+                    if node.module in classes and alias.name in classes[node.module]:
+                        imported[local] = (node.module, alias.name)
+                    elif f"{node.module}.{alias.name}" in classes:
+                        aliases[local] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in classes and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                ours = False
+                if isinstance(base, ast.Name):
+                    ours = base.id in imported or (base.id in classes[name] and base.id != node.name)
+                elif isinstance(base, ast.Attribute):
+                    owner = ast.unparse(base.value)
+                    owner = aliases.get(owner, owner)
+                    ours = owner in classes and base.attr in classes[owner]
+                if ours:
+                    found.append(f"{name}.{node.name}({ast.unparse(base)})")
+    return sorted(found)
+
+
+def test_controller_has_no_mixins() -> None:
+    """The Controller holds its parts (releases, lifecycle, preemptor, ...), each with one job and
+    the dependencies it is given; none is a base class whose methods reach into another's state."""
+    assert mixins(ROOT) == []
+
+
+def test_mixin_finder_sees_imported_same_module_and_attribute_bases(tmp_path: Path) -> None:
+    pkg = tmp_path / "ganggate" / "controller"
+    (pkg / "release").mkdir(parents=True)
+    for init in (tmp_path / "ganggate", pkg, pkg / "release"):
+        (init / "__init__.py").write_text("")
+    (pkg / "release" / "releases.py").write_text("class Releasing:\n    pass\nclass Gone(Exception):\n    pass\n")
+    (pkg / "loop.py").write_text(
+        "from collections import OrderedDict\n"
+        "from ganggate.controller.release.releases import Releasing, Gone\n"
+        "from ganggate.controller.release import releases as r\n"
+        "class Base:\n    pass\n"
+        "class Controller(Releasing):\n    pass\n"
+        "class Other(Base):\n    pass\n"
+        "class Third(r.Releasing):\n    pass\n"
+        "class Seen(OrderedDict):\n    pass\n"
+        "class Fine:\n    releases = Releasing()\n"
+    )
+    assert mixins(tmp_path) == [
+        "ganggate.controller.loop.Controller(Releasing)",
+        "ganggate.controller.loop.Other(Base)",
+        "ganggate.controller.loop.Third(r.Releasing)",
+    ]
 
 
 def test_kubesim_imports_nothing_of_the_product_it_stands_in_for() -> None:
