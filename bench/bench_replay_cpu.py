@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ONE_RUN = r'''
 import asyncio, logging, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from ganggate.replay import engine
-from ganggate.replay.synth import SynthConfig, generate
+from ganggate.replay.run import engine
+from ganggate.replay.traces.synth import SynthConfig, generate
 for name in ("gate", "webhook", "kubesim", "certs", "ganggate", "aiohttp"):
     logging.getLogger(name).setLevel(logging.ERROR)
 jobs, mode = int(sys.argv[2]), sys.argv[3]

@@ -28,9 +28,9 @@ from typing import Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ganggate.replay import engine  # noqa: E402
-from ganggate.replay.synth import SynthConfig, generate  # noqa: E402
-from ganggate.replay.topology import (  # noqa: E402
+from ganggate.replay.run import engine  # noqa: E402
+from ganggate.replay.traces.synth import SynthConfig, generate  # noqa: E402
+from ganggate.replay.results.topology import (  # noqa: E402
     TopologySummary,
     markdown_table,
     required_line,

@@ -344,7 +344,7 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     import aiohttp
 
-    from ganggate.replay.stack import Stack, start_gate
+    from ganggate.replay.run.stack import Stack, start_gate
     from ganggate.sim.simulator import Simulator
 
     from ganggate.sim.componentbase.featuregate import parse

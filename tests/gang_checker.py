@@ -1,4 +1,4 @@
-"""The checker the disruption end-to-end tests share (ganggate/replay/gangcheck.py does the judging).
+"""The checker the disruption end-to-end tests share (ganggate/replay/results/gangcheck.py does the judging).
 
 `GangSampler` reads the simulator's pods every 100 ms of *simulated* time (on the clock the
 simulator's components run on) and integrates the GPUs held by incomplete gangs: a measurement
@@ -14,7 +14,7 @@ import contextlib
 import time
 from typing import Any
 
-from ganggate.replay.gangcheck import GpuSecondsMeter, gang_states, incomplete_gpus, partly_bound
+from ganggate.replay.results.gangcheck import GpuSecondsMeter, gang_states, incomplete_gpus, partly_bound
 
 SAMPLE_SECONDS = 0.1
 

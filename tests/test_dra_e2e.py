@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ganggate.replay.gangcheck import gang_states
+from ganggate.replay.results.gangcheck import gang_states
 from tests.test_sim_up import EXAMPLES, KUBECTL, eventually, gate_names, released_and_running, start_up
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")

@@ -1,9 +1,9 @@
-"""The gang checker's judgement (ganggate/replay/gangcheck.py) on hand-made pods."""
+"""The gang checker's judgement (ganggate/replay/results/gangcheck.py) on hand-made pods."""
 
 from __future__ import annotations
 
 from ganggate.contract import GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
-from ganggate.replay.gangcheck import GpuSecondsMeter, gang_states, incomplete_gpus, partly_bound
+from ganggate.replay.results.gangcheck import GpuSecondsMeter, gang_states, incomplete_gpus, partly_bound
 
 
 def pod(name, gang="g", num=2, *, node=None, phase="Pending", gpus=4, gated=False, terminating=False,

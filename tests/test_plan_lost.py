@@ -117,7 +117,7 @@ async def test_a_released_gang_holds_its_room_against_ordinary_pods_the_schedule
 
     import aiohttp
 
-    from ganggate.replay.stack import Stack, start_gate
+    from ganggate.replay.run.stack import Stack, start_gate
     from ganggate.sim.scheduler.scheduler import Scheduler
     from ganggate.sim.simulator import Simulator
 
@@ -175,7 +175,7 @@ async def test_a_job_gang_whose_released_room_an_ordinary_pod_took_is_restarted_
     Job instead of letting one member run alone until the bind timeout."""
     import asyncio
 
-    from ganggate.replay.stack import Stack, start_gate
+    from ganggate.replay.run.stack import Stack, start_gate
     from ganggate.sim.scheduler.scheduler import Scheduler
     from ganggate.sim.simulator import Simulator
 

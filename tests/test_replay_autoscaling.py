@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.replay.autoscaling import paid
-from ganggate.replay.engine import Scenario, run_scenario, uniform_nodes
-from ganggate.replay.trace import Job
+from ganggate.replay.results.autoscaling import paid
+from ganggate.replay.run.engine import Scenario, run_scenario, uniform_nodes
+from ganggate.replay.traces.format import Job
 from ganggate.sim.autoscaler.nodegroups import parse_node_group
 
 JOBS = [

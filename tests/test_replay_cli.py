@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ganggate.replay.trace import COLUMNS
+from ganggate.replay.traces.format import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = """job_id,submit_time,pods,gpus_per_pod,cpu_per_pod,memory_per_pod,run_time,priority

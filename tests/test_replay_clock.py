@@ -11,8 +11,8 @@ import asyncio
 
 from kubernetes_asyncio import client
 
-from ganggate.replay.engine import Scenario, run_scenario, uniform_nodes
-from ganggate.replay.trace import Job
+from ganggate.replay.run.engine import Scenario, run_scenario, uniform_nodes
+from ganggate.replay.traces.format import Job
 
 
 def starving_scenario() -> Scenario:
@@ -60,7 +60,7 @@ async def test_released_pods_that_cannot_bind_time_out_in_simulated_time():
     pods never bind; the bind timeout fires only when the simulated clock passes it."""
     from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
     from ganggate.controller.round.loop import Controller, ControllerConfig
-    from ganggate.replay.stack import SimulatedClock
+    from ganggate.replay.run.stack import SimulatedClock
     from ganggate.sim import Simulator
     from ganggate.sim.clock import ManualClock
     from tests.controller_support import _true, create_pods, is_gated, list_events, list_pods, wait_for

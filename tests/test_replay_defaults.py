@@ -7,7 +7,7 @@ figures in docs/benchmarks.md.)
 The traces: examples/traces/sample.csv (the synthetic trace of docs/replay.md at 40 jobs on
 4 x 8 GPUs), and tests/data/alibaba-gpu-v2023-pods.csv, 54 unchanged pods of the Alibaba GPU
 trace (cluster-trace-gpu-v2023, CC-BY 4.0, Weng et al., USENIX ATC 2023) that
-ganggate.replay.alibaba reads as 50 gangs (three pods of 8 GPUs, three gangs of two 1-GPU
+ganggate.replay.traces.alibaba reads as 50 gangs (three pods of 8 GPUs, three gangs of two 1-GPU
 pods), on 2 x 8 GPUs, where they wait up to hours for each other.
 """
 
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ganggate.replay import engine
-from ganggate.replay.alibaba import load_alibaba_gangs
+from ganggate.replay.run import engine
+from ganggate.replay.traces.alibaba import load_alibaba_gangs
 from ganggate.replay.sweep import GUARD_OFF, judge_default
-from ganggate.replay.trace import load_trace
+from ganggate.replay.traces.format import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,11 +1,11 @@
-"""Disruptions in the replay (ganggate/replay/disruptions.py): the schedule and what a lost pod costs."""
+"""Disruptions in the replay (ganggate/replay/run/disruptions.py): the schedule and what a lost pod costs."""
 
 from __future__ import annotations
 
 import pytest
 
-from ganggate.replay import disruptions, engine
-from ganggate.replay.trace import Job
+from ganggate.replay.run import disruptions, engine
+from ganggate.replay.traces.format import Job
 
 
 def test_a_seed_gives_one_schedule_and_bad_counts_are_refused():

@@ -13,8 +13,8 @@ import logging
 
 import pytest
 
-from ganggate.replay.engine import ReplayError, Scenario, check_fits, run_scenario, uniform_nodes
-from ganggate.replay.trace import Job
+from ganggate.replay.run.engine import ReplayError, Scenario, check_fits, run_scenario, uniform_nodes
+from ganggate.replay.traces.format import Job
 
 JOBS = [
     Job("s", 0, 1, 1, "1", "1Gi", 100),

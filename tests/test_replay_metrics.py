@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.replay.metrics import (
+from ganggate.replay.results.metrics import (
     JobProgress,
     JobRecord,
     Sample,
@@ -133,7 +133,7 @@ def test_an_extra_sample_that_changes_nothing_changes_no_total(steps, tail, data
 
 
 def test_job_figures_count_a_job_that_never_started_as_waiting_until_the_end():
-    from ganggate.replay.metrics import figures
+    from ganggate.replay.results.metrics import figures
 
     records = [
         JobRecord("small", 0, 1, started_at=60, finished_at=660),  # waited 1 min, ran 10 min

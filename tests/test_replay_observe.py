@@ -7,8 +7,8 @@ import base64
 from ganggate.contract import GATE_NAME, GROUP_NAME, parse_gang
 from ganggate.core.fit.resources import GPU, pod_requests
 from ganggate.local.parts import webhook_configuration
-from ganggate.replay.observe import JOB_LABEL, pod_manifest, progress, view
-from ganggate.replay.trace import Job
+from ganggate.replay.run.observe import JOB_LABEL, pod_manifest, progress, view
+from ganggate.replay.traces.format import Job
 
 JOB = Job("train", 0, 3, 2, "4", "16Gi", 60, 5)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ganggate.replay.metrics import Sample
-from ganggate.replay.plot import plot_modes
+from ganggate.replay.results.metrics import Sample
+from ganggate.replay.results.plot import plot_modes
 
 
 def png_size(data: bytes) -> tuple[int, int]:

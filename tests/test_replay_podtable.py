@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from ganggate.replay.observe import JOB_LABEL
-from ganggate.replay.podtable import PodTable
+from ganggate.replay.run.observe import JOB_LABEL
+from ganggate.replay.run.podtable import PodTable
 from ganggate.sim.apiserver.store import Store
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.replay import engine
-from ganggate.replay.metrics import JobRecord, Summary
-from ganggate.replay.stack import topology_settings
-from ganggate.replay.topology import markdown_table, pods_fit, span, summarise_topology, topology_nodes
-from ganggate.replay.trace import Job
+from ganggate.replay.run import engine
+from ganggate.replay.results.metrics import JobRecord, Summary
+from ganggate.replay.run.stack import topology_settings
+from ganggate.replay.results.topology import markdown_table, pods_fit, span, summarise_topology, topology_nodes
+from ganggate.replay.traces.format import Job
 from ganggate.sim.topology import parse_shape
 
 SHAPE = parse_shape("2x2x2")  # 2 blocks x 2 racks x 2 nodes: node-0,1 rack 0 of block 0, node-2,3 rack 1...
@@ -108,7 +108,7 @@ RACK = "ganggate.io/rack"
 def test_a_trace_carries_topology_levels_in_two_optional_columns():
     import io
 
-    from ganggate.replay.trace import COLUMNS, TraceError, format_trace, read_trace
+    from ganggate.replay.traces.format import COLUMNS, TraceError, format_trace, read_trace
 
     jobs = [Job("a", 0.0, 2, 8, "1", "1Gi", 100.0, topology_required=RACK),
             Job("b", 1.0, 2, 4, "1", "1Gi", 100.0, topology_preferred="ganggate.io/block"), job("c", 2, 1)]
@@ -124,7 +124,7 @@ def test_a_trace_carries_topology_levels_in_two_optional_columns():
 def test_a_synthetic_trace_gives_a_share_of_its_multi_pod_jobs_a_level_and_changes_nothing_else():
     from dataclasses import replace
 
-    from ganggate.replay.synth import SynthConfig, generate
+    from ganggate.replay.traces.synth import SynthConfig, generate
 
     plain = generate(SynthConfig(jobs=400, nodes=32, seed=3))
     marked = generate(SynthConfig(jobs=400, nodes=32, seed=3, require_share=0.5, prefer_share=0.25))
@@ -140,7 +140,7 @@ def test_a_synthetic_trace_gives_a_share_of_its_multi_pod_jobs_a_level_and_chang
 
 
 def test_a_replayed_job_s_pods_carry_its_topology_annotations():
-    from ganggate.replay.observe import pod_manifest
+    from ganggate.replay.run.observe import pod_manifest
 
     pod = pod_manifest(Job("a", 0.0, 2, 8, "1", "1Gi", 100.0, topology_required=RACK), 0, "replay")
     assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-topology-required"] == RACK
@@ -155,7 +155,7 @@ def test_the_checker_names_a_job_that_left_its_required_rack():
     records = [JobRecord("kept", 0, 16, started_at=1, nodes=("node-0", "node-1")),
                JobRecord("left", 0, 16, started_at=1, nodes=("node-1", "node-2")),
                JobRecord("waits", 0, 16), JobRecord("free", 0, 16, started_at=1, nodes=("node-1", "node-6"))]
-    from ganggate.replay.topology import required_line, required_violations
+    from ganggate.replay.results.topology import required_line, required_violations
 
     assert required_violations(jobs, records, NODES) == [
         "job left requires one ganggate.io/rack and started in 2: node-1, node-2"]
@@ -166,7 +166,7 @@ def test_the_checker_names_a_job_that_left_its_required_rack():
 async def test_a_replay_never_breaks_a_required_rack_where_best_fit_alone_would():
     # As above: best fit spreads the pair over two racks (the checker sees it, had it required
     # one); when the job requires a rack, ganggate and topology both keep it in one.
-    from ganggate.replay.topology import required_violations
+    from ganggate.replay.results.topology import required_violations
 
     used = [engine.Background("used-0", "node-0", 1), engine.Background("used-2", "node-2", 1)]
     plain = [Job("pair", 0.0, 2, 7, "1", "1Gi", 100.0)]
@@ -198,7 +198,7 @@ def test_ganggate_replay_runs_a_synthetic_trace_whose_jobs_require_a_rack(tmp_pa
 
 def test_the_gang_checker_finds_a_gang_whose_bound_pods_leave_the_required_domain():
     from ganggate.core.state.snapshot import make_pod
-    from ganggate.replay.gangcheck import required_topology_broken
+    from ganggate.replay.results.gangcheck import required_topology_broken
 
     def pod(name, gang, node, *, phase="Running", level=RACK):
         raw = make_pod(name, gang=gang, pod_num=2, gpus=1, gated=False, node_name=node, phase=phase)

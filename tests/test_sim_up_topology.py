@@ -36,7 +36,7 @@ def test_sim_up_with_nvlink_cliques_places_a_gang_that_requires_one_in_one(tmp_p
     saying which level and the largest free clique."""
     import json
 
-    from ganggate.replay.gangcheck import required_topology_broken
+    from ganggate.replay.results.gangcheck import required_topology_broken
     from tests.test_sim_up import eventually, released_and_running, start_up
 
     up = start_up(tmp_path, "--topology", "1x1x4", "--nvlink-cliques", "2", "--gpus-per-node", "4")

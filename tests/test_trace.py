@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.replay.trace import COLUMNS, Job, TraceError, format_trace, load_trace, read_trace
+from ganggate.replay.traces.format import COLUMNS, Job, TraceError, format_trace, load_trace, read_trace
 
 HEADER = ",".join(COLUMNS)
 
@@ -95,7 +95,7 @@ def test_format_then_load_round_trips(tmp_path):
 
 
 def test_sample_trace_is_what_its_documented_command_makes():
-    from ganggate.replay.synth import SynthConfig, generate
+    from ganggate.replay.traces.synth import SynthConfig, generate
 
     jobs = load_trace(Path(__file__).resolve().parents[1] / "examples/traces/sample.csv")
     assert jobs == generate(SynthConfig(jobs=40, nodes=4, gpus_per_node=8, seed=2, load=1.5))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ganggate.replay.alibaba import convert_gangs, convert_rows, group_gangs, load_alibaba, scheduled_pods
-from ganggate.replay.trace import TraceError
+from ganggate.replay.traces.alibaba import convert_gangs, convert_rows, group_gangs, load_alibaba, scheduled_pods
+from ganggate.replay.traces.format import TraceError
 
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
 ROWS = (

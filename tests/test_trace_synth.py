@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import statistics
 
-from ganggate.replay.synth import SIZE_MIX, SynthConfig, generate, pod_shape
-from ganggate.replay.trace import format_trace, read_trace
+from ganggate.replay.traces.synth import SIZE_MIX, SynthConfig, generate, pod_shape
+from ganggate.replay.traces.format import format_trace, read_trace
 
 
 def test_same_seed_same_trace_other_seed_other_trace():
@@ -60,7 +60,7 @@ def test_generated_trace_is_a_valid_csv():
 
 
 def test_the_starvation_trace_puts_a_half_cluster_gang_after_every_fifty_one_gpu_jobs():
-    from ganggate.replay.synth import StarveConfig, generate_starving
+    from ganggate.replay.traces.synth import StarveConfig, generate_starving
 
     jobs = generate_starving(StarveConfig(jobs=153, nodes=4, gpus_per_node=8, seed=3))
     gangs = [j for j in jobs if j.job_id.startswith("gang-")]

@@ -49,10 +49,10 @@ def register(subparsers: Any) -> None:
     )
     source = replay.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", type=Path, help="the trace CSV to replay")
-    source.add_argument("--synth", action="store_true", help="generate a synthetic trace (replay/synth.py)")
+    source.add_argument("--synth", action="store_true", help="generate a synthetic trace (replay/traces/synth.py)")
     source.add_argument("--alibaba", type=Path, metavar="POD_LIST_CSV",
                         help="an openb_pod_list_*.csv of the Alibaba GPU trace (each pod a one-pod job, or with "
-                             "--gangs pods read as gangs; replay/alibaba.py)")
+                             "--gangs pods read as gangs; replay/traces/alibaba.py)")
     replay.add_argument("--limit", type=_positive_int,
                         help="with --alibaba: the first N jobs (pods, or gangs with --gangs) by creation time")
     replay.add_argument("--gangs", action="store_true",
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
                              "of the small jobs' stream alone, default 0.75)")
     replay.add_argument("--starve", action="store_true",
                         help="with --synth: a starvation trace, a steady stream of 1-GPU jobs with a gang of half "
-                             "the cluster's nodes after every 50 of them (replay/synth.py StarveConfig)")
+                             "the cluster's nodes after every 50 of them (replay/traces/synth.py StarveConfig)")
     replay.add_argument("--nodes", type=_positive_int, default=4, help="GPU nodes of the cluster (default 4)")
     replay.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (default 8)")
     replay.add_argument("--node-cpu", default="64", help="CPU of each node (default 64)")
@@ -84,7 +84,7 @@ def register(subparsers: Any) -> None:
                              "(group-topology-preferred; default 0)")
     from ganggate.sim.cli import add_autoscaler_arguments
 
-    add_autoscaler_arguments(replay)  # --node-group: an autoscaled cluster (replay/autoscaling.py)
+    add_autoscaler_arguments(replay)  # --node-group: an autoscaled cluster (replay/results/autoscaling.py)
     replay.add_argument("--modes", default="none,count,ganggate",
                         help="comma-separated admission modes: none, count, ganggate, free (planner admits, "
                              "scheduler places), topology (needs --topology), provreq and placeholders (ganggate asking "
@@ -167,7 +167,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def parse_modes(text: str) -> list[str]:
-    from ganggate.replay.stack import MODES
+    from ganggate.replay.run.stack import MODES
 
     modes = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
@@ -181,12 +181,13 @@ def _replay(args: argparse.Namespace) -> int:
     import asyncio
 
     from ganggate.core.fit.resources import QuantityError, parse_quantity
-    from ganggate.replay import engine, report
-    from ganggate.replay.plot import plot_modes
+    from ganggate.replay.run import engine
+    from ganggate.replay.results import report
+    from ganggate.replay.results.plot import plot_modes
     from ganggate.replay.sweep import parse_sweep
-    from ganggate.replay.synth import StarveConfig, SynthConfig, generate, generate_starving
-    from ganggate.replay.topology import markdown_table, required_line, summarise_topology, topology_nodes
-    from ganggate.replay.trace import TraceError, load_trace, with_deadlines, write_trace
+    from ganggate.replay.traces.synth import StarveConfig, SynthConfig, generate, generate_starving
+    from ganggate.replay.results.topology import markdown_table, required_line, summarise_topology, topology_nodes
+    from ganggate.replay.traces.format import TraceError, load_trace, with_deadlines, write_trace
     from ganggate.sim.cli import node_groups, topology_shape
 
     try:
@@ -215,7 +216,7 @@ def _replay(args: argparse.Namespace) -> int:
             jobs = load_trace(args.trace)
             source = str(args.trace)
         elif args.alibaba is not None:
-            from ganggate.replay.alibaba import GANG_WINDOW, TRACE_HINT, load_alibaba, load_alibaba_gangs
+            from ganggate.replay.traces.alibaba import GANG_WINDOW, TRACE_HINT, load_alibaba, load_alibaba_gangs
 
             if not args.alibaba.exists():
                 raise ValueError(f"cannot read {args.alibaba}: no such file. {TRACE_HINT}")
@@ -300,13 +301,13 @@ def _replay(args: argparse.Namespace) -> int:
     say("\nJob by job (wait: submit -> all pods running; a job never started waits until the end):\n")
     say(report.jobs_table(summaries))
     if args.deadline_factor is not None:
-        from ganggate.replay.predictions import score
+        from ganggate.replay.results.predictions import score
 
         for mode, result in results.items():
             if mode != "none":
                 say(f"  {mode}: {score(result.events, result.records, result.epoch_offset).describe()}")
     if scenario.node_groups:
-        from ganggate.replay.autoscaling import markdown_table as paid_table, paid
+        from ganggate.replay.results.autoscaling import markdown_table as paid_table, paid
 
         print("\nOn the autoscaled cluster (docs/replay.md):\n")
         print(paid_table([paid(m, r.provisioned, r.samples, r.records, r.end) for m, r in results.items()]))
@@ -329,7 +330,9 @@ def _sweep(sweep: Any, scenario: Any, args: argparse.Namespace, source: str) -> 
     import asyncio
     from dataclasses import replace
 
-    from ganggate.replay import engine, report
+    from ganggate.replay.run import engine
+
+    from ganggate.replay.results import report
     from ganggate.replay.sweep import run_sweep
 
     print(f"sweeping {sweep.parameter} over {', '.join(f'{v:g}' for v in sweep.values)} on {source}", flush=True)
@@ -355,7 +358,7 @@ def _sweep(sweep: Any, scenario: Any, args: argparse.Namespace, source: str) -> 
 
 def _disruptions(args: argparse.Namespace, jobs: list, nodes: list) -> list:
     """The --disruptions schedule (empty without the flag); a bad flag raises ValueError."""
-    from ganggate.replay.disruptions import parse, schedule
+    from ganggate.replay.run.disruptions import parse, schedule
 
     counts = parse(args.disruptions)
     if not counts:

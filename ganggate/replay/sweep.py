@@ -1,6 +1,6 @@
 """`replay --sweep`: one ganggate run per setting of a policy parameter, and the baselines, so an
 operator can pick the setting from a picture of mean utilisation against the max wait of the
-largest gang-size class (replay/plot.py plot_tradeoff), and from sweep.csv.
+largest gang-size class (replay/results/plot.py plot_tradeoff), and from sweep.csv.
 
 The baselines: `count` (the seed's check), ganggate with the starvation guard off, and ganggate
 with the controller's defaults.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from ganggate.replay.metrics import Summary
+from ganggate.replay.results.metrics import Summary
 
 #: Swept flag -> the controller setting it sets.
 PARAMETERS = {"starvation-seconds": "starvation_seconds", "starvation-blind-seconds": "starvation_blind_seconds"}
@@ -87,7 +87,7 @@ async def run_sweep(sweep: Sweep, run: Callable[[str, dict], Awaitable[Summary]]
                     title: str = "") -> list[tuple[str, Summary]]:
     """Run the baselines and each setting (`run(mode, controller settings)` replays once), write
     sweep.csv and tradeoff.png to `out`, and return (label, summary) in order."""
-    from ganggate.replay.plot import plot_tradeoff
+    from ganggate.replay.results.plot import plot_tradeoff
 
     rows: list[tuple[str, Summary]] = [
         ("count", await run("count", {})),

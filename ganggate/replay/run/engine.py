@@ -1,7 +1,7 @@
 """Run a job trace on kubesim over simulated time, through the real webhook and controller.
 
 Time moves only when the engine says so (`ManualClock`, shared with kubesim's kubelet and API
-server, and the gate controller's clock through ganggate.replay.stack.SimulatedClock): at each
+server, and the gate controller's clock through ganggate.replay.run.stack.SimulatedClock): at each
 step it finishes the jobs due, applies cluster events (a node added), submits the jobs due,
 waits until the cluster has settled, records a sample, then jumps to the next event (a controller deadline is one: its bind timeouts, gang timeouts and
 starvation hold-back fire in simulated time). The run
@@ -13,7 +13,7 @@ MPI_Init): a job's run time starts when its last pod is Running. kubesim's kubel
 each pod's `kubesim.io/run-seconds` on its own, so the engine finishes a job's pods itself, by
 writing the Succeeded status the kubelet writes (ganggate.sim.kubelet.kubelet.succeeded_status) through the
 pods/status subresource. What a replay runs and returns (Scenario, RunResult...) is in
-ganggate.replay.scenario.
+ganggate.replay.run.scenario.
 
 Why this module is long: it is the replay's one loop, and the steps of an instant (act, hold the
 deciders, settle, observe) share its state; each step is a method of a few lines.
@@ -29,12 +29,12 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import aiohttp
 
-from ganggate.replay.disruptions import Disruptor
-from ganggate.replay.metrics import JobRecord, Sample, split_gpus, summarise
-from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest, progress
-from ganggate.replay.owners import as_rv, create_job, job_controller_busy
-from ganggate.replay.podtable import PodTable
-from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
+from ganggate.replay.run.disruptions import Disruptor
+from ganggate.replay.results.metrics import JobRecord, Sample, split_gpus, summarise
+from ganggate.replay.run.observe import JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest, progress
+from ganggate.replay.run.owners import as_rv, create_job, job_controller_busy
+from ganggate.replay.run.podtable import PodTable
+from ganggate.replay.run.scenario import (  # the types also re-exported here, where callers found them first
     Background,
     NodeEvent,
     NodeSpec,
@@ -45,8 +45,8 @@ from ganggate.replay.scenario import (  # the types also re-exported here, where
     check_fits,
     uniform_nodes,
 )
-from ganggate.replay.stack import MODES, SimulatedClock, Stack, start_gate
-from ganggate.replay.trace import Job
+from ganggate.replay.run.stack import MODES, SimulatedClock, Stack, start_gate
+from ganggate.replay.traces.format import Job
 
 NAMESPACE = "default"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -187,7 +187,7 @@ class _Engine:
                          {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events,
                          self.provisioned, epoch_offset)
 
-    # ---- an autoscaled cluster (replay/autoscaling.py) -----------------------------------
+    # ---- an autoscaled cluster (replay/results/autoscaling.py) -----------------------------------
 
     async def _start_autoscaler(self, sim: Any, clock: Any) -> asyncio.Task:
         """kubesim's cluster-autoscaler on the replay's clock, the groups' minimum nodes in place."""
@@ -320,7 +320,7 @@ class _Engine:
 
     def _pods(self) -> tuple[list[PodView], int, int]:
         """The replay's pods in key order, the highest pod resourceVersion and the pod count
-        (ganggate.replay.podtable: kept from the store's change log, not read whole each time)."""
+        (ganggate.replay.run.podtable: kept from the store's change log, not read whole each time)."""
         table = self._table
         table.sync()
         self._starting = table.starting

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganggate.replay.observe import JOB_LABEL, pod_manifest
-from ganggate.replay.scenario import ReplayError
-from ganggate.replay.trace import Job
+from ganggate.replay.run.observe import JOB_LABEL, pod_manifest
+from ganggate.replay.run.scenario import ReplayError
+from ganggate.replay.traces.format import Job
 
 #: A lost pod is replaced until the job has failed this many pods (then the Job gives up).
 BACKOFF_LIMIT = 1000

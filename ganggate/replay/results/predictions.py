@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
 
-from ganggate.replay.metrics import JobRecord
+from ganggate.replay.results.metrics import JobRecord
 
 _BY = re.compile(r"by (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) at the latest")
 

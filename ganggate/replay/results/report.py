@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ganggate.replay.metrics import SIZE_CLASSES, ClassWait, JobFigures, JobRecord, Sample, Summary, run_of
+from ganggate.replay.results.metrics import SIZE_CLASSES, ClassWait, JobFigures, JobRecord, Sample, Summary, run_of
 
 SUMMARY_COLUMNS = (
     "mode",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from ganggate.replay.trace import Job, TraceError, parse_row
+from ganggate.replay.traces.format import Job, TraceError, parse_row
 
 TRACE_HINT = ("The Alibaba GPU trace is not part of the repository: download openb_pod_list_default.csv from "
               "https://github.com/alibaba/clusterdata/tree/master/cluster-trace-gpu-v2023 (CC-BY 4.0) "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ganggate.replay.metrics import Sample
+from ganggate.replay.results.metrics import Sample
 
 
 def _steps(samples: Sequence[Sample], end: float) -> tuple[list[float], list[int], list[int]]:

@@ -22,7 +22,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-from ganggate.replay.trace import Job
+from ganggate.replay.traces.format import Job
 
 #: GPUs per job -> relative weight.
 SIZE_MIX: dict[int, float] = {

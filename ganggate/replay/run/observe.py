@@ -20,11 +20,11 @@ from ganggate.contract import (
 from ganggate.contract import GROUP_TIMEOUT_SECONDS as GROUP_TIMEOUT
 from ganggate.core.fit.nodematch import HOSTNAME_LABEL
 from ganggate.core.fit.resources import GPU
-from ganggate.replay.metrics import JobProgress
-from ganggate.replay.trace import Job
+from ganggate.replay.results.metrics import JobProgress
+from ganggate.replay.traces.format import Job
 
 if TYPE_CHECKING:
-    from ganggate.replay.scenario import Background
+    from ganggate.replay.run.scenario import Background
 
 JOB_LABEL = "replay.ganggate.io/job"
 INDEX_LABEL = "replay.ganggate.io/index"

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ganggate.core.fit.resources import parse_quantity
-from ganggate.replay.metrics import JobProgress, JobRecord, Sample, Summary
-from ganggate.replay.trace import Job
+from ganggate.replay.results.metrics import JobProgress, JobRecord, Sample, Summary
+from ganggate.replay.traces.format import Job
 
 
 class ReplayError(RuntimeError):
@@ -23,7 +23,7 @@ class NodeSpec:
     gpus: int = 8
     cpu: str = "64"
     memory: str = "512Gi"
-    #: Node labels as (key, value) pairs, e.g. its zone, block and rack (replay/topology.py).
+    #: Node labels as (key, value) pairs, e.g. its zone, block and rack (replay/results/topology.py).
     labels: tuple[tuple[str, str], ...] = ()
 
 
@@ -48,7 +48,7 @@ class Background:
 
 @dataclass(frozen=True)
 class Disruption:
-    """One disruption at `time` (simulated seconds); the kinds are ganggate/replay/disruptions.py's."""
+    """One disruption at `time` (simulated seconds); the kinds are ganggate/replay/run/disruptions.py's."""
 
     time: float
     kind: str
@@ -73,14 +73,14 @@ class Scenario:
     nodes: Sequence[NodeSpec]
     node_events: Sequence[NodeEvent] = ()
     background: Sequence[Background] = ()
-    #: Disruptions injected during the run (ganggate/replay/disruptions.py); with any, or with
+    #: Disruptions injected during the run (ganggate/replay/run/disruptions.py); with any, or with
     #: `owners`, each job is a batch/v1 Job that replaces the pods it loses.
     disruptions: Sequence[Disruption] = ()
     owners: bool = False
     #: Node label keys of the topology, widest first (mode `topology` passes them to the controller).
     topology_levels: tuple[str, ...] = ()
     #: Node groups kubesim's cluster-autoscaler grows and shrinks (ganggate.sim.autoscaler), and its
-    #: options (scan_seconds, unneeded_seconds): an autoscaled cluster (replay/autoscaling.py).
+    #: options (scan_seconds, unneeded_seconds): an autoscaled cluster (replay/results/autoscaling.py).
     node_groups: Sequence[Any] = ()
     autoscaler: dict[str, Any] = field(default_factory=dict)
 
@@ -119,7 +119,7 @@ class RunResult:
     #: The Events in the cluster at the end, as `kubectl get events` lists them:
     #: (reason, pod, message, count), sorted.
     events: list[tuple[str, str, str, int]] = field(default_factory=list)
-    #: With node groups: (time, GPUs of every node) whenever that changed (replay/autoscaling.py).
+    #: With node groups: (time, GPUs of every node) whenever that changed (replay/results/autoscaling.py).
     provisioned: list[tuple[float, int]] = field(default_factory=list)
     #: The Unix time of simulated time 0 (the controller and kubesim stamp Unix times).
     epoch_offset: float = 0.0

@@ -8,7 +8,7 @@ what they measure about placement, as pure functions over the jobs, the nodes an
 - **one rack when it could**: of the gangs of more than one pod whose pods fit in one rack (by
   GPUs, pod by pod: the rack's nodes can hold all of them at once on an empty rack), the share
   that ran in one rack;
-- utilisation and p95 queueing delay are the replay's own (ganggate/replay/metrics.py);
+- utilisation and p95 queueing delay are the replay's own (ganggate/replay/results/metrics.py);
 - **required kept**: a job that requires a level (scheduling.k8s.io/group-topology-required)
   started with all its pods in one domain of it (one value of that label; kubesim's rack
   values name their block, so one value is one rack); any other start is a violation.
@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ganggate.replay.gangcheck import span
-from ganggate.replay.metrics import JobRecord, Summary, mean, percentile
-from ganggate.replay.scenario import NodeSpec
-from ganggate.replay.trace import Job
+from ganggate.replay.results.gangcheck import span
+from ganggate.replay.results.metrics import JobRecord, Summary, mean, percentile
+from ganggate.replay.run.scenario import NodeSpec
+from ganggate.replay.traces.format import Job
 from ganggate.sim.topology import BLOCK_LABEL, RACK_LABEL, TopologyShape
 
 

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from ganggate.replay.metrics import JobRecord, Sample
+from ganggate.replay.results.metrics import JobRecord, Sample
 
 
 @dataclass(frozen=True)

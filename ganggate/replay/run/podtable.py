@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from ganggate.replay.observe import PodView, view
+from ganggate.replay.run.observe import PodView, view
 
 Key = tuple[str, str]
 

@@ -25,8 +25,8 @@ import random
 from typing import Any, Sequence
 
 from ganggate.core.fit.resources import GPU
-from ganggate.replay.observe import JOB_LABEL
-from ganggate.replay.scenario import Disruption, ReplayError
+from ganggate.replay.run.observe import JOB_LABEL
+from ganggate.replay.run.scenario import Disruption, ReplayError
 from ganggate.sim.kubelet.status import RUN_SECONDS_ANNOTATION
 
 KINDS = ("preempt", "drain", "node-failure", "pod-failure")
