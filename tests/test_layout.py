@@ -409,10 +409,11 @@ def test_controller_has_no_mixins() -> None:
 def test_mixin_finder_sees_imported_same_module_and_attribute_bases(tmp_path: Path) -> None:
     pkg = tmp_path / "ganggate" / "controller"
     (pkg / "release").mkdir(parents=True)
-    for init in (tmp_path / "ganggate", pkg, pkg / "release"):
+    (pkg / "round").mkdir()
+    for init in (tmp_path / "ganggate", pkg, pkg / "release", pkg / "round"):
         (init / "__init__.py").write_text("")
     (pkg / "release" / "releases.py").write_text("class Releasing:\n    pass\nclass Gone(Exception):\n    pass\n")
-    (pkg / "loop.py").write_text(
+    (pkg / "round" / "loop.py").write_text(
         "from collections import OrderedDict\n"
         "from ganggate.controller.release.releases import Releasing, Gone\n"
         "from ganggate.controller.release import releases as r\n"
@@ -424,9 +425,9 @@ def test_mixin_finder_sees_imported_same_module_and_attribute_bases(tmp_path: Pa
         "class Fine:\n    releases = Releasing()\n"
     )
     assert mixins(tmp_path) == [
-        "ganggate.controller.loop.Controller(Releasing)",
-        "ganggate.controller.loop.Other(Base)",
-        "ganggate.controller.loop.Third(r.Releasing)",
+        "ganggate.controller.round.loop.Controller(Releasing)",
+        "ganggate.controller.round.loop.Other(Base)",
+        "ganggate.controller.round.loop.Third(r.Releasing)",
     ]
 
 

@@ -4,8 +4,8 @@ Two informers keep the pure `ClusterState` in step with the API server. After ev
 one round per `debounce_seconds`), the leader runs the core's `decide()` in a worker thread
 (controller.round.offloop: the changes that arrive meanwhile are held and applied after the
 round, so the planner never sees the state change under it), and its `Releases`
-(controller.release) promise each decision's placement in the state (before the first patch)
-and release it. A gang whose release is in flight is not re-decided until the release has
+(controller.release.releases) promise each decision's placement in the state (before the first
+patch) and release it. A gang whose release is in flight is not re-decided until the release has
 finished and its effect is seen in the watch; a release cut short (crash, lost leadership,
 exhausted retries) is finished by the core's roll-forward decision in a later round, under the
 same decision id. Released pods that do not bind in time are controller.lifecycle.bindtimeout's;
