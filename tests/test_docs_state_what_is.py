@@ -100,3 +100,14 @@ def test_links_into_a_doc_land_on_one_of_its_headings() -> None:
             if anchor not in anchors:
                 broken.append(f"{doc.relative_to(ROOT)}: {target}#{anchor} is no heading of it")
     assert not broken, "\n".join(broken)
+
+
+def test_no_bench_help_text_names_an_internal_issue_or_a_commit() -> None:
+    """A bench's module docstring is its `--help` description (and its usage examples): user-facing."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        found += [f"{path.relative_to(ROOT)} {hit}" for hit in internal_references(docstring)]
+    assert not found, "\n".join(found)
