@@ -10,6 +10,7 @@ user does not have.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -63,7 +64,8 @@ def test_no_user_doc_names_an_internal_issue_or_a_commit() -> None:
 
 def test_the_benchmarks_page_is_short_enough_to_read() -> None:
     lines = len(BENCHMARKS.read_text().splitlines())
-    assert lines <= MAX_BENCHMARK_LINES, f"docs/benchmarks.md has {lines} lines (at most {MAX_BENCHMARK_LINES}): keep the figure that holds now"
+    assert lines <= MAX_BENCHMARK_LINES, \
+        f"docs/benchmarks.md has {lines} lines (at most {MAX_BENCHMARK_LINES}): keep the figure that holds now"
 
 
 def _bench_scripts() -> set[str]:
@@ -96,7 +98,8 @@ def test_links_into_a_doc_land_on_one_of_its_headings() -> None:
             if not linked.is_file():
                 broken.append(f"{doc.relative_to(ROOT)}: {target} does not exist")
                 continue
-            anchors = {_anchor(line.lstrip("#")) for line in linked.read_text().splitlines() if re.match(r"#{1,6} ", line)}
+            headings = [line for line in linked.read_text().splitlines() if re.match(r"#{1,6} ", line)]
+            anchors = {_anchor(line.lstrip("#")) for line in headings}
             if anchor not in anchors:
                 broken.append(f"{doc.relative_to(ROOT)}: {target}#{anchor} is no heading of it")
     assert not broken, "\n".join(broken)
@@ -104,8 +107,6 @@ def test_links_into_a_doc_land_on_one_of_its_headings() -> None:
 
 def test_no_bench_help_text_names_an_internal_issue_or_a_commit() -> None:
     """A bench's module docstring is its `--help` description (and its usage examples): user-facing."""
-    import ast
-
     found = []
     for path in sorted((ROOT / "bench").rglob("*.py")):
         docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
