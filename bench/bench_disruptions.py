@@ -1,4 +1,4 @@
-"""Benchmark the cluster fighting back (#8): a trace replayed with injected preemptions, drains,
+"""Benchmark the cluster fighting back: a trace replayed with injected preemptions, drains,
 node failures and pod failures, in each admission mode, and the GPU-seconds held by incomplete
 gangs (GPUs bound to a job not all of whose pods run), integrated exactly between the replay's
 quiescent steps.

@@ -1,4 +1,4 @@
-"""Benchmark GPU sharing (#9): the FGD paper's experiment on the Alibaba trace, through ganggate's planner.
+"""Benchmark GPU sharing: the FGD paper's experiment on the Alibaba trace, through ganggate's planner.
 
     .venv/bin/python bench/bench_gpushare.py                       # 5 lists x 6 policies x 3 seeds
     .venv/bin/python bench/bench_gpushare.py --lists gpushare100 --policies best-fit,fgd   # every GPU pod shares

@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--waiting-pods", type=int, default=100000, help="gated gang pods (default 100000)")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the cluster (default 7)")
     parser.add_argument("--before", metavar="DIR",
-                        help="a checkout (e.g. `git worktree add /tmp/base-memory 211440a`) whose controller is "
+                        help="a checkout (e.g. `git worktree add /tmp/base-memory REV`) whose controller is "
                              "measured too, alternately with this one")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each controller (default 1)")
     parser.add_argument("--timeout", type=float, default=900.0,

@@ -3,8 +3,8 @@ earlier commit (the baseline), one after the other in fresh processes: what a ch
 replay, kubesim or the controller costs or saves, read as CPU time, which a machine shared with
 other work disturbs far less than wall time.
 
-    .venv/bin/python bench/bench_replay_cpu.py --against 1f23d61              # 500 jobs, default
-    .venv/bin/python bench/bench_replay_cpu.py --against 1f23d61 --jobs 300 --mode count
+    .venv/bin/python bench/bench_replay_cpu.py --against REV                  # 500 jobs, default
+    .venv/bin/python bench/bench_replay_cpu.py --against REV --jobs 300 --mode count
 
 The baseline is `git archive`d into a temporary directory and imported from there (its own
 ganggate, this virtualenv's packages). The simulated figures (steps, utilisation, p95 wait) are

@@ -1,4 +1,4 @@
-"""Benchmark the starvation guard (issue #20): ganggate's default against the guard off and the
+"""Benchmark the starvation guard: ganggate's default against the guard off and the
 seed's count check, side by side, judged job by job, on the sample trace, the synthetic trace
 of docs/replay.md, the Alibaba pod list read as gangs (`replay --alibaba ... --gangs`), and the
 starvation trace (`replay --synth --starve`) at 1x, 2x and 4x its length, with and without
@@ -13,7 +13,7 @@ run-time bounds (activeDeadlineSeconds).
 
 Policies: `count` (the seed's check), `ganggate, guard off` (--starvation-seconds and
 --starvation-blind-seconds never reached), `ganggate, default` (the controller's defaults),
-`ganggate, 300 s blind` (the hold-back as it was before #20: blind holds after 300 s), and on the
+`ganggate, 300 s blind` (blind holds after 300 s; left out with --no-old), and on the
 starvation trace `ganggate, default, deadlines` (every pod's activeDeadlineSeconds = 1.5 x its
 run time: the guard holds after 300 s and lends held room to jobs that surely end in time).
 Each row: mean utilisation, p95 and max wait, the largest gang-size class's max wait, GPU-hours
@@ -162,7 +162,7 @@ def main() -> int:
                                                    "pod), starve, starve-deadlines (its deadline rows only)")
     parser.add_argument("--jobs", type=int, default=120, help="jobs of the 1x starvation trace (default 120)")
     parser.add_argument("--no-old", action="store_true",
-                        help="leave out the hold-back as it was (blind after 300 s) on the synthetic and Alibaba traces")
+                        help="leave out the row with blind holds after 300 s on the synthetic and Alibaba traces")
     parser.add_argument("--alibaba-limit", type=int, default=300, help="pods of the Alibaba list (default 300)")
     parser.add_argument("--alibaba-nodes", type=int, default=16,
                         help="nodes (8 GPUs, 128 CPUs, 1Ti each) for the Alibaba list (default 16, as docs/replay.md)")

@@ -1,4 +1,4 @@
-"""Benchmark topology-aware placement (#10): synthetic traces replayed on blocks of racks of
+"""Benchmark topology-aware placement: synthetic traces replayed on blocks of racks of
 nodes under each placement policy, several seeds each, with the placement figures per policy
 (mean across the seeds and their spread), then a replay where a share of the jobs requires one
 rack, checked for violations.

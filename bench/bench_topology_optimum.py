@@ -1,4 +1,4 @@
-"""Topology placement against the optimum (#21): on randomly fragmented clusters of zones, blocks
+"""Topology placement against the optimum: on randomly fragmented clusters of zones, blocks
 and racks, the racks and blocks a gang spans as ganggate plans it (levels configured, no
 annotation), against the fewest an exact search finds (small clusters) or a lower bound (large
 ones), and against topology-blind best fit (the same planner without levels).

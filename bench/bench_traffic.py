@@ -1,4 +1,4 @@
-"""Gangs released among ordinary pods on a nearly full cluster (#19): do gangs run partly?
+"""Gangs released among ordinary pods on a nearly full cluster: do gangs run partly?
 
 kubesim (its scheduler, kubelet and Job controller in a process of their own) with the webhook
 and the gate controller as `ganggate sim up` assembles them, on the wall clock. Ordinary ungated

@@ -1,4 +1,4 @@
-"""The FGD reference's scheduling loop, redone in Python on bench_gpushare's arrivals (#21).
+"""The FGD reference's scheduling loop, redone in Python on bench_gpushare's arrivals.
 
     .venv/bin/python bench/fgd_reference.py --lists gpushare100 --seeds 1 --ties name,random,best-fit
 

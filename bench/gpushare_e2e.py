@@ -1,4 +1,4 @@
-"""The small end-to-end variant of bench_gpushare (#9): the same placements, for real, through kubesim.
+"""The small end-to-end variant of bench_gpushare: the same placements, for real, through kubesim.
 
     .venv/bin/python bench/bench_gpushare.py --e2e                # 40 nodes, default list, fgd
     .venv/bin/python bench/gpushare_e2e.py --nodes 40 --fill 0.9 --policy best-fit --seed 2

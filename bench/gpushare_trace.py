@@ -1,4 +1,4 @@
-"""What bench_gpushare and gpushare_e2e share (#9, #21): the Alibaba trace's rows as pods and
+"""What bench_gpushare and gpushare_e2e share: the Alibaba trace's rows as pods and
 nodes, the arrivals of one seed, one run through ganggate's planner, and the full-sharing list
 the FGD artifact's gpushare100 is (`share_everything`). Both benchmarks import this module and
 neither imports the other at load time (bench_gpushare calls gpushare_e2e's main for --e2e).

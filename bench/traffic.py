@@ -1,4 +1,4 @@
-"""Gangs released among a stream of ordinary pods on a nearly full cluster (#19): the scenario.
+"""Gangs released among a stream of ordinary pods on a nearly full cluster: the scenario.
 
 kubesim with its scheduler, kubelet and Job controller, and (mode `ganggate`) the webhook and
 the gate controller as `ganggate sim up` assembles them, in one process on the wall clock. A
