@@ -33,7 +33,7 @@ without a hold gets none. Pure, typed: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Collection, Iterable, Iterator, Mapping, Sequence
 
 from ganggate.core.fit.resources import Resources, add_into, fits, gpus
 from ganggate.core.placement.capacity import Capacity
@@ -84,15 +84,26 @@ class Forecast:
     by_node: dict[str, list[Ending]]
 
 
-def forecast(state: ClusterState, now: float) -> Forecast:
+def forecast(state: ClusterState, now: float, held: Collection[str] | None = None, wanted: int = 0,
+             eligible: Collection[str] | None = None) -> Forecast:
     """The Forecast of the cluster: bound pods not finished, and released pods not bound yet (a
-    promise: they bind by its deadline, and run from then)."""
+    promise: they bind by its deadline, and run from then). Given `held`, only what a hold's weighing
+    reads: every pod on the held nodes, and elsewhere on `eligible` (None: every node) only the pods
+    of pieces that could free `wanted` GPUs (milli) at once, found by a cheap test per pod (its own
+    GPUs, or its gang's pod count times them), so that a round at 100,000 pods reads the few."""
     by_node: dict[str, list[Ending]] = {}
     for pod in state.pods.values():
-        if pod.node_name and not pod.terminated:
-            end, known = predicted_end(pod, now)
-            piece = state.gang_of(pod) or pod.key
-            by_node.setdefault(pod.node_name, []).append(Ending(end, pod.request, piece, known))
+        node = pod.node_name
+        if not node or pod.terminated:
+            continue
+        if held is not None and node not in held:
+            if pod.gpu <= 0 or (eligible is not None and node not in eligible):
+                continue
+            if pod.gpu < wanted and pod.gpu * getattr(pod.gang, "pod_num", 1) < wanted:
+                continue  # (no piece of it frees enough)
+        end, known = predicted_end(pod, now)
+        piece = state.gang_of(pod) or pod.key
+        by_node.setdefault(node, []).append(Ending(end, pod.request, piece, known))
     for promise in state.promises.values():
         if promise.node is None:
             continue
@@ -252,7 +263,8 @@ def weigh_gang_hold(hold: Hold, pods: Sequence[PodInfo], capacity: Capacity, sta
                     held_before: bool) -> Gain:
     """`weigh_hold` for a hold `ordering.hold_back` made for these pods this round."""
     nodes = capacity.index(largest_first(pods)[0]).members
-    return weigh_hold(hold.taken, hold.ready_at, nodes, capacity.free, forecast(state, now), held_before)
+    seen = forecast(state, now, {name for name, _ in hold.taken}, sum(gpus(r) for _, r in hold.taken), nodes)
+    return weigh_hold(hold.taken, hold.ready_at, nodes, capacity.free, seen, held_before)
 
 
 class _Overlay(Mapping[str, Mapping[str, int]]):
