@@ -36,14 +36,16 @@ def test_without_a_hold_only_room_that_frees_in_one_piece_counts() -> None:
     endings = {"a": [Ending(NOW + 100 * i, gpus(1), f"a{i}", True) for i in range(1, 9)],
                "b": [Ending(NOW + 3000, gpus(4), ("ml", "g"), True), Ending(NOW + 3000, gpus(4), ("ml", "g"), True)]}
     free = {"a": {}, "b": {}}
-    assert start_without_hold([gpus(8)], ["a"], free, endings, NOW) == INF
-    assert start_without_hold([gpus(8)], ["a", "b"], free, endings, NOW) == NOW + 3000
+    assert start_without_hold([gpus(8)], ["a"], endings, NOW) == INF
+    assert start_without_hold([gpus(8)], ["a", "b"], endings, NOW) == NOW + 3000
     # With a hold on a, the room is kept as it frees: the gang starts when the last of them ends.
     assert start_with_hold([("a", gpus(8))], free, endings, NOW) == NOW + 800
     # Free GPUs now are not counted without a hold (the stream takes them), but are with one.
     assert start_with_hold([("a", gpus(8))], {"a": gpus(4)}, endings, NOW) == NOW + 400
     # A gang's pods free its room when the last of them ends; by `until`, or not at all.
-    assert start_without_hold([gpus(8)], ["b"], free, endings, NOW, until=NOW + 2999) == INF
+    assert start_without_hold([gpus(8)], ["b"], endings, NOW, until=NOW + 2999) == INF
+    # What a piece frees must hold the gang's CPU too: free CPU now is taken meanwhile.
+    assert start_without_hold([{**gpus(8), "cpu": 64000}], ["b"], endings, NOW) == INF
 
 
 def test_a_new_hold_must_win_by_the_margin_and_a_held_one_only_win() -> None:

@@ -19,8 +19,10 @@ NSDI'19).
   planned first in a round, before anything backfills: a pod's room when it ends, or a running
   gang's when it ends (its ranks end together, as a job's do). Pods that only happen to be
   predicted to end at the same time (started together, or deadlines alike) are not one piece: each
-  frees its room alone. The gang starts when the first piece ends that has room, with what the
-  nodes have free of anything but GPUs, for all the pods it needs; never (inf) when none comes.
+  frees its room alone. Nor does room free now wait for it: GPUs, CPU and memory alike, it is
+  taken by the gangs and pods behind it (a hold keeps the gang's CPU and memory too). The gang
+  starts when the first piece ends whose own room holds all the pods it needs; never (inf) when
+  none comes.
   A hold whose start is known (every pod that must end there has a deadline) is weighed against
   pieces whose end is known too: a start the kubelet guarantees is not given up for a guess.
 
@@ -143,12 +145,12 @@ def start_with_hold(taken: Iterable[tuple[str, Mapping[str, int]]], free: Mappin
 
 
 def start_without_hold(requests: Sequence[Mapping[str, int]], nodes: Iterable[str],
-                       free: Mapping[str, Mapping[str, int]], endings: Mapping[str, Sequence[Ending]],
-                       now: float, until: float = INF, known_only: bool = False) -> float:
+                       endings: Mapping[str, Sequence[Ending]], now: float, until: float = INF,
+                       known_only: bool = False) -> float:
     """When the gang (the pods of `requests`, largest first) is predicted to start with no room
     held: the predicted end of the first piece (a pod, or a gang's pods: `Ending.piece`) whose
-    room on `nodes`, beside what they have free of anything but GPUs (free GPUs are refilled by
-    the gangs behind it), holds all of them at once; inf when none ends by `until`. With
+    own room on `nodes` holds all of them at once (what is free now is taken by the gangs behind
+    it meanwhile); inf when none ends by `until`. With
     `known_only`, a piece with a pod of unknown end (no deadline) frees nothing."""
     wanted = sum(gpus(r) for r in requests)
     pieces: dict[object, list[tuple[float, str, Mapping[str, int]]]] = {}
@@ -166,22 +168,16 @@ def start_without_hold(requests: Sequence[Mapping[str, int]], nodes: Iterable[st
             ends.append((when, key))
     ends.sort(key=lambda e: e[0])
     for when, key in ends:
-        if _places(requests, pieces[key], free):
+        if _places(requests, pieces[key]):
             return max(when, now)
     return INF
 
 
-def _places(requests: Sequence[Mapping[str, int]], freed: Sequence[tuple[float, str, Mapping[str, int]]],
-            free: Mapping[str, Mapping[str, int]]) -> bool:
-    """Whether the pods fit, first fit, into the room the `freed` pods leave on their nodes plus
-    each node's free room of anything but GPUs."""
+def _places(requests: Sequence[Mapping[str, int]], freed: Sequence[tuple[float, str, Mapping[str, int]]]) -> bool:
+    """Whether the pods fit, first fit, into the room the `freed` pods leave on their nodes."""
     rooms: dict[str, Resources] = {}
     for _, name, request in freed:
-        room = rooms.get(name)
-        if room is None:
-            room = rooms[name] = {k: max(v, 0) for k, v in free.get(name, {}).items()
-                                  if not (k.endswith("/gpu") or k == "nvidia.com/gpu")}
-        add_into(room, request)
+        add_into(rooms.setdefault(name, {}), request)
     for request in requests:
         for room in rooms.values():
             if fits(request, room):
@@ -255,7 +251,7 @@ def weigh_hold(taken: Sequence[tuple[str, Mapping[str, int]]], ready_at: float |
     # A start without it later than this does not change the answer: look no further.
     until = with_hold + margin(with_hold, now, held_before) if with_hold != INF else INF
     requests = sorted((r for _, r in taken), key=lambda r: -gpus(r))
-    without = start_without_hold(requests, nodes, free_before, seen.by_node, now, until, ready_at is not None)
+    without = start_without_hold(requests, nodes, seen.by_node, now, until, ready_at is not None)
     return weigh(with_hold, without, now, held_before)
 
 
