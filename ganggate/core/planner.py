@@ -4,7 +4,8 @@
 then the other gangs in `ganggate.core.policy.ordering`'s order, each packed (`packing`) against
 the capacity (`capacity`) left by the decisions made before it in the same round, so that two
 gangs that each fit alone but not together never both go. A plan avoids room a pending pod
-may take first (`contention`); a gang that starves gets capacity held back (`ordering`).
+may take first (`contention`); a gang that starves gets capacity held back (`ordering`) where
+the hold brings its predicted start closer (`holdgain`).
 
 The names other packages use are importable from here: decide, POLICIES, Decision, Waiting,
 Unfit, Capacity, plan_gang, gpus, count_only_fits, totals_only_fits.
