@@ -21,6 +21,7 @@ from operator import not_
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ganggate.controller.events import WaitNotifier
+from ganggate.core.policy.holdgain import UNBOUNDED_GAIN_SECONDS
 
 log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
 
@@ -121,8 +122,10 @@ class WaitReport:
             log.log(level, "%s %s/%s: %s", waiting.event_reason, *key, waiting.message)
             gain = getattr(waiting, "hold_gain", None)
             if gain is not None:
-                log.info("starvation guard %s/%s: hold %s, predicted gain %.0f s", *key,
-                         "refused" if waiting.hold_refused else "taken", gain)
+                log.info("starvation guard %s/%s: hold %s, predicted gain %s", *key,
+                         "refused" if waiting.hold_refused else "taken",
+                         "unbounded (no room frees at once for it without)" if gain >= UNBOUNDED_GAIN_SECONDS
+                         else f"{gain:.0f} s")
                 if self.on_hold is not None:
                     self.on_hold(waiting)
         elif notice.pods:
