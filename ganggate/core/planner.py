@@ -4,7 +4,8 @@
 then the other gangs in `ganggate.core.policy.ordering`'s order, each packed (`packing`) against
 the capacity (`capacity`) left by the decisions made before it in the same round, so that two
 gangs that each fit alone but not together never both go. A plan avoids room a pending pod
-may take first (`contention`); a gang that starves gets capacity held back (`ordering`).
+may take first (`contention`); a gang that starves gets capacity held back (`ordering`) where
+the hold brings its predicted start closer (`holdgain`).
 
 The names other packages use are importable from here: decide, POLICIES, Decision, Waiting,
 Unfit, Capacity, plan_gang, gpus, count_only_fits, totals_only_fits.
@@ -26,6 +27,7 @@ from ganggate.core.placement.feasibility import CANNOT_FIT, never_fits
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
+from ganggate.core.policy.holdgain import Gain, weigh_gang_hold
 from ganggate.core.policy.lifecycle import waits_for_terminating
 from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, release_in_flight, round_key, round_order
 from ganggate.core.state.outcome import Decision, Unfit, Waiting
@@ -133,6 +135,7 @@ class HoldBack:
     # that holds room, is given its blind hold back, or waits next in line): such an answer
     # holds for this round alone (core.incremental plans that gang again next round).
     clocked: bool = False
+    refused: bool = False  # the hold weighed for `gang` was refused: it starts as early without one
 
 
 def first_in_line(gang: Gang, state: ClusterState, decided: set[GangKey]) -> bool:
@@ -219,6 +222,7 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
         message = f"finishing decision {', '.join(gang.decision_ids()) or '?'}: {message}"
     waited = now - (gang.complete_since if gang.complete_since is not None else now)
     holding_for = holding.gang
+    gain: Gain | None = None
     if gang.state == "partial" or (waited > starvation_seconds and holding_for is None):
         held = hold_back(pods, capacity, need, state, now, gang.held_nodes)
         holding.clocked = not isinstance(held, int) or held != 0  # (0: no hold, nothing of the clock read)
@@ -227,8 +231,17 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
             held.give_back(capacity)  # a blind hold idles its room for as long as the pods there run
             message += (f"; waited {waited:.0f}s; room would be held back on {plural(held.nodes, 'node')}, "
                         f"but not every pod there has a deadline: held after {blind:.0f}s")
+        elif isinstance(held, Hold) and gang.state != "partial" and not (
+                gain := weigh_gang_hold(held, pods, capacity, state, now, bool(gang.held_nodes))).taken:
+            held.give_back(capacity)  # it would start as early without: a hold would only idle room
+            gang.held_nodes = frozenset()
+            holding.gang, holding.refused = gang.key, True
+            message += f"; waited {waited:.0f}s; no capacity held back: {gain.describe()}"
+            kind += "+unheld"
         elif isinstance(held, Hold):
-            message += f"; waited {waited:.0f}s, capacity held back on {plural(held.nodes, 'node')}"
+            message += f"; waited {waited:.0f}s, capacity held back on {held_nodes_text(held)}"
+            if gain is not None:
+                message += f": {gain.describe()}"
             if first_in_line(gang, state, holding.decided):  # else an older gang may take the room first
                 message += start_message(held)
             kind += "+held"
@@ -240,8 +253,18 @@ def _plan_one(gang: Gang, state: ClusterState, now: float, capacity: Capacity, r
     elif waited > starvation_seconds and holding_for is not None:
         holding.clocked = True
         message += (f"; waited {waited:.0f}s, next in line after {holding_for[0]}/{holding_for[1]}, "
-                    "for which capacity is held back")
-    return Waiting(gang.key, reason, message, kind)
+                    + ("which would start as early without capacity held back" if holding.refused
+                       else "for which capacity is held back"))
+    if gain is None:
+        return Waiting(gang.key, reason, message, kind)
+    return Waiting(gang.key, reason, message, kind, hold_gain=gain.recorded, hold_refused=not gain.taken)
+
+
+def held_nodes_text(hold: Hold) -> str:
+    """"2 nodes (gpu-1, gpu-2)": the nodes a hold drains, the first three named."""
+    names = sorted({name for name, _ in hold.taken})
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{plural(len(names), 'node')} ({shown})"
 
 
 def _backfill(gang: Gang, pods: list[PodInfo], need: int, capacity: Capacity, rivals: Rivals, holding: HoldBack,

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 GANG_STATES = ("incomplete", "conflict", "waiting", "partial", "started", "released", "running", "not-gated")
 _WAIT_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 _RELEASE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_GAIN_BUCKETS = (600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 3 * 86400, 7 * 86400)
 
 
 class Metrics:
@@ -97,6 +98,25 @@ class Metrics:
             "ganggate_decide_seconds", "Time of one decision round of the core.",
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5), registry=self.registry,
         )
+
+        self.hold_gain_seconds = Histogram(
+            "ganggate_hold_gain_seconds",
+            "Starvation guard: per hold taken for a starving gang, how many seconds sooner it was predicted to "
+            "start with the room held than without (30 days: it would not start at all without).",
+            buckets=_GAIN_BUCKETS, registry=self.registry,
+        )
+        self.holds_refused = Counter(
+            "ganggate_holds_refused_total",
+            "Starvation guard: holds weighed and refused (or let go) because they did not bring the starving "
+            "gang's predicted start closer by the margin.", registry=self.registry,
+        )
+
+    def hold_weighed(self, waiting: Any) -> None:
+        """Count a hold the starvation guard weighed (a Waiting with `hold_gain`): its gain if taken."""
+        if waiting.hold_refused:
+            self.holds_refused.inc()
+        else:
+            self.hold_gain_seconds.observe(waiting.hold_gain)
 
     def set_gang_states(self, counts: Mapping[str, int]) -> None:
         """Set the gangs-by-state gauge; states absent from counts read 0."""

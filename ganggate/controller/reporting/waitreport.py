@@ -21,6 +21,7 @@ from operator import not_
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ganggate.controller.reporting.events import WaitNotifier
+from ganggate.core.policy.holdgain import UNBOUNDED_GAIN_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,11 @@ GangKey = tuple[str, str]
 class WaitReport:
     """Tells the pods of waiting gangs why they wait (see the module docstring)."""
 
-    def __init__(self, notifier: WaitNotifier | None = None) -> None:
+    def __init__(self, notifier: WaitNotifier | None = None, on_hold: Callable[[Any], None] | None = None) -> None:
         self.notifier = notifier or WaitNotifier()
+        #: Called with a Waiting whose gang the starvation guard weighed a hold for (`hold_gain`
+        #: set), once per change of its kind: a hold taken, refused, taken again (the metrics).
+        self.on_hold = on_hold
         #: controller.reporting.ownerevents.OwnerEvents: a gang whose pods have an owning controller tells
         #: its owner (once per change) and its oldest pod, not a copy on every pod.
         self.owners: Any = None
@@ -116,6 +120,14 @@ class WaitReport:
         if notice.changed:  # once per change in kind; a count that moved is a DEBUG line
             level = logging.INFO if waiting.event_reason == "GangWaiting" else logging.WARNING
             log.log(level, "%s %s/%s: %s", waiting.event_reason, *key, waiting.message)
+            gain = getattr(waiting, "hold_gain", None)
+            if gain is not None:
+                log.info("starvation guard %s/%s: hold %s, predicted gain %s", *key,
+                         "refused" if waiting.hold_refused else "taken",
+                         "unbounded (no room frees at once for it without)" if gain >= UNBOUNDED_GAIN_SECONDS
+                         else f"{gain:.0f} s")
+                if self.on_hold is not None:
+                    self.on_hold(waiting)
         elif notice.pods:
             log.debug("%s %s/%s (again): %s", waiting.event_reason, *key, waiting.message)
         if notice.pods:

@@ -34,6 +34,11 @@ class Waiting:
     #: ...): the shell logs and events a wait when this (or the reason) changes, not when a
     #: count in the message moves ("room for 1", "room for 2").
     kind: str = ""
+    #: The starvation guard weighed a hold for the gang this round: how many seconds sooner it
+    #: predicts the gang starts with it (core.policy.holdgain; 30 days for "not at all without"),
+    #: and whether it was refused (it did not bring the start closer by the margin).
+    hold_gain: float | None = None
+    hold_refused: bool = False
 
 
 @dataclass
