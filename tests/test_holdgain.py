@@ -168,7 +168,7 @@ def test_each_hold_weighed_is_logged_and_counted_once_per_change(caplog) -> None
     held_pods = [ending(f"a{i}", "a", 1, started=6000, deadline=1200 + 300 * i) for i in range(1, 9)]
     state = cluster([make_node("a"), make_node("b", gpus=4)], held_pods + gang("big", 1, 8, created=0))
     told = []
-    with caplog.at_level("INFO", logger="ganggate.controller.round.loop"):
+    with caplog.at_level("INFO", logger="ganggate.controller"):
         for second in (0, 10, 20):  # the same hold, three rounds: counted once
             _, waiting = decide(state, NOW + second, starvation_seconds=300)
             report.report(waiting, NOW + second, state.gangs, lambda pod, reason, message: told.append(message))
