@@ -40,6 +40,7 @@ from ganggate.controller.events import EventRecorder
 from ganggate.controller.excess import ExcessReporter
 from ganggate.controller.waitreport import WaitReport
 from ganggate.controller.dra import DraWatches
+from ganggate.controller.dra_hold import DeviceHolder
 from ganggate.controller.informer import Informer
 from ganggate.controller.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
@@ -92,6 +93,8 @@ class Controller(Releasing):
         self.releaser.may_apply = lambda: not self._stopping
         self.releaser.nominate = config.nominate
         self.releaser.confirm = self._confirm_plan
+        # A pinned release's DRA claims allocated on their planned nodes before its gates go.
+        self.releaser.devices = DeviceHolder(api_client, self.state, self.metrics)
         self.bind_timeouts = BindTimeouts(self.core, self.state, self.events, self.metrics,
                                           action=config.on_bind_timeout,
                                           timeout_seconds=config.bind_timeout_seconds, spawn=self._spawn)
