@@ -254,3 +254,16 @@ def test_a_promised_members_own_allocated_claim_is_counted_once_then_as_the_clai
         state.apply_pod("MODIFIED", pod)
     assert not state.promises
     assert state.free("n0")["nvidia.com/gpu"] == 4000  # now the claims' use
+
+
+def test_a_claim_an_earlier_release_left_allocated_elsewhere_is_listed_to_give_back() -> None:
+    from ganggate.core.state import dra_hold
+
+    pods = [dict(p, metadata=dict(p["metadata"], uid=f"uid-{i}")) for i, p in enumerate(gang("ddp", 2, "two"))]
+    state = dra_cluster({"n0": 8, "n1": 8}, ("resourceclaimtemplates", template("two", 2)),
+                        ("resourceclaims", made_for(pods[0])), ("resourceclaims", made_for(pods[1], "n1", ["gpu-7", "gpu-6"])),
+                        pods=pods)
+    members = [dra_hold.Member("ml/ddp-0", "uid-0", "ml", ("gpus",), "n0"),
+               dra_hold.Member("ml/ddp-1", "uid-1", "ml", ("gpus",), "n0")]
+    holds = dra_hold.plan_holds(state.dra, members)
+    assert not isinstance(holds, str) and holds.stale == ["ml/ddp-1-gpus-x"]

@@ -47,6 +47,9 @@ class DeviceHolder:
         holds = dra_hold.plan_holds(self.state.dra, members)
         if isinstance(holds, str):
             return holds, []
+        if holds.stale:  # an earlier release's allocations elsewhere: free them, then plan again
+            await self.give_back(holds.stale)
+            return f"{len(holds.stale)} claim(s) held on other nodes by an earlier release were given back", []
         for pod_key, why in sorted(holds.left.items()):
             log.info("the devices of %s are left to the scheduler: %s", pod_key, why)
         keys = sorted(holds.allocate)

@@ -57,6 +57,9 @@ class Holds:
     allocate: dict[str, dict[str, Any]] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)
+    #: claims allocated on another node and reserved for no pod (an earlier release of the gang
+    #: that did not go ahead, its allocations not given back): to give back before a new plan
+    stale: list[str] = field(default_factory=list)
 
 
 def node_selector(node: str) -> dict[str, Any]:
@@ -165,7 +168,9 @@ def in_use(index: DraIndex) -> set[tuple[str, str, str]]:
 def plan_holds(index: DraIndex, members: Iterable[Member]) -> Holds | str:
     """The allocations that hold the members' devices on their planned nodes, or why the plan
     cannot be held now (a claim not made yet, allocated on another node, or no longer fitting):
-    then nothing is written and the gang is planned again."""
+    then nothing is written and the gang is planned again. Claims found allocated on another
+    node for no pod are listed in `stale`: the shell gives them back and the gang is planned
+    again."""
     out = Holds()
     taken = in_use(index)
     for member in members:
@@ -179,7 +184,10 @@ def plan_holds(index: DraIndex, members: Iterable[Member]) -> Holds | str:
             if (claim.get("status") or {}).get("allocation"):
                 on = allocation_node(claim)
                 if on not in (None, member.node):
-                    return f"the claim {key} of {member.pod_key} is allocated on {on}, not on {member.node}"
+                    if (claim.get("status") or {}).get("reservedFor"):
+                        return f"the claim {key} of {member.pod_key} is in use on {on}, not on {member.node}"
+                    out.stale.append(str(key))
+                    continue
                 out.held.append(str(key))
                 continue
             try:
