@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.state.gangs import Gang, GangKey
@@ -588,7 +588,7 @@ class ClusterState:
             if not keys:
                 del self._owned_claims[pod_key]
 
-    def _promised_to(self, owner: str | None, node: str, claim: Mapping | None) -> bool:
+    def _promised_to(self, owner: str | None, node: str, claim: Mapping[str, Any] | None) -> bool:
         """Whether an allocated claim's devices are its unbound owner's, promised on that node."""
         if owner is None:
             return False

@@ -37,7 +37,7 @@ DRA_KINDS = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices",
              "ResourceClaimTemplate": "resourceclaimtemplates", "ResourceClaim": "resourceclaims"}
 
 
-def load_snapshot_dra(path: str | Path) -> tuple[list[dict], list[dict], list[tuple[str, dict]]]:
+def load_snapshot_dra(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
     """Nodes, pods and DRA objects ((apply_dra kind, object), in the order to apply) of a file."""
     try:
         text = Path(path).read_text()
@@ -52,7 +52,8 @@ def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[
     return nodes, pods
 
 
-def parse_snapshot_dra(text: str, name: str = "snapshot") -> tuple[list[dict], list[dict], list[tuple[str, dict]]]:
+def parse_snapshot_dra(text: str, name: str = "snapshot") -> tuple[
+        list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
     """`parse_snapshot`, with the DRA objects too (DRA_KINDS, in their order)."""
     try:
         data: Any = json.loads(text)
@@ -69,9 +70,9 @@ def parse_snapshot_dra(text: str, name: str = "snapshot") -> tuple[list[dict], l
     items = data.get("items") if "items" in data else [data]
     if not isinstance(items, list):
         raise SnapshotError(f"{name}: items is not a list")
-    nodes: list[dict] = []
-    pods: list[dict] = []
-    dra: list[tuple[str, dict]] = []
+    nodes: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    dra: list[tuple[str, dict[str, Any]]] = []
     for position, item in enumerate(items):
         if not isinstance(item, dict):
             raise SnapshotError(f"{name}: item {position} is not an object")
