@@ -19,9 +19,11 @@ from tests.test_sim_up import KUBECTL, eventually, gate_names, released_and_runn
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
-def claims_at_first_release(api_url: str, prefix: str, seen: dict, stop: threading.Event) -> None:
+def claims_at_first_release(api_url: str, prefix: str, seen: dict, stop: threading.Event,
+                            watching: threading.Event) -> None:
     """Watch the pods; when one named `prefix`* first shows without its gate, read every claim."""
     with urllib.request.urlopen(f"{api_url}/api/v1/namespaces/default/pods?watch=1", timeout=120) as stream:
+        watching.set()
         for line in stream:
             if stop.is_set():
                 return
@@ -46,10 +48,12 @@ def node_of(claim: dict) -> str | None:
 def test_a_released_dra_gangs_claims_are_allocated_on_its_nodes_before_any_gate_goes(tmp_path: Path) -> None:
     up = start_up(tmp_path, "--dra", "--nodes", "2", "--gpus-per-node", "8")
     seen: dict = {}
-    stop = threading.Event()
-    watcher = threading.Thread(target=claims_at_first_release, args=(up.api_url, "held-", seen, stop), daemon=True)
+    stop, watching = threading.Event(), threading.Event()
+    watcher = threading.Thread(target=claims_at_first_release, args=(up.api_url, "held-", seen, stop, watching),
+                               daemon=True)
     watcher.start()
     try:
+        assert watching.wait(60), "the watch of the pods did not open"
         apply(up, template("two-gpus", 2), *(pod(f"held-{i}", claim_template="two-gpus", gang=("held", 6)) for i in range(6)))
 
         def running():

@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
 MERGE_PATCH = "application/merge-patch+json"
 _CLAIMS = f"/apis/{api.API_VERSION}/resourceclaims"
+POD_KEY, CLAIM_KEY = "pod:", "claim:"  # podKeyPrefix, claimKeyPrefix
+#: defaultResourceClaimControllerWorkers (cmd/kube-controller-manager/app/core.go): 50 since 1.34
+#: (kubernetes/kubernetes#133113, "bump resource claim controller concurrent syncs to 50"); a flag
+#: only from 1.36 (--concurrent-resource-claim-syncs, #134701).
+CONCURRENT_SYNCS = 50
 
 
 def pod_done(pod: Mapping[str, Any] | None) -> bool:
@@ -89,8 +94,9 @@ class ResourceClaimController:
         self._pods: Reflector | None = None
         self._claims: Reflector | None = None
         self._templates: Reflector | None = None
-        self._pod_queue = WorkQueue(retry_seconds)
-        self._claim_queue = WorkQueue(retry_seconds)
+        # One queue of "pod:" and "claim:" keys (claimKeyPrefix, podKeyPrefix), worked off by
+        # CONCURRENT_SYNCS workers, as kube-controller-manager runs the controller.
+        self._queue = WorkQueue(retry_seconds)
         self._pods_by_uid: dict[str, str] = {}
         self.ready = asyncio.Event()
 
@@ -106,26 +112,33 @@ class ResourceClaimController:
         if not api.pod_claims(pod) and not extended:
             return
         if kind != "DELETED":
-            self._pod_queue.add(object_key(pod))
+            self._queue.add(POD_KEY + object_key(pod))
         if kind == "DELETED" or pod_done(pod):
             namespace = (pod.get("metadata") or {}).get("namespace", "")
             names = [api.claim_name_of(pod, entry) for entry in api.pod_claims(pod)] + [extended]
             for name in names:
                 if name:
-                    self._claim_queue.add(f"{namespace}/{name}")
+                    self._queue.add(f"{CLAIM_KEY}{namespace}/{name}")
 
     def on_claim(self, kind: str, claim: dict, old: dict | None) -> None:
         if kind != "DELETED":
-            self._claim_queue.add(object_key(claim))
+            self._queue.add(CLAIM_KEY + object_key(claim))
 
     def on_template(self, kind: str, template: dict, old: dict | None) -> None:
         if kind == "ADDED" and self._pods is not None:  # pods waiting for it (enqueuePodForTemplate)
             namespace = (template.get("metadata") or {}).get("namespace", "")
             for key, pod in self._pods.store.items():
                 if key.startswith(namespace + "/") and api.pod_claims(pod):
-                    self._pod_queue.add(key)
+                    self._queue.add(POD_KEY + key)
 
     # -- syncs ---------------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        """syncHandler: a "pod:" key syncs the pod, a "claim:" key the claim."""
+        if key.startswith(POD_KEY):
+            await self.sync_pod(key[len(POD_KEY):])
+        else:
+            await self.sync_claim(key[len(CLAIM_KEY):])
 
     def _owned_claim(self, pod: Mapping[str, Any], entry_name: str) -> Mapping[str, Any] | None:
         """findPodResourceClaim: a claim this pod owns, made for this entry."""
@@ -233,8 +246,8 @@ class ResourceClaimController:
                 await self._claims.synced.wait()
                 tasks.append(asyncio.ensure_future(self._pods.run()))
                 await self._pods.synced.wait()
-                tasks.append(asyncio.ensure_future(self._pod_queue.run(self.sync_pod, log, "pod claims")))
-                tasks.append(asyncio.ensure_future(self._claim_queue.run(self.sync_claim, log, "resource claim")))
+                tasks.append(asyncio.ensure_future(self._queue.run(self.sync, log, "resource claim",
+                                                                   workers=CONCURRENT_SYNCS)))
                 self.ready.set()
                 await asyncio.gather(*tasks)
             finally:
