@@ -37,6 +37,17 @@ class DeviceHolder:
         self.metrics = metrics
         self.enabled = True
 
+    def unready(self, placement: dict[str, str | None], pods: dict[str, Any]) -> str | None:
+        """Why the members' devices cannot be held yet (a claim the resourceclaim controller has
+        not made), checked before any write of the release; None when they can be tried."""
+        if not self.enabled or not self.state.dra.active:
+            return None
+        for member in dra_hold.members_of(placement, pods):
+            for entry in member.entries:
+                if self.state.dra.claim_of(member.uid, entry) is None:
+                    return f"the claim {entry} of {member.pod_key} is not made yet"
+        return None
+
     async def hold(self, placement: dict[str, str | None], pods: dict[str, Any]) -> tuple[str | None, list[str]]:
         """Allocate the members' claims; (why the plan cannot be held, or None; the claims written)."""
         if not self.enabled or not self.state.dra.active:

@@ -324,6 +324,12 @@ class Releaser:
         after a failed validation or a lost plan, and then takes the nominations back. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
         keys = sorted(req.placement)
         check = ReleaseOutcome()
+        unready = self.devices.unready(req.placement, req.pods) if self.devices is not None and req.pinned else None
+        if unready is not None:  # nothing written: planned again once the claims are made
+            check.plan_lost = f"its devices cannot be held yet: {unready}"
+            check.failed = {key: check.plan_lost for key in keys}
+            check.validation_failed = True
+            return check
         shapes = self._shapes(req, keys, check)
         self.dry_runs += len(shapes)
         holds = nominations(req) if self.nominate else {}
