@@ -267,3 +267,17 @@ def test_a_claim_an_earlier_release_left_allocated_elsewhere_is_listed_to_give_b
                dra_hold.Member("ml/ddp-1", "uid-1", "ml", ("gpus",), "n0")]
     holds = dra_hold.plan_holds(state.dra, members)
     assert not isinstance(holds, str) and holds.stale == ["ml/ddp-1-gpus-x"]
+
+
+def test_a_device_another_claim_was_given_as_it_was_held_is_found_contested() -> None:
+    from ganggate.core.state import dra_hold
+
+    pods = [dict(p, metadata=dict(p["metadata"], uid=f"uid-{i}")) for i, p in enumerate(gang("ddp", 1, "two"))]
+    ours = made_for(pods[0], "n0", ["gpu-7", "gpu-6"])
+    state = dra_cluster({"n0": 8}, ("resourceclaimtemplates", template("two", 2)), ("resourceclaims", ours), pods=pods)
+    written = {"ml/ddp-0-gpus-x": ours["status"]["allocation"]}
+    assert dra_hold.contested(state.dra, written) is None
+    state.apply_dra("resourceclaims", "ADDED", allocated("ordinary", "n0", ["gpu-6"]))
+    assert dra_hold.contested(state.dra, written) == "device gpu-6 of pool n0 is held by ml/ordinary too"
+    state.apply_dra("resourceclaims", "DELETED", {"metadata": {"name": "ordinary", "namespace": "ml"}})
+    assert dra_hold.contested(state.dra, written) is None

@@ -36,6 +36,7 @@ class DeviceHolder:
         self.state = state
         self.metrics = metrics
         self.enabled = True
+        self._written: dict[str, dict[str, Any]] = {}  # claim key -> the allocation this holder wrote
 
     def unready(self, placement: dict[str, str | None], pods: dict[str, Any]) -> str | None:
         """Why the members' devices cannot be held yet (a claim the resourceclaim controller has
@@ -95,12 +96,22 @@ class DeviceHolder:
                 body = dict(claim, status=dict(claim.get("status") or {}, allocation=allocation))
                 await call_json(self.api.replace_namespaced_resource_claim_status, name, namespace, body,
                                 verb="update", metrics=self.metrics)
+                self._written[key] = allocation
                 return True, ""
             except ApiCallError as exc:
                 if exc.status == 409 and attempt < 3:
                     continue  # changed meanwhile (the resourceclaim controller, the pod's status): read again
                 return False, f"claim {key}: {exc}"
         return False, f"claim {key} kept changing"
+
+    def contested(self, keys: list[str]) -> str | None:
+        """Once the watch has caught up (the release's confirm step): a device of the claims
+        written that another claim's allocation holds too, the scheduler having chosen it for an
+        ordinary pod before it saw ours; the release then gives its allocations back."""
+        written = {key: self._written[key] for key in keys if key in self._written}
+        for key in keys:
+            self._written.pop(key, None)
+        return dra_hold.contested(self.state.dra, written)
 
     async def give_back(self, keys: list[str]) -> None:
         """Deallocate claims this holder allocated for a release that did not go ahead."""

@@ -350,6 +350,11 @@ class Releaser:
             check.plan_lost = await self.confirm(req, {key: holds[key] for key in held_keys})
             if check.plan_lost is not None:
                 check.failed = {key: check.plan_lost for key in keys}
+        if allocated:
+            contested = self.devices.contested(allocated)
+            if contested is not None and not (check.failed or check.vanished):
+                check.plan_lost = f"its devices were taken as they were held: {contested}"
+                check.failed = {key: check.plan_lost for key in keys}
         if check.failed or check.vanished or not self.may_apply():
             if not (check.failed or check.vanished):
                 check.failed = {key: "stopping: not started" for key in keys}

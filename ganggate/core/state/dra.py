@@ -60,6 +60,13 @@ def allocation_node(claim: Mapping[str, Any]) -> str | None:
     return None
 
 
+def allocated_devices(claim: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    """(driver, pool, device) of each device an allocated claim holds."""
+    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+    return [(str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
+            for r in (allocation.get("devices") or {}).get("results") or []]
+
+
 def _controller_pod(claim: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     for ref in ((claim or {}).get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
@@ -107,6 +114,8 @@ class DraIndex:
         self.claim_users: dict[str, set[str]] = {}
         #: (owner pod uid, pod claim entry name) -> the claim the resourceclaim controller made
         self.claims_by_owner: dict[tuple[str, str], str] = {}
+        #: (driver, pool, device) -> the allocated claims holding it (one, unless two writers raced)
+        self.holders: dict[tuple[str, str, str], set[str]] = {}
         self._pools: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> its slices' names
         self._node_slices: dict[str, set[str]] = {}  # node -> names of the slices published for it
         self._devices: dict[str, list[Device]] = {}  # node -> its current devices (made when asked)
@@ -134,6 +143,15 @@ class DraIndex:
             return set()
         if kind == CLAIMS:
             owned = _owned_by(self.claims.get(key) or obj if event_type == "DELETED" else obj)
+            for device in allocated_devices(self.claims.get(key)):
+                holders = self.holders.get(device)
+                if holders is not None:
+                    holders.discard(key)
+                    if not holders:
+                        del self.holders[device]
+            if event_type != "DELETED":
+                for device in allocated_devices(obj):
+                    self.holders.setdefault(device, set()).add(key)
             if event_type == "DELETED":
                 self.claims.pop(key, None)
                 if owned is not None and self.claims_by_owner.get(owned) == key:

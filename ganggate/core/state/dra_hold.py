@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ganggate.core.fit.devices import Device, matches
-from ganggate.core.state.dra import DraIndex, allocation_node
+from ganggate.core.state.dra import DraIndex, allocated_devices, allocation_node
 
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # the resourceclaim controller's
 FINALIZER = "resource.kubernetes.io/delete-protection"  # resourceapi.Finalizer
@@ -157,12 +157,18 @@ def _configs(index: DraIndex, spec: Mapping[str, Any], results: list[dict[str, A
 
 def in_use(index: DraIndex) -> set[tuple[str, str, str]]:
     """Every device an allocated claim holds."""
-    out: set[tuple[str, str, str]] = set()
-    for claim in index.claims.values():
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        for result in (allocation.get("devices") or {}).get("results") or []:
-            out.add((str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", ""))))
-    return out
+    return set(index.holders)
+
+
+def contested(index: DraIndex, written: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """A device of the allocations just written that another allocated claim holds too (the
+    scheduler wrote an allocation it had chosen before it saw ours), or None."""
+    for key, allocation in sorted(written.items()):
+        for device in allocated_devices({"status": {"allocation": allocation}}):
+            others = index.holders.get(device, set()) - {key}
+            if others:
+                return f"device {device[2]} of pool {device[1]} is held by {sorted(others)[0]} too"
+    return None
 
 
 def plan_holds(index: DraIndex, members: Iterable[Member]) -> Holds | str:
