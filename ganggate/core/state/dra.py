@@ -142,16 +142,17 @@ class DraIndex:
                 self.templates[key] = (obj.get("spec") or {}).get("spec") or {}
             return set()
         if kind == CLAIMS:
-            owned = _owned_by(self.claims.get(key) or obj if event_type == "DELETED" else obj)
-            for device in allocated_devices(self.claims.get(key)):
-                holders = self.holders.get(device)
+            stored = self.claims.get(key)
+            owned = _owned_by(stored if event_type == "DELETED" and stored is not None else obj)
+            for held in allocated_devices(stored):
+                holders = self.holders.get(held)
                 if holders is not None:
                     holders.discard(key)
                     if not holders:
-                        del self.holders[device]
+                        del self.holders[held]
             if event_type != "DELETED":
-                for device in allocated_devices(obj):
-                    self.holders.setdefault(device, set()).add(key)
+                for held in allocated_devices(obj):
+                    self.holders.setdefault(held, set()).add(key)
             if event_type == "DELETED":
                 self.claims.pop(key, None)
                 if owned is not None and self.claims_by_owner.get(owned) == key:
