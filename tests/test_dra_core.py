@@ -186,3 +186,98 @@ def test_a_dra_gang_requiring_one_rack_is_placed_in_one() -> None:
     state.reset([make_node(n, gpus=0, labels={rack: r}) for n, r in names.items()], pods)
     (decision,), _ = decide(state, T0)
     assert {names[n] for n in decision.placement.values()} == {"b"}  # rack a has 12 devices free, b 16
+
+
+# ---- holding a released gang's devices (core.state.dra_hold) ---------------------------------
+
+
+def made_for(pod: dict, node: str | None = None, devices: list[str] = (), count: int = 2) -> dict:
+    """The claim the resourceclaim controller makes from the template for a pod (allocated on
+    `node` when devices are given)."""
+    meta = pod["metadata"]
+    claim = allocated(f"{meta['name']}-gpus-x", node or "n0", list(devices)) if devices else {
+        "metadata": {"name": f"{meta['name']}-gpus-x", "namespace": meta["namespace"]},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                         "count": count}}]}}}
+    claim["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpus"}
+    claim["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                             "uid": meta["uid"], "controller": True}]
+    return claim
+
+
+def test_a_released_gang_gets_its_claims_allocated_on_its_planned_nodes_on_free_devices() -> None:
+    from ganggate.core.state import dra_hold
+
+    pods = [dict(p, metadata=dict(p["metadata"], uid=f"uid-{i}")) for i, p in enumerate(gang("ddp", 3, "two"))]
+    busy = allocated("ordinary", "n0", ["gpu-7"])
+    claims = [("resourceclaims", made_for(p)) for p in pods]
+    state = dra_cluster({"n0": 8, "n1": 8}, ("resourceclaimtemplates", template("two", 2)), ("resourceclaims", busy),
+                        *claims, pods=pods)
+    reason, decision = outcome(state, "ddp")
+    assert reason == "released"
+    members = dra_hold.members_of(decision.placement, state.pods)
+    holds = dra_hold.plan_holds(state.dra, members)
+    assert not isinstance(holds, str)
+    assert len(holds.allocate) == 3
+    given: list[tuple[str, str]] = []
+    for key, allocation in holds.allocate.items():
+        owner = "ml/" + key.split("/")[1].removesuffix("-gpus-x")
+        node = decision.placement[owner]
+        assert allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [node]
+        results = allocation["devices"]["results"]
+        assert [r["request"] for r in results] == ["gpus", "gpus"] and {r["pool"] for r in results} == {node}
+        given += [(node, r["device"]) for r in results]
+    assert len(set(given)) == 6 and ("n0", "gpu-7") not in given  # no device twice, none in use
+
+
+def test_a_member_whose_claim_is_not_made_yet_is_not_held_and_the_plan_says_why() -> None:
+    from ganggate.core.state import dra_hold
+
+    pods = [dict(p, metadata=dict(p["metadata"], uid=f"uid-{i}")) for i, p in enumerate(gang("ddp", 2, "two"))]
+    state = dra_cluster({"n0": 8}, ("resourceclaimtemplates", template("two", 2)),
+                        ("resourceclaims", made_for(pods[0])), pods=pods)
+    _, decision = outcome(state, "ddp")
+    why = dra_hold.plan_holds(state.dra, dra_hold.members_of(decision.placement, state.pods))
+    assert why == "the claim gpus of ml/ddp-1 is not made yet"
+
+
+def test_a_promised_members_own_allocated_claim_is_counted_once_then_as_the_claims_use_once_bound() -> None:
+    pods = [dict(p, metadata=dict(p["metadata"], uid=f"uid-{i}")) for i, p in enumerate(gang("ddp", 2, "two"))]
+    state = dra_cluster({"n0": 8}, ("resourceclaimtemplates", template("two", 2)), pods=pods)
+    state.promise(("ml", "ddp"), {"ml/ddp-0": "n0", "ml/ddp-1": "n0"}, T0 + 60)
+    assert state.free("n0")["nvidia.com/gpu"] == 4000
+    state.apply_dra("resourceclaims", "ADDED", made_for(pods[0], "n0", ["gpu-7", "gpu-6"]))
+    state.apply_dra("resourceclaims", "ADDED", made_for(pods[1], "n0", ["gpu-5", "gpu-4"]))
+    assert state.free("n0")["nvidia.com/gpu"] == 4000  # held by the promises, not counted again
+    for pod in pods:
+        pod["spec"]["nodeName"] = "n0"
+        state.apply_pod("MODIFIED", pod)
+    assert not state.promises
+    assert state.free("n0")["nvidia.com/gpu"] == 4000  # now the claims' use
+
+
+def test_a_claim_an_earlier_release_left_allocated_elsewhere_is_listed_to_give_back() -> None:
+    from ganggate.core.state import dra_hold
+
+    pods = [dict(p, metadata=dict(p["metadata"], uid=f"uid-{i}")) for i, p in enumerate(gang("ddp", 2, "two"))]
+    state = dra_cluster({"n0": 8, "n1": 8}, ("resourceclaimtemplates", template("two", 2)),
+                        ("resourceclaims", made_for(pods[0])), ("resourceclaims", made_for(pods[1], "n1", ["gpu-7", "gpu-6"])),
+                        pods=pods)
+    members = [dra_hold.Member("ml/ddp-0", "uid-0", "ml", ("gpus",), "n0"),
+               dra_hold.Member("ml/ddp-1", "uid-1", "ml", ("gpus",), "n0")]
+    holds = dra_hold.plan_holds(state.dra, members)
+    assert not isinstance(holds, str) and holds.stale == ["ml/ddp-1-gpus-x"]
+
+
+def test_a_device_another_claim_was_given_as_it_was_held_is_found_contested() -> None:
+    from ganggate.core.state import dra_hold
+
+    pods = [dict(p, metadata=dict(p["metadata"], uid=f"uid-{i}")) for i, p in enumerate(gang("ddp", 1, "two"))]
+    ours = made_for(pods[0], "n0", ["gpu-7", "gpu-6"])
+    state = dra_cluster({"n0": 8}, ("resourceclaimtemplates", template("two", 2)), ("resourceclaims", ours), pods=pods)
+    written = {"ml/ddp-0-gpus-x": ours["status"]["allocation"]}
+    assert dra_hold.contested(state.dra, written) is None
+    state.apply_dra("resourceclaims", "ADDED", allocated("ordinary", "n0", ["gpu-6"]))
+    assert dra_hold.contested(state.dra, written) == "device gpu-6 of pool n0 is held by ml/ordinary too"
+    state.apply_dra("resourceclaims", "DELETED", {"metadata": {"name": "ordinary", "namespace": "ml"}})
+    assert dra_hold.contested(state.dra, written) is None

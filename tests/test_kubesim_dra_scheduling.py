@@ -169,3 +169,53 @@ async def test_a_higher_priority_dra_pod_does_not_preempt_for_devices() -> None:
     finally:
         await session.close()
         await sim.stop()
+
+
+async def test_a_claim_another_client_allocated_pins_its_pod_and_its_devices_are_nobody_elses() -> None:
+    """As 1.35: an allocated claim is only checked against its nodeSelector and reserved for the
+    pod; its devices are in use for every other pod; the scheduler's finalizer goes on the claims it
+    allocates; a claim allocated but never reserved is not deallocated by the resourceclaim
+    controller, and one whose last reservation goes is, once it carries the finalizer."""
+    sim, session, raw = await sim_and_raw()
+    try:
+        await raw.request("POST", f"{V1}/resourceclaims", {"metadata": {"name": "ahead"}, "spec": request(4)})
+        claim = await get(raw, f"{V1}/resourceclaims/ahead")
+        claim["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "node-1", "device": f"gpu-{i}"} for i in range(4)]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}}
+        status, body, _ = await raw.request("PUT", f"{V1}/resourceclaims/ahead/status", claim)
+        assert status == 200, body
+        # All of node-1's devices are taken: a pod asking 1 GPU goes to node-0, never node-1.
+        await raw.request("POST", f"{V1}/resourceclaims", {"metadata": {"name": "other"}, "spec": request(1)})
+        await raw.request("POST", "/api/v1/namespaces/default/pods", pod("other", claim="other"))
+        await eventually(lambda: _all_running(raw, "other"), timeout=30)
+        assert (await get(raw, "/api/v1/namespaces/default/pods/other"))["spec"]["nodeName"] == "node-0"
+        other = await get(raw, f"{V1}/resourceclaims/other")
+        assert "resource.kubernetes.io/delete-protection" in other["metadata"]["finalizers"]
+        # Still allocated, reserved for no pod: left alone.
+        assert (await get(raw, f"{V1}/resourceclaims/ahead"))["status"]["allocation"]
+        # Its pod is bound where the allocation says and reserves it; nothing is reallocated.
+        await raw.request("POST", "/api/v1/namespaces/default/pods", pod("pinned", claim="ahead"))
+        await eventually(lambda: _all_running(raw, "pinned"), timeout=30)
+        assert (await get(raw, "/api/v1/namespaces/default/pods/pinned"))["spec"]["nodeName"] == "node-1"
+        ahead = await get(raw, f"{V1}/resourceclaims/ahead")
+        assert [r["name"] for r in ahead["status"]["reservedFor"]] == ["pinned"]
+        assert ahead["status"]["allocation"]["devices"] == claim["status"]["allocation"]["devices"]
+        # Its pod gone: the reservation goes; without the finalizer the allocation stays.
+        await raw.request("DELETE", "/api/v1/namespaces/default/pods/pinned?gracePeriodSeconds=0")
+
+        async def unreserved() -> bool:
+            return not ((await get(raw, f"{V1}/resourceclaims/ahead")).get("status") or {}).get("reservedFor")
+        await eventually(unreserved, timeout=30)
+        assert (await get(raw, f"{V1}/resourceclaims/ahead"))["status"]["allocation"]
+        # The scheduler's claim, its pod gone, is deallocated and loses its finalizer.
+        await raw.request("DELETE", "/api/v1/namespaces/default/pods/other?gracePeriodSeconds=0")
+
+        async def released() -> bool:
+            body = await get(raw, f"{V1}/resourceclaims/other")
+            return not (body.get("status") or {}).get("allocation") and not body["metadata"].get("finalizers")
+        await eventually(released, timeout=30)
+    finally:
+        await session.close()
+        await sim.stop()

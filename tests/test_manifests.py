@@ -204,7 +204,11 @@ EXPECTED_CONTROLLER_RULES = {
     ("scheduling.k8s.io", "podgroups"): {"list", "watch", "create"},
     ("scheduling.k8s.io", "podgroups/status"): {"patch"},
     **{("resource.k8s.io", kind): {"list", "watch"}
-       for kind in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")},
+       for kind in ("deviceclasses", "resourceslices", "resourceclaimtemplates")},
+    # a released DRA gang's claims allocated before its gates go (docs/dra.md)
+    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "update"},
+    ("resource.k8s.io", "resourceclaims/status"): {"update"},
+    ("resource.k8s.io", "resourceclaims/binding"): {"update"},
 }
 
 

@@ -279,3 +279,27 @@ def test_topology_levels_make_the_plan_name_the_domain_and_bad_levels_are_refuse
     code, out, err = run(capsys, "--snapshot", str(path), "--topology-levels", "not a key!")
     assert code == 2 and out == ""
     assert err == "ganggate plan: --topology-levels: topology_levels: 'not a key!' is not a node label key\n"
+
+
+def test_gpus_published_as_dra_devices_are_planned_like_device_plugin_gpus(capsys, tmp_path) -> None:
+    from tests.test_dra_core import GPU_CLASS, claimed, slice_for, template
+
+    def kind(obj: dict, name: str) -> dict:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": name, **obj}
+
+    pods = [claimed(make_pod(f"ddp-{i}", namespace="ml", gang="ddp", pod_num=3), resourceClaimTemplateName="two")
+            for i in range(3)]
+    wide = [claimed(make_pod(f"wide-{i}", namespace="ml", gang="wide", pod_num=5), resourceClaimTemplateName="two")
+            for i in range(5)]
+    items = [make_node("n0", gpus=0), make_node("n1", gpus=0), *pods, *wide, kind(GPU_CLASS, "DeviceClass"),
+             kind(slice_for("n0", 4), "ResourceSlice"), kind(slice_for("n1", 4), "ResourceSlice"),
+             kind(template("two", 2), "ResourceClaimTemplate")]
+    snapshot = tmp_path / "dra.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    code, out, err = run(capsys, "--snapshot", str(snapshot), *NEVER_STARVING)
+    assert code == 0 and err == ""
+    assert out.splitlines()[0] == ("2 nodes (2 ready, 8 GPUs free on schedulable nodes), 8 pods; "
+                                   "2 gated gangs, 1 would be released now")
+    table = rows(out)
+    assert table["ml/ddp"][:4] == ["waiting", "3/3", "6", "yes"]
+    assert table["ml/wide"][:4] == ["waiting", "5/5", "10", "no"]

@@ -215,6 +215,10 @@ class Releaser:
         # made (pod key -> node): None when the plan still holds, else why not (then nothing
         # is applied and the nominations are taken back). `Releases.confirm_plan` (release.releases).
         self.confirm: Callable[[ReleaseRequest, dict[str, str]], Awaitable[str | None]] | None = None
+        # Holds a pinned release's DRA devices before any gate goes (controller.release.patches.dra_hold): its
+        # members' template claims allocated on their planned nodes, given back if the release
+        # does not go ahead. None: nothing is held.
+        self.devices: Any = None
 
     def _patch_for(self, req: ReleaseRequest, key: str, pod: Mapping) -> list[dict] | None:
         node = req.placement.get(key)
@@ -320,21 +324,44 @@ class Releaser:
         after a failed validation or a lost plan, and then takes the nominations back. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
         keys = sorted(req.placement)
         check = ReleaseOutcome()
+        unready = self.devices.unready(req.placement, req.pods) if self.devices is not None and req.pinned else None
+        if unready is not None:  # nothing written: planned again once the claims are made
+            check.plan_lost = f"its devices cannot be held yet: {unready}"
+            check.failed = {key: check.plan_lost for key in keys}
+            check.validation_failed = True
+            return check
         shapes = self._shapes(req, keys, check)
         self.dry_runs += len(shapes)
         holds = nominations(req) if self.nominate else {}
-        held = await self._each([*(lambda key=key: self._one(req, key, True, check) for key in shapes),
-                                 *(lambda key=key, node=node: self._nominate(key, node) for key, node in holds.items())])
+        # The devices are held (claims allocated) while the patches are validated and the pods
+        # nominated: all before the first gate goes.
+        devices = (asyncio.ensure_future(self.devices.hold(req.placement, req.pods))
+                   if self.devices is not None and req.pinned else None)
+        try:
+            held = await self._each([*(lambda key=key: self._one(req, key, True, check) for key in shapes),
+                                     *(lambda key=key, node=node: self._nominate(key, node) for key, node in holds.items())])
+        finally:
+            lost_devices, allocated = (await devices) if devices is not None else (None, [])
         held_keys = [key for key, ok in zip(holds, held[len(shapes):]) if ok]
+        if lost_devices is not None and not (check.failed or check.vanished):
+            check.plan_lost = f"its devices could not be held: {lost_devices}"
+            check.failed = {key: check.plan_lost for key in keys}
         if not (check.failed or check.vanished) and self.confirm is not None and held_keys and self.may_apply():
             check.plan_lost = await self.confirm(req, {key: holds[key] for key in held_keys})
             if check.plan_lost is not None:
+                check.failed = {key: check.plan_lost for key in keys}
+        if allocated:
+            contested = self.devices.contested(allocated)
+            if contested is not None and not (check.failed or check.vanished):
+                check.plan_lost = f"its devices were taken as they were held: {contested}"
                 check.failed = {key: check.plan_lost for key in keys}
         if check.failed or check.vanished or not self.may_apply():
             if not (check.failed or check.vanished):
                 check.failed = {key: "stopping: not started" for key in keys}
             check.validation_failed = True
             await self._each([lambda key=key: self._nominate(key, None) for key in held_keys])
+            if allocated:
+                await self.devices.give_back(allocated)
             return check
         outcome = ReleaseOutcome()
         await self._each([lambda key=key: self._one(req, key, False, outcome) for key in keys])

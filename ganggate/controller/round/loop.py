@@ -41,6 +41,7 @@ from ganggate.controller.reporting.events import EventRecorder
 from ganggate.controller.reporting.excess import ExcessReporter
 from ganggate.controller.reporting.waitreport import WaitReport
 from ganggate.controller.round.dra import DraWatches
+from ganggate.controller.release.patches.dra_hold import DeviceHolder
 from ganggate.controller.round.informer import Informer
 from ganggate.controller.lifecycle.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector
@@ -92,6 +93,8 @@ class Controller:
         self.releaser.should_continue = self._may_act
         self.releaser.may_apply = lambda: not self._stopping
         self.releaser.nominate = config.nominate
+        # A pinned release's DRA claims allocated on their planned nodes before its gates go.
+        self.releaser.devices = DeviceHolder(api_client, self.state, self.metrics)
         self.bind_timeouts = BindTimeouts(self.core, self.state, self.events, self.metrics,
                                           action=config.on_bind_timeout,
                                           timeout_seconds=config.bind_timeout_seconds, spawn=self._spawn)

@@ -1,6 +1,8 @@
 """`ganggate plan --snapshot FILE`: an offline what-if on a snapshot of a real cluster.
 
-Reads `kubectl get nodes,pods -A -o json` output, runs the controller's own decision core on
+Reads `kubectl get nodes,pods -A -o json` output (with `deviceclasses,resourceslices,
+resourceclaims,resourceclaimtemplates` added to the kinds, GPUs published as DRA devices are
+counted as the controller counts them: docs/dra.md), runs the controller's own decision core on
 it once, and prints which gated gangs would be released now, where their pods would go (pods
 per node), and why the others wait. Nothing is sent to any cluster.
 """
@@ -13,7 +15,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
 from ganggate.controller.config import BLIND_SECONDS
@@ -59,12 +61,16 @@ def plan_snapshot(
     max_pod_num: int = DEFAULT_MAX_POD_NUM,
     policy: str = "plan",
     topology_levels: tuple[str, ...] = (),
+    dra: Iterable[tuple[str, dict]] = (),
 ) -> PlanReport:
-    """Run one decision round on the snapshot (pure: the snapshot is not changed)."""
+    """Run one decision round on the snapshot (pure: the snapshot is not changed). `dra`: the
+    snapshot's DRA objects, (kind, object) in the order to apply (snapshot.DRA_KINDS)."""
     from ganggate.core.state.cluster import ClusterState
     from ganggate.core.planner import decide, gpus
 
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
+    for kind, obj in dra:  # before the nodes and pods, as the controller's list does
+        state.apply_dra(kind, "ADDED", obj)
     state.reset(nodes, pods)
     now = time.time() if now is None else now
     decisions, waitings = decide(state, now, policy=policy, starvation_seconds=starvation_seconds,
@@ -150,7 +156,9 @@ def register(subparsers: Any) -> None:
         "the others wait. Offline: nothing is sent to any cluster.",
     )
     parser.add_argument("--snapshot", required=True, metavar="FILE",
-                        help="output of `kubectl get nodes,pods -A -o json` (or -o yaml); - for stdin")
+                        help="output of `kubectl get nodes,pods -A -o json` (or -o yaml); - for stdin; with "
+                        "deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates added to the kinds, "
+                        "DRA GPUs are counted too")
     parser.add_argument("--scheduler-name", action="append", metavar="NAME",
                         help="a scheduler whose pods ganggate serves (repeatable; default default-scheduler)")
     parser.add_argument("--output", "-o", choices=["table", "json"], default="table", help="default: table")
@@ -172,7 +180,7 @@ def register(subparsers: Any) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     from ganggate.controller.config import parse_topology_levels
-    from ganggate.core.state.snapshot import SnapshotError, check_objects, load_snapshot, parse_snapshot
+    from ganggate.core.state.snapshot import SnapshotError, check_objects, load_snapshot_dra, parse_snapshot_dra
 
     try:
         levels = parse_topology_levels(args.topology_levels)
@@ -181,9 +189,9 @@ def run_plan(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.snapshot == "-":
-            nodes, pods = parse_snapshot(sys.stdin.read(), "stdin")
+            nodes, pods, dra = parse_snapshot_dra(sys.stdin.read(), "stdin")
         else:
-            nodes, pods = load_snapshot(args.snapshot)
+            nodes, pods, dra = load_snapshot_dra(args.snapshot)
         check_objects(nodes, pods)
     except SnapshotError as exc:
         print(f"ganggate plan: {exc}", file=sys.stderr)
@@ -197,6 +205,7 @@ def run_plan(args: argparse.Namespace) -> int:
         max_pod_num=args.max_pod_num,
         policy=args.policy,
         topology_levels=levels,
+        dra=dra,
     )
     sys.stdout.write(format_json(report) if args.output == "json" else format_table(report))
     return 0

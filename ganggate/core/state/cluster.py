@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
 from ganggate.core.state.gangs import Gang, GangKey
@@ -184,6 +184,11 @@ class ClusterState:
         self._claim_use: dict[str, tuple[str, Resources]] = {}
         self._bound_use: dict[str, Resources] = {}
         self._dra_pods: set[str] = set()
+        #: A released member's own claims that ganggate allocated ahead of its binding: pod key ->
+        #: claim keys. While the member's promise holds their node, the promise counts their
+        #: devices (the member's request includes them) and the claims are not counted again.
+        self._owned_claims: dict[str, set[str]] = {}
+        self._claim_owner: dict[str, str] = {}  # allocated claim key -> its owner pod's key
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -266,6 +271,8 @@ class ClusterState:
         other.promises, other._expired = self.promises, set(self._expired)  # (replace reads, never changes, them)
         other.dra, other._dra_base, other._claim_use = self.dra, dict(self._dra_base), dict(self._claim_use)
         other._dra_pods = set(self._dra_pods)
+        other._owned_claims = {k: set(v) for k, v in self._owned_claims.items()}
+        other._claim_owner = dict(self._claim_owner)
         other.layout_version, other.version, other.track_changes = self.layout_version, self.version, self.track_changes
         other.replace(list(self.nodes.values()) if nodes is None else nodes,
                       list(self.pods.values()) if pods is None else pods)
@@ -474,6 +481,8 @@ class ClusterState:
             self._mark_node(promise.node)
             if promise.card is not None:
                 self._promised_cards.setdefault(promise.node, {})[promise.pod_key] = promise.card
+            if promise.pod_key in self._owned_claims:
+                self._recount_owned(promise.pod_key)
 
     def _end_promise(self, pod_key: str) -> None:
         promise = self.promises.pop(pod_key, None)
@@ -485,6 +494,8 @@ class ClusterState:
             _add(self._promised, promise.node, promise.request, -1)
             self._mark_node(promise.node)
             self._promised_cards.get(promise.node, {}).pop(pod_key, None)
+            if pod_key in self._owned_claims:
+                self._recount_owned(pod_key)
 
     def _rebuild_promise(self, pod: PodInfo) -> None:
         """After a restart: a released, unbound gang pod with a decision naming a node holds
@@ -557,11 +568,39 @@ class ClusterState:
         if old is not None:
             _add(self._used, old[0], old[1], -1)
             self._mark_node(old[0])
+        owner = dra_state.owner_pod_key(claim) if claim is not None else None
         node, use = self.dra.claim_use(claim) if claim is not None else (None, {})
-        if node is not None and use:
+        was = self._claim_owner.pop(claim_key, None)
+        if was is not None:
+            self._forget_owned(was, claim_key)
+        if owner is not None and node is not None:
+            self._owned_claims.setdefault(owner, set()).add(claim_key)
+            self._claim_owner[claim_key] = owner
+        if node is not None and use and not self._promised_to(owner, node, claim):
             self._claim_use[claim_key] = (node, use)
             _add(self._used, node, use, 1)
             self._mark_node(node)
+
+    def _forget_owned(self, pod_key: str, claim_key: str) -> None:
+        keys = self._owned_claims.get(pod_key)
+        if keys is not None:
+            keys.discard(claim_key)
+            if not keys:
+                del self._owned_claims[pod_key]
+
+    def _promised_to(self, owner: str | None, node: str, claim: Mapping[str, Any] | None) -> bool:
+        """Whether an allocated claim's devices are its unbound owner's, promised on that node."""
+        if owner is None:
+            return False
+        promise = self.promises.get(owner)
+        pod = self.pods.get(owner)
+        return (promise is not None and promise.node == node and pod is not None and not pod.node_name
+                and promise.uid == dra_state.owner_pod_uid(claim))
+
+    def _recount_owned(self, pod_key: str) -> None:
+        """The pod's promise began or ended: count its allocated claims again."""
+        for claim_key in sorted(self._owned_claims.get(pod_key, ())):
+            self._set_claim_use(claim_key, self.dra.claims.get(claim_key))
 
     def _with_demand(self, info: PodInfo) -> PodInfo:
         """The pod with its claims' devices in its request; shared claims' users recorded."""

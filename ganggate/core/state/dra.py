@@ -60,6 +60,45 @@ def allocation_node(claim: Mapping[str, Any]) -> str | None:
     return None
 
 
+def allocated_devices(claim: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    """(driver, pool, device) of each device an allocated claim holds."""
+    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+    return [(str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
+            for r in (allocation.get("devices") or {}).get("results") or []]
+
+
+def _controller_pod(claim: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    for ref in ((claim or {}).get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
+            return dict(ref)
+    return None
+
+
+def owner_pod_key(claim: Mapping[str, Any] | None) -> str | None:
+    """"<namespace>/<pod>" of the pod a claim was made for (its controller ownerReference)."""
+    ref = _controller_pod(claim)
+    namespace = ((claim or {}).get("metadata") or {}).get("namespace")
+    return f"{namespace}/{ref['name']}" if ref is not None and namespace and ref.get("name") else None
+
+
+def owner_pod_uid(claim: Mapping[str, Any] | None) -> str | None:
+    ref = _controller_pod(claim)
+    return str(ref.get("uid", "")) if ref is not None else None
+
+
+def _owned_by(claim: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(owner pod uid, pod claim entry) of a claim the resourceclaim controller made for a pod
+    (its controller ownerReference and the annotation resource.kubernetes.io/pod-claim-name)."""
+    meta = claim.get("metadata") or {}
+    entry = (meta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name")
+    if not entry:
+        return None
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
+            return str(ref.get("uid", "")), str(entry)
+    return None
+
+
 class DraIndex:
     """What the controller knows of DRA objects, and the amounts it counts from them."""
 
@@ -73,11 +112,19 @@ class DraIndex:
         self.selector_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
         #: shared claim key -> the pods naming it (the first by key counts it)
         self.claim_users: dict[str, set[str]] = {}
+        #: (owner pod uid, pod claim entry name) -> the claim the resourceclaim controller made
+        self.claims_by_owner: dict[tuple[str, str], str] = {}
+        #: (driver, pool, device) -> the allocated claims holding it (one, unless two writers raced)
+        self.holders: dict[tuple[str, str, str], set[str]] = {}
         self._pools: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> its slices' names
         self._node_slices: dict[str, set[str]] = {}  # node -> names of the slices published for it
         self._devices: dict[str, list[Device]] = {}  # node -> its current devices (made when asked)
         self._by_id: dict[tuple[str, str, str], Device] = {}
         self._keys: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+    def claim_of(self, pod_uid: str, entry: str) -> str | None:
+        """The key of the claim made for a pod's template claim entry, if seen."""
+        return self.claims_by_owner.get((pod_uid, entry))
 
     @property
     def active(self) -> bool:
@@ -95,10 +142,25 @@ class DraIndex:
                 self.templates[key] = (obj.get("spec") or {}).get("spec") or {}
             return set()
         if kind == CLAIMS:
+            stored = self.claims.get(key)
+            owned = _owned_by(stored if event_type == "DELETED" and stored is not None else obj)
+            for held in allocated_devices(stored):
+                holders = self.holders.get(held)
+                if holders is not None:
+                    holders.discard(key)
+                    if not holders:
+                        del self.holders[held]
+            if event_type != "DELETED":
+                for held in allocated_devices(obj):
+                    self.holders.setdefault(held, set()).add(key)
             if event_type == "DELETED":
                 self.claims.pop(key, None)
+                if owned is not None and self.claims_by_owner.get(owned) == key:
+                    del self.claims_by_owner[owned]
             else:
                 self.claims[key] = dict(obj)
+                if owned is not None:
+                    self.claims_by_owner[owned] = key
             return set()
         if kind == CLASSES:
             if event_type == "DELETED":

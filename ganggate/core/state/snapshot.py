@@ -30,8 +30,31 @@ def load_snapshot(path: str | Path) -> tuple[list[dict], list[dict]]:
     return parse_snapshot(text, str(path))
 
 
+#: DRA kinds a snapshot may hold beside nodes and pods (`kubectl get nodes,pods,deviceclasses,
+#: resourceslices,resourceclaims,resourceclaimtemplates -A -o json`), by kind: the name
+#: ClusterState.apply_dra takes, in the order they are applied (core.state.dra).
+DRA_KINDS = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices",
+             "ResourceClaimTemplate": "resourceclaimtemplates", "ResourceClaim": "resourceclaims"}
+
+
+def load_snapshot_dra(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+    """Nodes, pods and DRA objects ((apply_dra kind, object), in the order to apply) of a file."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SnapshotError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return parse_snapshot_dra(text, str(path))
+
+
 def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[dict]]:
     """Split a List (or a single Node/Pod, or a NodeList/PodList) into nodes and pods."""
+    nodes, pods, _ = parse_snapshot_dra(text, name)
+    return nodes, pods
+
+
+def parse_snapshot_dra(text: str, name: str = "snapshot") -> tuple[
+        list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+    """`parse_snapshot`, with the DRA objects too (DRA_KINDS, in their order)."""
     try:
         data: Any = json.loads(text)
     except ValueError:
@@ -47,8 +70,9 @@ def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[
     items = data.get("items") if "items" in data else [data]
     if not isinstance(items, list):
         raise SnapshotError(f"{name}: items is not a list")
-    nodes: list[dict] = []
-    pods: list[dict] = []
+    nodes: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    dra: list[tuple[str, dict[str, Any]]] = []
     for position, item in enumerate(items):
         if not isinstance(item, dict):
             raise SnapshotError(f"{name}: item {position} is not an object")
@@ -57,9 +81,12 @@ def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[
             nodes.append(item)
         elif item_kind == "Pod":
             pods.append(item)
+        elif item_kind in DRA_KINDS:
+            dra.append((DRA_KINDS[item_kind], item))
     if not nodes and not pods:
         raise SnapshotError(f"{name}: no Node or Pod objects (kind {kind or 'missing'})")
-    return nodes, pods
+    order = list(DRA_KINDS.values())
+    return nodes, pods, sorted(dra, key=lambda pair: order.index(pair[0]))
 
 
 def check_objects(nodes: list[dict], pods: list[dict]) -> None:

@@ -27,6 +27,9 @@ SLICE_DEVICES_MAX = 128
 ALLOCATION_RESULTS_MAX = 32
 # pkg/controller/resourceclaim: the annotation a claim made from a template carries
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+#: resourceapi.Finalizer (staging/src/k8s.io/api/resource/v1/types.go): the scheduler adds it before
+#: it writes an allocation; the resourceclaim controller deallocates only claims that carry it.
+FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
 def exact(request: Mapping[str, Any]) -> Mapping[str, Any]:

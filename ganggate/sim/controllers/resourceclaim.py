@@ -7,10 +7,15 @@ from the template (generateName `<pod>-<claim>-`, the template's labels and anno
 ownerReference to the pod with blockOwnerDeletion), then record it in the pod's
 status.resourceClaimStatuses. Pods that are terminal or being deleted get no new claim.
 For each claim (syncClaim): drop from status.reservedFor the pods that are gone or terminal; a
-claim left with no reservation is deallocated (status.allocation cleared); a claim made for a pod
-that is gone or done is deleted (for a pod that is gone, the real garbage collector does it
-through the ownerReference; kubesim's collects only pods, so it is done here). kubesim's
-scheduler does not add the delete-protection finalizer, so none is removed.
+claim that this leaves with no reservation is deallocated (status.allocation cleared) if it
+carries the finalizer `resource.kubernetes.io/delete-protection` (which the scheduler adds when it
+allocates), and the finalizer is then removed; a claim allocated but never reserved (allocated by
+another client ahead of its pods) stays allocated. A claim made for a pod that is gone or done is
+deleted (for a pod that is gone, the real garbage collector does it through the ownerReference;
+kubesim's collects only pods, so it is done here). A claim of a pod that is still gated is made
+all the same: podNeedsWork and syncPod look at no scheduling gate. kubesim deletes at once
+(no finalizers hold a deletion), so the branch for a claim being deleted with the finalizer
+does not arise.
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
 MERGE_PATCH = "application/merge-patch+json"
 _CLAIMS = f"/apis/{api.API_VERSION}/resourceclaims"
+POD_KEY, CLAIM_KEY = "pod:", "claim:"  # podKeyPrefix, claimKeyPrefix
+#: defaultResourceClaimControllerWorkers (cmd/kube-controller-manager/app/core.go): 50 since 1.34
+#: (kubernetes/kubernetes#133113, "bump resource claim controller concurrent syncs to 50"); a flag
+#: only from 1.36 (--concurrent-resource-claim-syncs, #134701).
+CONCURRENT_SYNCS = 50
 
 
 def pod_done(pod: Mapping[str, Any] | None) -> bool:
@@ -84,8 +94,9 @@ class ResourceClaimController:
         self._pods: Reflector | None = None
         self._claims: Reflector | None = None
         self._templates: Reflector | None = None
-        self._pod_queue = WorkQueue(retry_seconds)
-        self._claim_queue = WorkQueue(retry_seconds)
+        # One queue of "pod:" and "claim:" keys (claimKeyPrefix, podKeyPrefix), worked off by
+        # CONCURRENT_SYNCS workers, as kube-controller-manager runs the controller.
+        self._queue = WorkQueue(retry_seconds)
         self._pods_by_uid: dict[str, str] = {}
         self.ready = asyncio.Event()
 
@@ -101,26 +112,33 @@ class ResourceClaimController:
         if not api.pod_claims(pod) and not extended:
             return
         if kind != "DELETED":
-            self._pod_queue.add(object_key(pod))
+            self._queue.add(POD_KEY + object_key(pod))
         if kind == "DELETED" or pod_done(pod):
             namespace = (pod.get("metadata") or {}).get("namespace", "")
             names = [api.claim_name_of(pod, entry) for entry in api.pod_claims(pod)] + [extended]
             for name in names:
                 if name:
-                    self._claim_queue.add(f"{namespace}/{name}")
+                    self._queue.add(f"{CLAIM_KEY}{namespace}/{name}")
 
     def on_claim(self, kind: str, claim: dict, old: dict | None) -> None:
         if kind != "DELETED":
-            self._claim_queue.add(object_key(claim))
+            self._queue.add(CLAIM_KEY + object_key(claim))
 
     def on_template(self, kind: str, template: dict, old: dict | None) -> None:
         if kind == "ADDED" and self._pods is not None:  # pods waiting for it (enqueuePodForTemplate)
             namespace = (template.get("metadata") or {}).get("namespace", "")
             for key, pod in self._pods.store.items():
                 if key.startswith(namespace + "/") and api.pod_claims(pod):
-                    self._pod_queue.add(key)
+                    self._queue.add(POD_KEY + key)
 
     # -- syncs ---------------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        """syncHandler: a "pod:" key syncs the pod, a "claim:" key the claim."""
+        if key.startswith(POD_KEY):
+            await self.sync_pod(key[len(POD_KEY):])
+        else:
+            await self.sync_claim(key[len(CLAIM_KEY):])
 
     def _owned_claim(self, pod: Mapping[str, Any], entry_name: str) -> Mapping[str, Any] | None:
         """findPodResourceClaim: a claim this pod owns, made for this entry."""
@@ -173,6 +191,13 @@ class ResourceClaimController:
         return self._pods.store.get(key) if key and self._pods else None
 
     async def sync_claim(self, key: str) -> None:
+        """syncClaim: drop the reservations of pods that are gone or done; when that leaves none and
+        the claim carries the delete-protection finalizer, deallocate it ("This has to be triggered
+        by the transition from 'was being used' to 'is not used anymore' because a DRA driver is not
+        required to set status.reservedFor together with status.allocation, i.e. a claim that is
+        'currently unused' should not get deallocated"), then remove the finalizer; a claim without
+        the finalizer stays allocated. An unreserved claim made for a pod that is done or gone is
+        deleted."""
         claim = self._claims.store.get(key) if self._claims else None
         if claim is None:
             return
@@ -181,22 +206,31 @@ class ResourceClaimController:
         status = claim.get("status") or {}
         reserved = list(status.get("reservedFor") or [])
         keep = [ref for ref in reserved if ref.get("resource") != "pods" or not pod_done(self._pod_by_uid(ref.get("uid", "")))]
+        finalizers = list((claim.get("metadata") or {}).get("finalizers") or [])
+        if len(keep) < len(reserved):
+            new_status = dict(status, reservedFor=keep)
+            if not keep:
+                new_status.pop("reservedFor")
+                if api.FINALIZER in finalizers:  # allocated by the scheduler: "deallocate" by clearing it
+                    new_status.pop("allocation", None)
+                    new_status.pop("devices", None)  # dropDeallocatedStatusDevices
+            async with self._session.put(f"{url}/status", json=dict(claim, status=new_status)) as response:
+                updated = await response.json(content_type=None)
+                if response.status in (404, 409):
+                    return  # gone, or changed: its next event queues it again
+                if response.status >= 300:
+                    raise RuntimeError(f"status of claim {key}: HTTP {response.status}")
+            if api.FINALIZER in finalizers and not (updated.get("status") or {}).get("allocation"):
+                meta = dict(updated["metadata"], finalizers=[f for f in finalizers if f != api.FINALIZER])
+                async with self._session.put(url, json=dict(updated, metadata=meta)) as response:
+                    await response.read()
+                    if response.status >= 300 and response.status not in (404, 409):
+                        raise RuntimeError(f"finalizer of claim {key}: HTTP {response.status}")
+            return  # the update's event queues the claim again for what follows
         owner = owner_pod_uid(claim)
         if owner is not None and pod_done(self._pod_by_uid(owner)) and not keep:
             async with self._session.delete(url, json={"preconditions": {"uid": claim["metadata"]["uid"]}}) as response:
                 await response.read()
-            return
-        if keep == reserved and (keep or not status.get("allocation")):
-            return
-        new_status = dict(status, reservedFor=keep)
-        if not keep:
-            new_status.pop("reservedFor")
-            new_status.pop("allocation", None)  # deallocate: no pod uses it
-            new_status.pop("devices", None)
-        async with self._session.put(f"{url}/status", json=dict(claim, status=new_status)) as response:
-            await response.read()
-            if response.status >= 300 and response.status not in (404, 409):
-                raise RuntimeError(f"status of claim {key}: HTTP {response.status}")
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=30)
@@ -212,8 +246,8 @@ class ResourceClaimController:
                 await self._claims.synced.wait()
                 tasks.append(asyncio.ensure_future(self._pods.run()))
                 await self._pods.synced.wait()
-                tasks.append(asyncio.ensure_future(self._pod_queue.run(self.sync_pod, log, "pod claims")))
-                tasks.append(asyncio.ensure_future(self._claim_queue.run(self.sync_claim, log, "resource claim")))
+                tasks.append(asyncio.ensure_future(self._queue.run(self.sync, log, "resource claim",
+                                                                   workers=CONCURRENT_SYNCS)))
                 self.ready.set()
                 await asyncio.gather(*tasks)
             finally:

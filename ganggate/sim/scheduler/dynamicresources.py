@@ -10,9 +10,14 @@ devices any allocated or assumed claim holds: for each request, the DeviceClass'
 request's (CEL, ganggate/sim/helpers/dracel.py) pick the candidates; `ExactCount` takes `count` of
 the free ones, `All` takes every candidate and fails if one is in use or there is none;
 `firstAvailable` takes the first subrequest that fits. Reserve: the allocation is assumed (its
-devices held) until the claim's informer shows it. PreBind: the allocation and the pod's
-reservedFor entry are written to the claim's status before the pod is bound; a shared claim
-allocated already just gets the pod added to reservedFor.
+devices held) until the claim's informer shows it. PreBind (bindClaim): the finalizer
+`resource.kubernetes.io/delete-protection` is added in an update of the claim, then the allocation
+and the pod's reservedFor entry are written to the claim's status before the pod is bound; a claim
+allocated already (by this scheduler for another pod, or by any other client: the plugin does not
+ask who wrote an allocation) is only checked in Filter against its allocation's nodeSelector
+(PreFilter keeps it as `availableOnNodes`; no allocator runs for it) and gets the pod added to
+reservedFor, and its devices count as in use for every other pod (ListAllAllocatedDevices reads
+every allocated claim of the informer).
 
 DRAExtendedResource: a request for an extended resource (nvidia.com/gpu) that a DeviceClass names in
 extendedResourceName is served on a node without that resource in its allocatable by allocating
@@ -21,9 +26,11 @@ PreBind creates the pod's special claim (generateName `<pod>-extended-resources-
 `resource.kubernetes.io/extended-resource-claim: "true"`, requests `container-<i>-request-<j>`,
 owned by the pod) and writes pod.status.extendedResourceClaimStatus.
 
-Nominated pods hold no devices: the plugin has no PreFilterExtensions (dynamicresources.go
-PreFilterExtensions returns nil), so the scheduler's addNominatedPods does not count the claims of
-a pod nominated to a node, and another pod may take those devices first.
+Nominated pods hold no devices: the plugin has no PreFilterExtensions (dynamicresources.go at
+v1.35: `func (pl *DynamicResources) PreFilterExtensions() fwk.PreFilterExtensions { return nil }`),
+so the framework's addGENominatedPods adds a nominated pod's NodeInfo requests only and the DRA
+allocator, built in PreFilter from the allocated claims and the in-flight allocations, never sees
+the claims of a pod nominated to a node: another pod may take those devices first.
 
 Not done: constraints (matchAttribute), admin access, device taints, partitionable devices and
 consumable capacity, slices with a nodeSelector, and backtracking across requests: the allocator
@@ -359,11 +366,24 @@ class DynamicResources:
                 if response.status != 200:
                     return False
                 claim = await response.json()
+            if claim["metadata"].get("deletionTimestamp"):
+                return False  # "claim got deleted in the meantime"
             status = dict(claim.get("status") or {})
-            if allocation is not None and status.get("allocation") is None:
+            if allocation is not None and status.get("allocation") is not None:
+                return False  # "claim got allocated elsewhere in the meantime": schedule again
+            if allocation is not None and api.FINALIZER not in (claim["metadata"].get("finalizers") or []):
+                # bindClaim: "The finalizer needs to be added in a normal update" before the
+                # allocation is written to the status.
+                meta = dict(claim["metadata"], finalizers=[*(claim["metadata"].get("finalizers") or []), api.FINALIZER])
+                async with session.put(url, json=dict(claim, metadata=meta)) as response:
+                    body = await response.json(content_type=None)
+                    if response.status == 409:
+                        continue
+                    if response.status >= 300:
+                        return False
+                claim = body
+            if allocation is not None:
                 status["allocation"] = allocation
-            elif allocation is not None and status.get("allocation") != allocation:
-                return False  # allocated meanwhile by someone else: schedule again
             reserved = list(status.get("reservedFor") or [])
             if not any(r.get("uid") == ref["uid"] for r in reserved):
                 reserved.append(ref)

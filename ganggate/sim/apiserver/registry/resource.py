@@ -362,6 +362,11 @@ def prepare_claim_update(new: Obj, old: Mapping[str, Any]) -> None:
 
 
 def prepare_claim_status_update(new: Obj, old: Mapping[str, Any]) -> None:
+    """resourceclaimStatusStrategy.PrepareForUpdate (pkg/registry/resource/resourceclaim/strategy.go
+    at v1.35): the spec is the stored one. Its ValidateUpdate asks nothing of who writes: any client
+    RBAC lets update resourceclaims/status may write an allocation (only admin-access results need
+    the namespace label, AuthorizedForAdminStatus); from 1.36 DRAResourceClaimGranularStatusAuthorization
+    also asks for update on the synthetic resourceclaims/binding."""
     new["spec"] = clone(old.get("spec") or {})
 
 
