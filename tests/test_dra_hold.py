@@ -19,22 +19,19 @@ from tests.test_sim_up import KUBECTL, eventually, gate_names, released_and_runn
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
-def claims_at_first_release(api_url: str, prefix: str, seen: dict, stop: threading.Event,
-                            watching: threading.Event) -> None:
-    """Watch the pods; when one named `prefix`* first shows without its gate, read every claim."""
-    with urllib.request.urlopen(f"{api_url}/api/v1/namespaces/default/pods?watch=1", timeout=120) as stream:
+def record_watch(url: str, record: list, stop: threading.Event, watching: threading.Event) -> None:
+    """Append every event of a watch of `url` (as JSON objects) to `record` until `stop`."""
+    with urllib.request.urlopen(f"{url}?watch=1", timeout=120) as stream:
         watching.set()
         for line in stream:
+            record.append(json.loads(line))
             if stop.is_set():
                 return
-            obj = json.loads(line)["object"]
-            if obj["metadata"]["name"].startswith(prefix) and not gate_names(obj):
-                with urllib.request.urlopen(f"{api_url}/apis/resource.k8s.io/v1/namespaces/default/resourceclaims",
-                                            timeout=30) as response:
-                    seen["claims"] = json.loads(response.read())["items"]
-                with urllib.request.urlopen(f"{api_url}/api/v1/namespaces/default/pods", timeout=30) as response:
-                    seen["pods"] = json.loads(response.read())["items"]
-                return
+
+
+def revision(event: dict) -> int:
+    """The cluster-wide revision an event was written at (one counter for every kind, as etcd's)."""
+    return int(event["object"]["metadata"]["resourceVersion"])
 
 
 def node_of(claim: dict) -> str | None:
@@ -47,27 +44,42 @@ def node_of(claim: dict) -> str | None:
 
 def test_a_released_dra_gangs_claims_are_allocated_on_its_nodes_before_any_gate_goes(tmp_path: Path) -> None:
     up = start_up(tmp_path, "--dra", "--nodes", "2", "--gpus-per-node", "8")
-    seen: dict = {}
-    stop, watching = threading.Event(), threading.Event()
-    watcher = threading.Thread(target=claims_at_first_release, args=(up.api_url, "held-", seen, stop, watching),
-                               daemon=True)
-    watcher.start()
+    pod_events: list = []
+    claim_events: list = []
+    stop = threading.Event()
+    watchers = []
+    for url, record in ((f"{up.api_url}/api/v1/namespaces/default/pods", pod_events),
+                        (f"{up.api_url}/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", claim_events)):
+        watching = threading.Event()
+        watcher = threading.Thread(target=record_watch, args=(url, record, stop, watching), daemon=True)
+        watcher.start()
+        watchers.append(watcher)
+        assert watching.wait(60), f"the watch of {url} did not open"
     try:
-        assert watching.wait(60), "the watch of the pods did not open"
         apply(up, template("two-gpus", 2), *(pod(f"held-{i}", claim_template="two-gpus", gang=("held", 6)) for i in range(6)))
 
         def running():
             pods = [p for p in up.pods("default") if p["metadata"]["name"].startswith("held-")]
             return pods if len(pods) == 6 and all(released_and_running(p) for p in pods) else None
         pods = {p["metadata"]["name"]: p for p in eventually(running, "the gang of 6 x 2 GPUs running whole")}
-        watcher.join(timeout=60)
-        assert "claims" in seen, "the watch never showed a released member"
 
-        # When the first gate went: the six claims allocated, none reserved yet, no member bound.
-        at_release = {c["metadata"]["ownerReferences"][0]["name"]: c for c in seen["claims"]}
-        assert sorted(at_release) == sorted(pods)
-        assert all(node_of(c) for c in at_release.values()), {n: c.get("status") for n, c in at_release.items()}
-        assert not any(p["spec"].get("nodeName") for p in seen["pods"] if p["metadata"]["name"].startswith("held-"))
+        # The revision at which the API server first showed a member without its gate, and the first
+        # at which a member was bound: the revisions are one cluster-wide order, as etcd's are.
+        members = [e for e in pod_events if e["object"]["metadata"]["name"].startswith("held-")]
+        first_ungated = min(revision(e) for e in members if not gate_names(e["object"]))
+        first_bound = min(revision(e) for e in members if e["object"]["spec"].get("nodeName"))
+        assert first_ungated < first_bound
+        # Each member's claim: its allocation as first written, and the revision it was written at.
+        allocated: dict[str, tuple[int, dict]] = {}
+        for event in claim_events:
+            claim = event["object"]
+            if (claim.get("status") or {}).get("allocation") and claim["metadata"].get("ownerReferences"):
+                allocated.setdefault(claim["metadata"]["ownerReferences"][0]["name"], (revision(event), claim))
+        assert sorted(allocated) == sorted(pods)
+        # When the first gate went, the six claims were allocated already (not by the scheduler at
+        # binding, which comes later).
+        assert all(rv < first_ungated for rv, _ in allocated.values()), (first_ungated, {n: rv for n, (rv, _) in allocated.items()})
+        at_release = {name: claim for name, (_, claim) in allocated.items()}
         # Each member bound where its claim was allocated then; 12 different devices.
         for name, member in pods.items():
             assert member["spec"]["nodeName"] == node_of(at_release[name])

@@ -1,5 +1,9 @@
 """Releasing a decision: remove the gate of every pod of it, pin it, record the decision.
 
+Why this module is long: one release's calls in their order (devices held, dry runs,
+nominations, the plan confirmed, the patches, what is taken back when it does not go ahead) and
+the patch they send read as one sequence; the pure patch builders sit beside the calls that send them.
+
 A pinned release first nominates each pod to its planned node (`status.nominatedNodeName`,
 `nominations`), so that the default scheduler holds that room against pods of no higher
 priority while the gates go (`Releaser.nominate`, the controller's `--nominate`).
