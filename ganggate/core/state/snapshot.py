@@ -21,7 +21,7 @@ class SnapshotError(ValueError):
     """A file that is not a readable snapshot of nodes and pods."""
 
 
-def load_snapshot(path: str | Path) -> tuple[list[dict], list[dict]]:
+def load_snapshot(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Nodes and pods of a `kubectl get nodes,pods -A -o json` (or -o yaml) file."""
     try:
         text = Path(path).read_text()
@@ -30,7 +30,7 @@ def load_snapshot(path: str | Path) -> tuple[list[dict], list[dict]]:
     return parse_snapshot(text, str(path))
 
 
-def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[dict]]:
+def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Split a List (or a single Node/Pod, or a NodeList/PodList) into nodes and pods."""
     try:
         data: Any = json.loads(text)
@@ -47,8 +47,8 @@ def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[
     items = data.get("items") if "items" in data else [data]
     if not isinstance(items, list):
         raise SnapshotError(f"{name}: items is not a list")
-    nodes: list[dict] = []
-    pods: list[dict] = []
+    nodes: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
     for position, item in enumerate(items):
         if not isinstance(item, dict):
             raise SnapshotError(f"{name}: item {position} is not an object")
@@ -62,7 +62,7 @@ def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[
     return nodes, pods
 
 
-def check_objects(nodes: list[dict], pods: list[dict]) -> None:
+def check_objects(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
     """Raise SnapshotError naming the first object whose resource amounts cannot be read."""
     from ganggate.core.fit.resources import QuantityError, node_allocatable, pod_requests
 
@@ -86,16 +86,16 @@ def make_node(
     memory: str = "512Gi",
     pods: str = "110",
     labels: Mapping[str, str] | None = None,
-    taints: Iterable[Mapping] = (),
+    taints: Iterable[Mapping[str, Any]] = (),
     ready: bool = True,
     unschedulable: bool = False,
     extra: Mapping[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A Node as the API serves it, with allocatable == capacity."""
     resources = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
     if gpus not in (0, "0"):
         resources[GPU] = str(gpus)
-    node: dict = {
+    node: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -133,11 +133,11 @@ def make_pod(
     priority: int | None = None,
     scheduler_name: str = "default-scheduler",
     node_selector: Mapping[str, str] | None = None,
-    tolerations: Iterable[Mapping] = (),
+    tolerations: Iterable[Mapping[str, Any]] = (),
     owner: str | None = None,
-    decision: Mapping | None = None,
+    decision: Mapping[str, Any] | None = None,
     uid: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A Pod with one container; a gang member (gated unless told otherwise) when `gang`."""
     annotations: dict[str, str] = {}
     if gang is not None:
@@ -148,7 +148,7 @@ def make_pod(
     if decision is not None:
         annotations[DECISION_ANNOTATION] = json.dumps(dict(decision), separators=(",", ":"))
     limits = {GPU: str(gpus)} if gpus else {}
-    spec: dict = {
+    spec: dict[str, Any] = {
         "schedulerName": scheduler_name,
         "containers": [
             {
@@ -168,7 +168,7 @@ def make_pod(
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
-    meta: dict = {
+    meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
         "uid": uid or f"uid-{namespace}-{name}",

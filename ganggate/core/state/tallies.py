@@ -27,9 +27,12 @@ from ganggate.core.fit.resources import GPU
 class ClusterState(Protocol):
     """What the tallies read of core.cluster.ClusterState (which imports this module)."""
 
-    nodes: Mapping[str, Any]
-    gangs: Mapping[GangKey, Gang]
-    promises: Mapping[str, Any]
+    @property
+    def nodes(self) -> Mapping[str, Any]: ...
+    @property
+    def gangs(self) -> Mapping[GangKey, Gang]: ...
+    @property
+    def promises(self) -> Mapping[str, Any]: ...
 
 #: Gang states whose released pods may be preempted (core.preemption).
 PREEMPTIBLE_STATES = ("running", "released")
@@ -224,8 +227,8 @@ class Tallies:
             self.node(state, name)
         for key, gang in state.gangs.items():
             self.gang(key, gang)
-        for key, promise in state.promises.items():
-            self.promise(key, promise.deadline)
+        for pod_key, promise in state.promises.items():
+            self.promise(pod_key, promise.deadline)
 
     def _compact(self, state: ClusterState) -> None:
         """Drop stale entries once a heap holds many more than there are live ones."""
