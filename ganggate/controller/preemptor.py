@@ -37,7 +37,8 @@ from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.policy.preemption import (NoPreemption, PreemptionOptions, PreemptionPlan, Victim, VictimMemo,
                                              plan_preemption)
-from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, active_reservations, annotation_value
+from ganggate.core.policy.reservation import active_reservations, annotation_value
+from ganggate.core.state.pods import PREEMPTION_ANNOTATION
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
 log = logging.getLogger(__name__)

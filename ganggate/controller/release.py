@@ -27,13 +27,14 @@ refetches the pod and rebuilds the patch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
-from ganggate.core.fit.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
+from ganggate.core.fit.nodematch import HOSTNAME_LABEL
 from ganggate.core.state.pods import PodInfo, spec_shape
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, with_retries
 
@@ -237,7 +238,7 @@ class Releaser:
 
     async def _patch(self, key: str, body: list[dict], dry_run: bool) -> dict:
         namespace, name = key.split("/", 1)
-        kwargs = {"dry_run": "All"} if dry_run else {}
+        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         async with self.semaphore:
             return await with_retries(
                 lambda: call_json(self.core.patch_namespaced_pod, name, namespace, body,
@@ -323,8 +324,8 @@ class Releaser:
         shapes = self._shapes(req, keys, check)
         self.dry_runs += len(shapes)
         holds = nominations(req) if self.nominate else {}
-        held = await self._each([*(lambda key=key: self._one(req, key, True, check) for key in shapes),
-                                 *(lambda key=key, node=node: self._nominate(key, node) for key, node in holds.items())])
+        held = await self._each([*(functools.partial(self._one, req, key, True, check) for key in shapes),
+                                 *(functools.partial(self._nominate, key, node) for key, node in holds.items())])
         held_keys = [key for key, ok in zip(holds, held[len(shapes):]) if ok]
         if not (check.failed or check.vanished) and self.confirm is not None and held_keys and self.may_apply():
             check.plan_lost = await self.confirm(req, {key: holds[key] for key in held_keys})
@@ -334,13 +335,13 @@ class Releaser:
             if not (check.failed or check.vanished):
                 check.failed = {key: "stopping: not started" for key in keys}
             check.validation_failed = True
-            await self._each([lambda key=key: self._nominate(key, None) for key in held_keys])
+            await self._each([functools.partial(self._nominate, key, None) for key in held_keys])
             return check
         outcome = ReleaseOutcome()
-        await self._each([lambda key=key: self._one(req, key, False, outcome) for key in keys])
+        await self._each([functools.partial(self._one, req, key, False, outcome) for key in keys])
         return outcome
 
-    async def _each(self, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    async def _each(self, calls: list[Callable[[], Coroutine[Any, Any, Any]]]) -> list[Any]:
         """Run the calls as asyncio.gather would, each started (made a task) only once one of the
         `started` slots is free: the first round at 100,000 pods starts 1,686 releases of 37,595
         pods at once, and a task per pod waiting for the 32 patch slots was 40,000 tasks and their
@@ -373,7 +374,7 @@ class Releaser:
                 await self.started.acquire()
                 task = loop.create_task(call())
                 running.add(task)
-                task.add_done_callback(lambda done, index=index: finished(index, done))
+                task.add_done_callback(functools.partial(finished, index))
             if calls:
                 await settled
         except BaseException:

@@ -9,13 +9,24 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ganggate.controller.release import ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of
 from ganggate.core.placement.explain import plural
 from ganggate.core.policy.planloss import contesting_pods, lost_nodes, unseen_nominations
 from ganggate.kube.calls import ApiCallError, rfc3339
+
+if TYPE_CHECKING:
+    from ganggate.controller.config import ControllerConfig
+    from ganggate.controller.events import EventRecorder
+    from ganggate.controller.memberloss import GangLifecycle
+    from ganggate.controller.metrics import Metrics
+    from ganggate.controller.offloop import ChangeBuffer
+    from ganggate.controller.provisioner import Provisioner
+    from ganggate.controller.release import Releaser
+    from ganggate.core.state.cluster import ClusterState
+    from ganggate.core.state.pods import PodInfo
 
 log = logging.getLogger("ganggate.controller.loop")  # the loop's log, as before this was split out
 
@@ -28,8 +39,32 @@ def _decision_of_gang(gang: Any) -> dict | None:
     return None
 
 
+def _infos(request: ReleaseRequest) -> dict[str, PodInfo]:
+    """The request's pods, which are the controller's PodInfos: _start_release takes them from its
+    picture (a ReleaseRequest may hold pod objects too, for callers other than the controller)."""
+    return cast("dict[str, PodInfo]", request.pods)
+
+
 class Releasing:
     """Starting, applying and confirming releases; mixed into the Controller."""
+
+    # What it uses of the Controller it is mixed into (set in Controller.__init__).
+    config: ControllerConfig
+    state: ClusterState
+    metrics: Metrics
+    events: EventRecorder
+    releaser: Releaser
+    provisioner: Provisioner | None
+    lifecycle: GangLifecycle
+    _changes: ChangeBuffer
+    _releasing: set[tuple[str, str]]
+    _stopping: bool
+
+    def _spawn(self, work: Any) -> asyncio.Task[Any]:
+        raise NotImplementedError  # the Controller's
+
+    def _poke(self) -> None:
+        raise NotImplementedError  # the Controller's
 
 
     def _start_release(self, decision: Any, now: float) -> None:
@@ -105,8 +140,9 @@ class Releasing:
             # A gang whose pods have an owner (a Job) tells it, and its first pod; the scheduler's
             # own Scheduled Event names each pod's node. Bare pods each hear it: they have no owner.
             told = outcome.released
-            if told and all(request.pods[k].controller_ref for k in told):
-                told = [min(told, key=lambda k: (request.pods[k].created, k))]
+            infos = _infos(request)
+            if told and all(infos[k].controller_ref for k in told):
+                told = [min(told, key=lambda k: (infos[k].created, k))]
             for pod_key in told:
                 node = request.placement.get(pod_key)
                 where = (f"{' together, this one' if many else ','} onto node {node}" if node and request.pinned
@@ -141,9 +177,10 @@ class Releasing:
     async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
         """Wait (bounded) until the watch shows the released pods without their gate."""
         deadline = time.monotonic() + limit
+        infos = _infos(request)
         while time.monotonic() < deadline and not self._stopping:
             pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
-                       and p.uid == request.pods[k].uid]
+                       and p.uid == infos[k].uid]
             if not pending:
                 return
             await asyncio.sleep(0.02)

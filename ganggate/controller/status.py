@@ -83,10 +83,10 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
     for key in sorted(set(state.gangs) | set(bypass.gangs)):
         if namespace is not None and key[0] != namespace:
             continue
-        gang = state.gangs.get(key)
         if key in bypass.gangs:
-            rows.append(_bypass_row(bypass, key, gang))
+            rows.append(_bypass_row(bypass, key, state.gangs.get(key)))
             continue
+        gang = state.gangs[key]
         live = gang.live_pods()
         spec = gang.spec
         needed = spec.pod_num if spec else 0
@@ -123,7 +123,8 @@ def lifecycle_state(gang: Any, now: float, state: ClusterState | None = None) ->
     """The state column: the gang's state, plus what its life after admission adds:
     "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)", and (given the
     cluster) "released (broken: w-1 pinned to node-3 cannot bind: PlanLost)"."""
-    from ganggate.core.policy.lifecycle import losses_after_relist, timed_out
+    from ganggate.core.state.gangs import timed_out
+    from ganggate.core.state.losses import losses_after_relist
     from ganggate.core.policy.planloss import CAUSE, stranded
 
     from ganggate.core.policy.shown_state import shown_state

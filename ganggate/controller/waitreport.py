@@ -77,9 +77,10 @@ class WaitReport:
             self._tell(waiting, now, gangs, emit)
             yield
         for waiting in stale:  # not given this round: replaced by a fresh one, or no longer waiting
-            if told.get(waiting.gang_key) is waiting:
-                del told[waiting.gang_key]
-                self.notifier.forget(waiting.gang_key)
+            key = waiting.gang_key
+            if told.get(key) is waiting:
+                del told[key]
+                self.notifier.forget(key)
         self._repeat(now, gangs, emit)
 
     def _repeat(self, now: float, gangs: Mapping[GangKey, Any], emit: Callable[[Any, str, str], None]) -> None:

@@ -170,7 +170,7 @@ class _Engine:
                 clock.advance_to(max(min(candidates), now))
             end = clock.now()
             epoch_offset = clock.epoch() - end
-            events = await self._events()
+            recorded = await self._events()
         finally:
             await session.close()
             await stack.close()
@@ -184,7 +184,7 @@ class _Engine:
         summary = summarise(self.mode, self.samples, records, self.scenario.capacity, end)
         return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
                          time.monotonic() - started, self.interruptions,
-                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events,
+                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, recorded,
                          self.provisioned, epoch_offset)
 
     # ---- an autoscaled cluster (replay/autoscaling.py) -----------------------------------
@@ -367,7 +367,7 @@ class _Engine:
         """Wait until no component has anything left to do at this instant (two checks agree)."""
         deadline = time.monotonic() + self.settle_timeout
         last: tuple[int, int] | None = None
-        reason = "not checked"
+        reason: str | None = "not checked"
         while time.monotonic() < deadline:
             await asyncio.sleep(0.002)
             views, max_rv, count = self._pods()

@@ -22,7 +22,7 @@ from ganggate.core.placement.explain import plural
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.state.outcome import Unfit
 # The annotation's name is defined beside PodInfo, which keeps its value; re-exported here.
-from ganggate.core.state.pods import PREEMPTION_ANNOTATION, PodInfo, json_object, parse_time  # noqa: F401
+from ganggate.core.state.pods import PodInfo, json_object, parse_time
 from ganggate.core.fit.resources import fits
 
 
