@@ -142,7 +142,7 @@ class Simulator:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        sockets = getattr(site._server, "sockets", None) or []  # (aiohttp keeps the asyncio.Server here)
         self.port = sockets[0].getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
         if self._kubeconfig_path is None:
@@ -159,7 +159,7 @@ class Simulator:
             for index in range(group.min_size):
                 await self.server.create_object(Target(discovery.by_key("nodes"), None, None, None),
                                                 group.node(group.node_name(index)))
-        enabled = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
+        enabled: dict[str, Any] = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
                        controllers=self.controllers_enabled, kubelet_start_seconds=self.kubelet_start_seconds,
                        feature_gates=self.feature_gates, scheduler_feature_gates=self.scheduler_feature_gates,
                        dra=self.dra_product is not None)

@@ -225,7 +225,9 @@ class ApiServer(Reads, Writes):
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             if "latency" in body or "seconds" in body:
-                rule = self.faults.latency(float(body.get("latency", body.get("seconds"))), body.get("verb"), body.get("resource"))
+                seconds = body["latency"] if "latency" in body else body["seconds"]
+                rule: faults_module.LatencyRule | faults_module.FailRule = self.faults.latency(
+                    float(seconds), body.get("verb"), body.get("resource"))
             else:
                 rule = self.faults.fail(
                     verb=body.get("verb"), resource=body.get("resource"), status=int(body.get("status", 500)),
@@ -296,7 +298,9 @@ class ApiServer(Reads, Writes):
                 return self._get(target, query)
             if verb == "list":
                 if wants_table(request.headers.get("Accept", "")):
-                    listed = json.loads(self._list(target, query).body)
+                    response = self._list(target, query)
+                    assert isinstance(response.body, bytes)  # (_json_response's)
+                    listed = json.loads(response.body)
                     return self._table(target, listed["items"], listed["metadata"].get("resourceVersion", ""),
                                        listed["metadata"].get("continue"), query=query)
                 return self._list(target, query)

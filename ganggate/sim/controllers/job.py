@@ -47,7 +47,7 @@ from typing import Any
 import aiohttp
 
 from ganggate.sim.controllers import job_pods, pod_failure_policy
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.events import EventRecorder
 from ganggate.sim.client.workqueue import ExponentialFailureRateLimiter, WorkQueue, put_status
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
@@ -98,8 +98,8 @@ class JobController:
         self.batch_seconds = batch_seconds
         self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self._session: aiohttp.ClientSession | None = None
-        self._jobs: Reflector | None = None
-        self._pods: Reflector | None = None
+        self._jobs: ReflectorLike | None = None
+        self._pods: ReflectorLike | None = None
         self._queue = WorkQueue(rate_limiter=ExponentialFailureRateLimiter(
             JOB_API_BACKOFF_SECONDS, MAX_JOB_API_BACKOFF_SECONDS), clock=clock)
         self.recorder = EventRecorder(self.base_url, COMPONENT)

@@ -29,7 +29,7 @@ import aiohttp
 from ganggate.sim.helpers import taints as tainting
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,9 @@ def desired_taints(node: Mapping, now: str) -> list[dict] | None:
     managed = {NOT_READY, UNREACHABLE}
     kept = [t for t in current if t.get("key") not in managed or (t.get("key"), t.get("effect")) in wanted]
     have = {(t.get("key"), t.get("effect")) for t in kept}
-    added = [dict({"key": k, "effect": e}, **({"timeAdded": now} if e == "NoExecute" else {}))
+    added: list[dict[str, Any]] = [dict({"key": k, "effect": e}, **({"timeAdded": now} if e == "NoExecute" else {}))
              for k, e in sorted(wanted - have)]
-    result = kept + added
+    result: list[dict[str, Any]] = [dict(t) for t in kept] + added
     return None if result == current else result
 
 
@@ -77,10 +77,10 @@ def eviction_delay(pod: Mapping, node_taints: list[Mapping]) -> float | None:
         if not matching:
             return 0.0
         used.extend(matching)
-    seconds = [t.get("tolerationSeconds") for t in used if t.get("tolerationSeconds") is not None]
+    seconds = [int(s) for t in used if (s := t.get("tolerationSeconds")) is not None]
     if not seconds:
         return None
-    return float(max(0, min(int(s) for s in seconds)))
+    return float(max(0, min(seconds)))
 
 
 def disruption_condition(reason: str, message: str, when: str) -> dict:
@@ -99,8 +99,8 @@ class NodeLifecycleController:
         self.clock: Clock = clock if clock is not None else WallClock()
         self.retry_seconds = retry_seconds
         self._session: aiohttp.ClientSession | None = None
-        self._nodes: Reflector | None = None
-        self._pods: Reflector | None = None
+        self._nodes: ReflectorLike | None = None
+        self._pods: ReflectorLike | None = None
         self._node_work: asyncio.Queue[str] = asyncio.Queue()
         self._evictions: dict[str, tuple[asyncio.Task, float, float]] = {}  # pod key -> (task, start, delay)
         self._orphans: dict[str, asyncio.Task] = {}

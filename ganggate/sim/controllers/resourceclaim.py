@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import aiohttp
 
 from ganggate.sim.api import resource as api
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for
 from ganggate.sim.client.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -81,15 +81,21 @@ class ResourceClaimController:
         self.base_url = base_url.rstrip("/")
         self.shared = shared
         self._session: aiohttp.ClientSession | None = None
-        self._pods: Reflector | None = None
-        self._claims: Reflector | None = None
-        self._templates: Reflector | None = None
+        self._pods: ReflectorLike | None = None
+        self._claims: ReflectorLike | None = None
+        self._templates: ReflectorLike | None = None
         self._pod_queue = WorkQueue(retry_seconds)
         self._claim_queue = WorkQueue(retry_seconds)
         self._pods_by_uid: dict[str, str] = {}
         self.ready = asyncio.Event()
 
     # -- handlers ------------------------------------------------------------------------------
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
 
     def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
@@ -152,7 +158,7 @@ class ResourceClaimController:
                     log.info("pod %s: resource claim template %s not found", key, template_name)
                     return  # the template's ADDED event queues the pod again
                 body = claim_from_template(pod, entry, template)
-                async with self._session.post(f"{self.base_url}/apis/{api.API_VERSION}/namespaces/{namespace}/resourceclaims",
+                async with self._http.post(f"{self.base_url}/apis/{api.API_VERSION}/namespaces/{namespace}/resourceclaims",
                                               json=body) as response:
                     created = await response.json(content_type=None)
                     if response.status >= 300:
@@ -162,7 +168,7 @@ class ResourceClaimController:
             added = True
         if added:
             url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status"
-            async with self._session.patch(url, json={"status": {"resourceClaimStatuses": statuses}},
+            async with self._http.patch(url, json={"status": {"resourceClaimStatuses": statuses}},
                                            headers={"Content-Type": MERGE_PATCH}) as response:
                 await response.read()
                 if response.status >= 300 and response.status != 404:
@@ -183,7 +189,7 @@ class ResourceClaimController:
         keep = [ref for ref in reserved if ref.get("resource") != "pods" or not pod_done(self._pod_by_uid(ref.get("uid", "")))]
         owner = owner_pod_uid(claim)
         if owner is not None and pod_done(self._pod_by_uid(owner)) and not keep:
-            async with self._session.delete(url, json={"preconditions": {"uid": claim["metadata"]["uid"]}}) as response:
+            async with self._http.delete(url, json={"preconditions": {"uid": claim["metadata"]["uid"]}}) as response:
                 await response.read()
             return
         if keep == reserved and (keep or not status.get("allocation")):
@@ -193,7 +199,7 @@ class ResourceClaimController:
             new_status.pop("reservedFor")
             new_status.pop("allocation", None)  # deallocate: no pod uses it
             new_status.pop("devices", None)
-        async with self._session.put(f"{url}/status", json=dict(claim, status=new_status)) as response:
+        async with self._http.put(f"{url}/status", json=dict(claim, status=new_status)) as response:
             await response.read()
             if response.status >= 300 and response.status not in (404, 409):
                 raise RuntimeError(f"status of claim {key}: HTTP {response.status}")

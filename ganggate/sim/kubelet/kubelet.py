@@ -100,6 +100,12 @@ class Kubelet:
         self._session: aiohttp.ClientSession | None = None
 
     @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
+
+    @property
     def pods_resource_version(self) -> int:
         """The last pod resourceVersion this kubelet has seen (0 before its first list)."""
         rv = self._pods.resource_version if self._pods is not None else ""
@@ -172,7 +178,7 @@ class Kubelet:
     async def _start(self, key: str) -> None:
         await self.clock.sleep_until(self.clock.now() + self.start_seconds)
         start = self.clock.now()
-        if not await claims.wait_prepared(self._session, self.base_url,  # DRA: claims allocated and reserved
+        if not await claims.wait_prepared(self._http, self.base_url,  # DRA: claims allocated and reserved
                                           lambda: self._pods.store.get(key) if self._pods else None, asyncio.sleep):
             return
         if not await self._allocate_devices(key):

@@ -70,7 +70,8 @@ def validate(spec: Mapping[str, Any]) -> list[Cause]:
 
 def _container_names(spec: Mapping[str, Any]) -> set[str]:
     pod = (spec.get("template") or {}).get("spec") or {}
-    return {c.get("name") for key in ("containers", "initContainers") for c in pod.get(key) or [] if isinstance(c, dict)}
+    return {name for key in ("containers", "initContainers") for c in pod.get(key) or []
+            if isinstance(c, dict) and isinstance(name := c.get("name"), str)}
 
 
 def _validate_rule(rule: Mapping[str, Any], path: str, spec: Mapping[str, Any], names: set[str]) -> list[Cause]:
