@@ -15,7 +15,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
 from ganggate.local.parts import POLICIES, policies_text, register_policies
-from tests.kubesim_support import api, pod_manifest, sim, status_of  # noqa: F401
+from tests.kubesim_support import pod_manifest, status_of
 from tests.test_manifests import match_condition, with_components
 
 ROOT = Path(__file__).resolve().parents[1]
