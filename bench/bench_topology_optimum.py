@@ -54,7 +54,7 @@ class Cluster:
             for b in range(blocks):
                 for r in range(racks):
                     rack_load = rng.random()  # some racks busier than others
-                    for n in range(per_rack):
+                    for _ in range(per_rack):
                         name = f"n{len(self.free)}"
                         used = rng.choice(used_choices) if rng.random() < 0.5 + 0.5 * rack_load else 0
                         self.free[name] = GPUS - used

@@ -180,7 +180,8 @@ pod_like = st.fixed_dictionaries(
                 "schedulerName": st.one_of(json_values, st.sampled_from(["default-scheduler", "volcano"]),
                                            st.lists(st.integers(), min_size=1, max_size=2)),
                 "nodeName": json_values,
-                "schedulingGates": st.one_of(json_values, st.lists(st.fixed_dictionaries({"name": st.sampled_from([GATE_NAME, "x"])}), max_size=3)),
+                "schedulingGates": st.one_of(
+                    json_values, st.lists(st.fixed_dictionaries({"name": st.sampled_from([GATE_NAME, "x"])}), max_size=3)),
             }),
         ),
     },

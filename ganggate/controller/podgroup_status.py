@@ -5,6 +5,7 @@ scheduler's own gang plugin, get a table of their own (pods present, bound, the 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ganggate.controller.podgroups import admitted_by_ganggate
@@ -22,7 +23,7 @@ async def list_podgroups(api_client: Any, list_all: Any) -> list[dict]:
     custom = client.CustomObjectsApi(api_client)
     for version in VERSIONS:
         try:
-            items = await list_all(lambda **kw: custom.list_cluster_custom_object(GROUP, version, PLURAL, **kw))
+            items = await list_all(functools.partial(custom.list_cluster_custom_object, GROUP, version, PLURAL))
             return [dict(pg, apiVersion=pg.get("apiVersion") or f"{GROUP}/{version}") for pg in items]
         except ApiCallError:
             continue

@@ -318,7 +318,8 @@ class Releaser:
     async def release(self, req: ReleaseRequest) -> ReleaseOutcome:
         """Validate one patch per pod shape (dryRun=All) while nominating each pod to its node
         (`nominations`), let `confirm` check the plan still holds, then apply all; never applies
-        after a failed validation or a lost plan, and then takes the nominations back. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
+        after a failed validation or a lost plan, and then takes the nominations back. `dry_runs` counts the
+        dry runs sent (a test and the bench read it)."""
         keys = sorted(req.placement)
         check = ReleaseOutcome()
         shapes = self._shapes(req, keys, check)
@@ -326,7 +327,7 @@ class Releaser:
         holds = nominations(req) if self.nominate else {}
         held = await self._each([*(functools.partial(self._one, req, key, True, check) for key in shapes),
                                  *(functools.partial(self._nominate, key, node) for key, node in holds.items())])
-        held_keys = [key for key, ok in zip(holds, held[len(shapes):]) if ok]
+        held_keys = [key for key, ok in zip(holds, held[len(shapes):], strict=True) if ok]
         if not (check.failed or check.vanished) and self.confirm is not None and held_keys and self.may_apply():
             check.plan_lost = await self.confirm(req, {key: holds[key] for key in held_keys})
             if check.plan_lost is not None:

@@ -8,6 +8,7 @@ some of whose pods bypassed the gate show as `not-gated`.
 
 from __future__ import annotations
 
+import functools
 import argparse
 import asyncio
 import time
@@ -200,9 +201,9 @@ def node_rows(state: ClusterState) -> list[NodeRow]:
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
 
@@ -238,7 +239,7 @@ async def list_all(list_fn: Any, page_size: int = 500) -> list[dict]:
         kwargs: dict[str, Any] = {"limit": page_size}
         if token:
             kwargs["_continue"] = token
-        body = await with_retries(lambda: call_json(list_fn, verb="list", **kwargs), Backoff(attempts=5))
+        body = await with_retries(functools.partial(call_json, list_fn, verb="list", **kwargs), Backoff(attempts=5))
         items.extend(body.get("items") or [])
         token = (body.get("metadata") or {}).get("continue")
         if not token:

@@ -116,9 +116,10 @@ async def call_json(fn: Callable[..., Awaitable[Any]], *args: Any, verb: str = "
         raise ApiCallError(0, type(exc).__name__, str(exc)) from exc
 
 
-@dataclass
+@dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff with full jitter, as client-go's wait.Backoff with Jitter."""
+    """Exponential backoff with full jitter, as client-go's wait.Backoff with Jitter (a value: never
+    changed once made, so one may be a default argument)."""
 
     base: float = 0.05
     cap: float = 5.0

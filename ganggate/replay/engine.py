@@ -3,7 +3,8 @@
 Time moves only when the engine says so (`ManualClock`, shared with kubesim's kubelet and API
 server, and the gate controller's clock through ganggate.replay.stack.SimulatedClock): at each
 step it finishes the jobs due, applies cluster events (a node added), submits the jobs due,
-waits until the cluster has settled, records a sample, then jumps to the next event (a controller deadline is one: its bind timeouts, gang timeouts and
+waits until the cluster has settled, records a sample, then jumps to the next event (a controller deadline is
+one: its bind timeouts, gang timeouts and
 starvation hold-back fire in simulated time). The run
 stops when nothing can happen any more: nothing running and nothing left to arrive; jobs that
 never completed by then are deadlocked.
@@ -35,15 +36,15 @@ from ganggate.replay.observe import JOB_LABEL, PodView, background_pod, event_ro
 from ganggate.replay.owners import as_rv, create_job, job_controller_busy
 from ganggate.replay.podtable import PodTable
 from ganggate.replay.scenario import (  # the types also re-exported here, where callers found them first
-    Background,
-    NodeEvent,
-    NodeSpec,
+    Background as Background,
+    NodeEvent as NodeEvent,
+    NodeSpec as NodeSpec,
     ReplayError,
     RunResult,
     Scenario,
     StepView,
     check_fits,
-    uniform_nodes,
+    uniform_nodes as uniform_nodes,
 )
 from ganggate.replay.stack import MODES, SimulatedClock, Stack, start_gate
 from ganggate.replay.trace import Job

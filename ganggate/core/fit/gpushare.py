@@ -79,7 +79,7 @@ class NodeCards:
     def has_room(self, amount: int) -> bool:
         """Whether some card has `amount` free (cards given whole excluded): `fits` without the list."""
         if self.whole <= 0:
-            return any(capacity - used >= amount for capacity, used in zip(self.capacity, self.used))
+            return any(capacity - used >= amount for capacity, used in zip(self.capacity, self.used, strict=True))
         return bool(self.fits(amount))
 
     def idle(self) -> int:

@@ -86,7 +86,7 @@ class _Projection:
                     {
                         "metadata": {
                             "name": name if _NAME_FIELD in keys else "",
-                            "labels": {k: v for k, v in zip(keys, value) if k != _NAME_FIELD and v is not None},
+                            "labels": {k: v for k, v in zip(keys, value, strict=True) if k != _NAME_FIELD and v is not None},
                         }
                     }
                 )

@@ -42,7 +42,7 @@ def domain_of(node: Mapping[str, Any], level: str, levels: Sequence[str] = ()) -
     values = [labels.get(key) for key in path]
     if any(value is None for value in values):
         return f"node {metadata.get('name', '')}"
-    return " in ".join(f"{key}={value}" for key, value in reversed(list(zip(path, values))))
+    return " in ".join(f"{key}={value}" for key, value in reversed(list(zip(path, values, strict=True))))
 
 
 def domains(capacity: Capacity, level: str) -> dict[str, list[str]]:

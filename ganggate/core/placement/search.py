@@ -96,7 +96,7 @@ def search(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> dict[str, 
     except _OutOfSteps:
         return None
     placement: dict[str, str] = {}
-    for group, spots in zip(shapes, counts):
+    for group, spots in zip(shapes, counts, strict=True):
         remaining = iter(group)
         for node, copies in spots:
             capacity.take(node, group[0].request, copies)

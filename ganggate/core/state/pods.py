@@ -15,6 +15,7 @@ SpecFacts, the caches that share them); apart, each would reach into the others'
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ def _controller_ref(meta: Mapping[str, Any]) -> Mapping[str, str] | None:
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             items = tuple((k, ref[k]) for k in ("apiVersion", "kind", "name", "uid") if k in ref)
-            return _VALUES.one(("owner", items), lambda: dict(items))
+            return _VALUES.one(("owner", items), functools.partial(dict, items))
     return None
 
 

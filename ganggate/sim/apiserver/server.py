@@ -281,7 +281,9 @@ class ApiServer(Reads, Writes):
             verb = verb_of(request.method, target, query)
             allowed = target.info.subresources[target.subresource][1] if target.subresource else target.info.verbs
             if verb not in allowed:
-                raise errors.method_not_allowed(request.method, target.info.plural if not target.subresource else f"{target.info.plural}/{target.subresource}")
+                raise errors.method_not_allowed(
+                    request.method,
+                    target.info.plural if not target.subresource else f"{target.info.plural}/{target.subresource}")
             delay = self.faults.delay_for(verb, target.info.plural)
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -340,7 +342,8 @@ class ApiServer(Reads, Writes):
                 except protobuf_body.Undecodable:
                     pass
             if content_type in ("application/yaml", protobuf_body.PROTOBUF):
-                raise errors.ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json (got {content_type})")
+                raise errors.ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                                      f"accepted media types include: application/json (got {content_type})")
         try:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:

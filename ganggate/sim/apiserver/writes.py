@@ -22,14 +22,15 @@ from ganggate.sim.apiserver import decoding, deletion, discovery, fieldvalidatio
 from ganggate.sim.apiserver.registry import service as services
 from ganggate.sim.apiserver.registry import workload
 from ganggate.sim.api import scheduling
-from ganggate.sim.apimachinery import errors, selectors
+from ganggate.sim.apimachinery import errors, selectors, semantic
 from ganggate.sim.apiserver.admission import policy as admission_policy, priority
 from ganggate.sim.apiserver import eviction, strategies, validation
 from ganggate.sim.apiserver.discovery import ResourceInfo
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import Stored, clone, dumps
 from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.apiserver.requests import IMMORTAL_NAMESPACES, MAX_UPDATE_ATTEMPTS, ObjectChanged, Target, USER_INFO, _NAME_ALPHABET, _dry_run, _json_response, _status_success, _warned
+from ganggate.sim.apiserver.requests import (IMMORTAL_NAMESPACES, MAX_UPDATE_ATTEMPTS, USER_INFO, _NAME_ALPHABET,
+                                             ObjectChanged, Target, _dry_run, _json_response, _status_success, _warned)
 
 
 
@@ -294,7 +295,7 @@ class Writes:
             else:
                 validation.prepare_generic_update(info.kind, new, old)
                 if info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
-                    changed = validation._normal(new.get("webhooks")) != validation._normal(old.get("webhooks"))
+                    changed = semantic.normal(new.get("webhooks")) != semantic.normal(old.get("webhooks"))
                     meta["generation"] = old_meta.get("generation", 1) + (1 if changed else 0)
         validation.drop_empty(new)
         if strategy is not None:

@@ -201,7 +201,8 @@ class Autoscaler:
         if conditions is None or self._session is None:
             return request
         meta = request.get("metadata") or {}
-        url = f"{self.base_url}/apis/{ar.GROUP}/{ar.VERSION}/namespaces/{meta.get('namespace')}/provisioningrequests/{meta.get('name')}/status"
+        url = (f"{self.base_url}/apis/{ar.GROUP}/{ar.VERSION}/namespaces/{meta.get('namespace')}"
+               f"/provisioningrequests/{meta.get('name')}/status")
         body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"conditions": conditions}}
         async with self._session.patch(url, json=body, headers={"Content-Type": "application/merge-patch+json"}) as response:
             stored = await response.json(content_type=None)

@@ -268,7 +268,7 @@ class ClusterCache:
         if cached is not None and cached[0] == self.generation:
             return cached[1]
         mask = np.zeros(self._capacity, dtype=bool)
-        for name, slot in self.index.items():
+        for slot in self.index.values():
             labels = (self._node(slot).get("metadata") or {}).get("labels") or {}
             if labels.get(key) == value:
                 mask[slot] = True

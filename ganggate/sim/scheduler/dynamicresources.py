@@ -229,9 +229,10 @@ class DynamicResources:
         for request in requests:
             options = ([(request["name"], request["exactly"])] if request.get("exactly") else
                        [(f"{request['name']}/{sub['name']}", sub) for sub in request.get("firstAvailable") or []])
-            for name, option in options:
+            for option_name, option in options:
                 picked = self._take(option, devices, taken)
                 if picked is not None:
+                    name = option_name  # the request (or its firstAvailable alternative) the devices went to
                     break
             else:
                 return None

@@ -197,7 +197,7 @@ class _Compiler:
 
     def _map_lit(self, tree: lark.Tree) -> Fn:
         flat = [self.compile(c) for c in self._exprs(tree.children[0] if tree.children else None)]
-        pairs = list(zip(flat[0::2], flat[1::2]))
+        pairs = list(zip(flat[0::2], flat[1::2], strict=True))
 
         def build(env: Env) -> Any:
             out: dict[Any, Any] = {}

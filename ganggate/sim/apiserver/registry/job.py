@@ -134,10 +134,12 @@ def validate(job: Mapping[str, Any]) -> list[Cause]:
         if completions is None:
             causes.append(required("spec.completions", "when completion mode is Indexed"))
         elif isinstance(completions, int) and completions > MAX_INDEXED:
-            causes.append(invalid_value("spec.completions", completions, f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
+            causes.append(invalid_value("spec.completions", completions,
+                                        f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
         parallelism = spec.get("parallelism")
         if isinstance(parallelism, int) and parallelism > MAX_INDEXED:
-            causes.append(invalid_value("spec.parallelism", parallelism, f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
+            causes.append(invalid_value("spec.parallelism", parallelism,
+                                        f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
     selector = spec.get("selector")
     template = spec.get("template")
     if not isinstance(template, dict):

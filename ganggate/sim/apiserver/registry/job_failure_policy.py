@@ -119,7 +119,7 @@ def _validate_exit_codes(requirement: Mapping[str, Any], path: str, names: set[s
         if value in seen:
             causes.append(duplicate(f"{path}.values[{j}]", value))
         seen.add(value)
-    if any(a > b for a, b in zip(values, values[1:])):
+    if any(a > b for a, b in zip(values, values[1:], strict=False)):
         causes.append(invalid_value(f"{path}.values", values, "must be ordered"))
     return causes
 
