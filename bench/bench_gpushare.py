@@ -47,7 +47,8 @@ from typing import Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gpushare_trace import (  # noqa: E402  (re-exported: tests and gpushare_e2e read them here too)
+# Some re-exported (`as`): the tests read them here too.
+from bench.gpushare_trace import (
     MILLI,
     POPULARITY,
     TRACE,

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         gc.collect()
 
 
-def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (the bench's clock)
+def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the bench's clock
     """The incremental rounds against full ones on one backlog: the rounds run at NOW."""
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     rss_before = rss_mib()

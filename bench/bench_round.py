@@ -182,7 +182,7 @@ async def _main(argv: list[str] | None) -> None:
         gc.collect()
 
 
-async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (the bench's clock)
+async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the bench's clock
     """Every scenario on one backlog: the rounds run at NOW."""
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     parts = Parts()

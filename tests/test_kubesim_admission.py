@@ -476,7 +476,8 @@ async def test_timeout_fails_closed_or_is_ignored(webhook):
 
 
 async def test_response_uid_must_match(webhook):
-    wrong_uid = lambda request: {"uid": "not-" + request["uid"], "allowed": True}  # noqa: E731
+    def wrong_uid(request):
+        return {"uid": "not-" + request["uid"], "allowed": True}
     chain = chain_of(configuration("c", hook("liar", webhook.on("liar", wrong_uid), webhook.ca_bundle)))
     with pytest.raises(AdmissionDenied) as denied:
         await admit(chain, pod())
@@ -515,8 +516,10 @@ async def test_malformed_reviews_are_call_failures(webhook, answer, complaint):
 
 async def test_bad_json_and_http_errors_are_call_failures(webhook):
     ca = webhook.ca_bundle
-    not_json = lambda request: web.Response(text="<html>oops</html>", content_type="text/html")  # noqa: E731
-    server_error = lambda request: web.Response(status=500, text="boom")  # noqa: E731
+    def not_json(request):
+        return web.Response(text="<html>oops</html>", content_type="text/html")
+    def server_error(request):
+        return web.Response(status=500, text="boom")
     for path, behaviour in (("html", not_json), ("500", server_error)):
         chain = chain_of(configuration("c", hook(path, webhook.on(path, behaviour), ca)))
         with pytest.raises(AdmissionDenied) as denied:

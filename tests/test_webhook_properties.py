@@ -87,7 +87,8 @@ names = st.one_of(
     st.sampled_from(["", "-a", "a-", "A", "a.b", "a_b", "a" * 63, "a" * 64, "ａ"]),
     st.text(max_size=10),
 )
-maybe = lambda strategy: st.none() | strategy  # noqa: E731
+def maybe(strategy):
+    return st.none() | strategy
 
 
 @SETTINGS

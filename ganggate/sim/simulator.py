@@ -24,7 +24,7 @@ from ganggate.sim.apiserver import discovery
 from ganggate.sim.apiserver.requests import Target
 from ganggate.sim.apiserver.server import ApiServer
 from ganggate.sim.components import READY_LINE, Components, process_arguments
-from ganggate.sim.helpers.nodes import node_manifest  # noqa: F401  (tests build nodes with it)
+from ganggate.sim.helpers.nodes import node_manifest  # tests build nodes with it
 from ganggate.sim.apiserver.faults import FaultInjector
 from ganggate.sim.componentbase.featuregate import FeatureGates, parse as parse_feature_gates
 from ganggate.sim.kubeconfig import write_kubeconfig

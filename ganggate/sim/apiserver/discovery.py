@@ -14,7 +14,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from ganggate.sim.apiserver.printers import MORE_TABLES, age, human_duration  # noqa: F401  (human_duration: re-exported)
+from ganggate.sim.apiserver.printers import MORE_TABLES, age, human_duration  # human_duration: re-exported
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -339,7 +339,8 @@ def _priority_class_cells(pc: dict[str, Any]) -> list[Any]:
 def _pdb_cells(pdb: dict[str, Any]) -> list[Any]:
     """printPodDisruptionBudget: MIN AVAILABLE, MAX UNAVAILABLE, ALLOWED DISRUPTIONS."""
     spec = pdb.get("spec") or {}
-    shown = lambda value: "N/A" if value is None else str(value)  # noqa: E731
+    def shown(value):
+        return "N/A" if value is None else str(value)
     return [_name(pdb), shown(spec.get("minAvailable")), shown(spec.get("maxUnavailable")),
             int((pdb.get("status") or {}).get("disruptionsAllowed") or 0), age(pdb)]
 

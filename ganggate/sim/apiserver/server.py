@@ -41,7 +41,7 @@ from ganggate.sim.apiserver.requests import (
 
 from ganggate.sim.apiserver.reads import Reads
 from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.apiserver.writes import Writes, set_condition  # noqa: F401
+from ganggate.sim.apiserver.writes import Writes
 
 log = logging.getLogger("ganggate.sim.apiserver.server")
 

@@ -228,7 +228,7 @@ class _Shared:
         for handler in list(self.handlers):
             try:
                 handler(kind, obj, previous)
-            except Exception as exc:  # noqa: BLE001 - re-raised below, once the others have run
+            except Exception as exc:  # re-raised below, once the others have run
                 failure = failure or exc
         if failure is not None:
             raise failure

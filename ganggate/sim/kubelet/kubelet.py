@@ -42,15 +42,15 @@ import aiohttp
 
 from ganggate.sim.kubelet import claims
 
+from ganggate.sim.apimachinery.timestamps import now_rfc3339  # (the replay reads it here too)
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.kubelet.deviceplugin import ASSIGNED, ASSUME_TIME, REJECT_REASON, CardLedger, shared_amount
-from ganggate.sim.kubelet.status import (  # noqa: F401  (re-exported: the replay and tests use them)
+from ganggate.sim.kubelet.status import (  # re-exported: the replay and tests use them
     FAIL_AFTER_ANNOTATION,
     RUN_SECONDS_ANNOTATION,
     failed_status,
     fail_after_seconds,
     killed_status,
-    now_rfc3339,
     rejected_status,
     restarted_status,
     run_seconds,

@@ -20,7 +20,7 @@ import json
 import uuid
 from typing import Any, Mapping
 
-from ganggate.sim.api.batch import (  # noqa: F401  (re-exported for the strategies' users)
+from ganggate.sim.api.batch import (  # re-exported for the strategies' users
     COMPLETION_INDEX, CONTROLLER_UID, JOB_NAME, LEGACY_CONTROLLER_UID, LEGACY_JOB_NAME,
 )
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
