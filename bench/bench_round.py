@@ -118,7 +118,7 @@ def make_controller(nodes: list[dict], pods: list[dict], parts: Parts) -> Contro
         finally:
             spent["  Capacity.from_state"] += time.process_time() - start
 
-    capacity_module.Capacity.from_state = classmethod(from_state)  # type: ignore[method-assign]
+    capacity_module.Capacity.from_state = classmethod(from_state)  # type: ignore[method-assign]  # timed for the run
     parts.wrap(offloop, "next_due", "next-due timers")
     parts.wrap(controller, "_start_release", "releases (promises)")
     if controller.preemptor is not None:

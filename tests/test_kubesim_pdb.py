@@ -118,7 +118,7 @@ def test_the_controller_counts_the_pods_its_selector_picks_as_labels_come_and_go
 
     controller = DisruptionController("http://unused")
     store: dict[str, dict[str, Any]] = {}
-    controller._pods = SimpleNamespace(store=store)  # type: ignore[assignment]
+    controller._pods = SimpleNamespace(store=store)  # type: ignore[assignment]  # a stand-in: the store alone
 
     def change(kind: str, pod: dict[str, Any]) -> None:
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"

@@ -53,6 +53,10 @@ class Tallies:
     """Sums over every node and gang (the gauges), and the heaps of what falls due on time."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        """Nothing tallied (a new Tallies, or one about to be rebuilt)."""
         self.states: Counter[str] = Counter()  # gangs by state
         self.held_idle = 0  # milli-GPUs (idle_gpus summed)
         self.free_gpus = 0  # milli-GPUs free on ready, schedulable nodes (no node below zero)
@@ -222,7 +226,7 @@ class Tallies:
 
     def rebuild(self, state: ClusterState) -> None:
         """Everything again from the state (after a relist, or a clock gone back)."""
-        self.__init__()  # type: ignore[misc]
+        self._clear()
         for name in state.nodes:
             self.node(state, name)
         for key, gang in state.gangs.items():

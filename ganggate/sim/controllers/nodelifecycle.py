@@ -112,6 +112,12 @@ class NodeLifecycleController:
 
     # -- informer handlers ---------------------------------------------------------------
 
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
+
     def on_node(self, kind: str, node: dict, old: dict | None) -> None:
         name = node["metadata"]["name"]
         if kind != "DELETED":
@@ -171,7 +177,7 @@ class NodeLifecycleController:
             return
         patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
                  "spec": {"taints": wanted}}  # taints are replaced whole; stale rv is 409, retried
-        async with self._session.patch(f"{self.base_url}/api/v1/nodes/{name}", json=patch,  # type: ignore[union-attr]
+        async with self._http.patch(f"{self.base_url}/api/v1/nodes/{name}", json=patch,
                                        headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
             await response.read()
             if response.status >= 300 and response.status not in (404, 409):
@@ -191,7 +197,7 @@ class NodeLifecycleController:
         await self.clock.sleep_until(self.clock.now() + QUARANTINE_SECONDS)
         while True:
             try:
-                async with self._session.get(f"{self.base_url}/api/v1/nodes/{node_name}") as response:  # type: ignore[union-attr]
+                async with self._http.get(f"{self.base_url}/api/v1/nodes/{node_name}") as response:
                     await response.read()
                     if response.status == 200:
                         self._orphans.pop(key, None)
@@ -218,7 +224,7 @@ class NodeLifecycleController:
         delay = self.retry_seconds
         while True:
             try:
-                async with self._session.patch(path + "/status", json={"status": status},  # type: ignore[union-attr]
+                async with self._http.patch(path + "/status", json={"status": status},
                                                headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
                     await response.read()
                     if response.status == 404:
@@ -229,7 +235,7 @@ class NodeLifecycleController:
                                             "preconditions": {"uid": meta.get("uid")}}
                     if grace is not None:
                         body["gracePeriodSeconds"] = grace
-                    async with self._session.delete(path, json=body) as response:  # type: ignore[union-attr]
+                    async with self._http.delete(path, json=body) as response:
                         await response.read()
                         if response.status < 300:
                             return True
