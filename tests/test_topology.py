@@ -196,7 +196,7 @@ def members(name: str, n: int, gpus: int, *, released_on: list[str], min_availab
     running, or, bound=False, released but unbound with a decision naming the node: a release
     cut short); the rest still gated."""
     pods = gang(name, n, gpus, required=required, preferred=preferred)
-    for pod, node_name in zip(pods, released_on, strict=True):
+    for pod, node_name in zip(pods, released_on, strict=False):  # the first len(released_on) pods; the rest gated
         spec, annotations = pod["spec"], pod["metadata"]["annotations"]
         if min_available is not None:
             annotations["scheduling.k8s.io/group-min-available"] = str(min_available)
