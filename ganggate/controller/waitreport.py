@@ -66,7 +66,6 @@ class WaitReport:
         if waitings is self._last and len(waitings) == self._last_len:
             self._repeat(now, gangs, emit)  # the very list told last round (core.incremental: no change)
             return
-            yield
         self._last, self._last_len = waitings, len(waitings)
         ids = list(map(id, waitings))
         # What was not told as is (in the round's order) and what was told and is not given

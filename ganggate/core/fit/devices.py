@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import celpy
-from celpy import celtypes
+from celpy import adapter, celtypes
 
 from ganggate.core.fit.resources import GPU, QuantityError, parse_quantity
 
@@ -157,8 +157,8 @@ def device_variable(driver: str, device: Mapping[str, Any]) -> Any:
             capacity.setdefault(domain or driver, {})[ident] = parse_quantity(str((value or {}).get("value", "0")))
         except QuantityError:
             continue
-    return celpy.json_to_cel({"driver": driver, "attributes": attributes, "capacity": capacity,
-                              "allowMultipleAllocations": bool(device.get("allowMultipleAllocations"))})
+    return adapter.json_to_cel({"driver": driver, "attributes": attributes, "capacity": capacity,
+                                "allowMultipleAllocations": bool(device.get("allowMultipleAllocations"))})
 
 
 # An expression that may read attributes it does not name (iterating a map) is evaluated per device.

@@ -339,7 +339,7 @@ def _priority_class_cells(pc: dict[str, Any]) -> list[Any]:
 def _pdb_cells(pdb: dict[str, Any]) -> list[Any]:
     """printPodDisruptionBudget: MIN AVAILABLE, MAX UNAVAILABLE, ALLOWED DISRUPTIONS."""
     spec = pdb.get("spec") or {}
-    def shown(value):
+    def shown(value: object) -> str:
         return "N/A" if value is None else str(value)
     return [_name(pdb), shown(spec.get("minAvailable")), shown(spec.get("maxUnavailable")),
             int((pdb.get("status") or {}).get("disruptionsAllowed") or 0), age(pdb)]
