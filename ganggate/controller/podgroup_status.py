@@ -6,6 +6,7 @@ scheduler's own gang plugin, get a table of their own (pods present, bound, the 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from ganggate.controller.podgroups import admitted_by_ganggate
@@ -74,7 +75,8 @@ def native_rows(pods: list[dict], podgroups: list[dict], namespace: str | None =
     return rows
 
 
-async def native_text(api_client: Any, namespace: str | None, list_all: Any, table: Any) -> str:
+async def native_text(api_client: Any, namespace: str | None, list_all: Any,
+                      table: Callable[[list[str], list[list[str]]], str]) -> str:
     """The table of PodGroups the scheduler admits (status's list_all and table), or "" when none."""
     podgroups = await list_podgroups(api_client, list_all)
     if not podgroups:

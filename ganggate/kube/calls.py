@@ -12,7 +12,7 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import aiohttp
 import orjson
@@ -126,11 +126,14 @@ class Backoff:
     attempts: int = 12
 
     def delay(self, attempt: int) -> float:
-        ceiling = min(self.cap, self.base * (2 ** attempt))
+        ceiling = min(self.cap, self.base * 2.0 ** attempt)
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-async def with_retries(make_call: Callable[[], Awaitable[Any]], backoff: Backoff) -> Any:
+_Result = TypeVar("_Result")
+
+
+async def with_retries(make_call: Callable[[], Awaitable[_Result]], backoff: Backoff) -> _Result:
     """Run make_call, retrying retryable ApiCallErrors; Retry-After wins over the backoff delay."""
     for attempt in range(backoff.attempts):
         try:

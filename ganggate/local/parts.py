@@ -43,7 +43,7 @@ def webhook_configuration(url: str, ca_pem: bytes, *, match_conditions: bool = T
     matchConditions when `match_conditions` is False)."""
     import yaml
 
-    configuration = yaml.safe_load(manifest_text())
+    configuration: dict[str, Any] = yaml.safe_load(manifest_text())
     for webhook in configuration["webhooks"]:
         webhook["clientConfig"] = {
             "url": url.rstrip("/") + "/mutate",
@@ -143,7 +143,8 @@ def gate_by_policy_webhook(configuration: dict[str, Any]) -> dict[str, Any]:
 
     kustomization = yaml.safe_load(gate_policies_text(GATE_KUSTOMIZATION))
     (patch,) = [p for p in kustomization["patches"] if p["target"]["kind"] == "MutatingWebhookConfiguration"]
-    return jsonpatch.apply_patch(configuration, yaml.safe_load(patch["patch"]))
+    patched: dict[str, Any] = jsonpatch.apply_patch(configuration, yaml.safe_load(patch["patch"]))
+    return patched
 
 
 async def register_gate_policies(api: Any) -> None:

@@ -227,7 +227,7 @@ class _Engine:
             return False
         groups = self.scenario.node_groups
         quiet = self.autoscaler.unneeded_seconds + max(g.delay_seconds for g in groups) + 3 * self.autoscaler.scan_seconds
-        return now - self._last_progress > quiet
+        return bool(now - self._last_progress > quiet)
 
     # ---- acting on the cluster ---------------------------------------------------------
 

@@ -36,7 +36,7 @@ class SimulatedClock:
         self.manual = manual
 
     def now(self) -> float:
-        return self.manual.epoch()
+        return float(self.manual.epoch())
 
     async def sleep_until(self, when: float) -> None:
         await self.manual.sleep_until(self.manual.now() + (when - self.now()))
