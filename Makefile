@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE  ?= ghcr.io/ganggate/ganggate:$(VERSION)
 
-.PHONY: setup demo test bench image clean
+.PHONY: setup demo lint test bench image clean
 
 setup: $(STAMP)
 
@@ -21,7 +21,12 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/ganggate demo
 
-test: setup
+# ruff (lint and import order) over the whole tree, mypy over ganggate/: the rules are in pyproject.toml.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy ganggate
+
+test: setup lint
 	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile
 
 bench: setup
@@ -32,4 +37,4 @@ image:
 	@scripts/build-image $(IMAGE) .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -112,7 +112,8 @@ def timed(fn, repeat: int) -> Timing:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description="Time the decision core (ClusterState, decide) on a synthetic cluster.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description="Time the decision core (ClusterState, decide) on a synthetic cluster.")
     from bench.small import small  # tests/test_benches.py runs --small
     parser.add_argument("--small", action=small(nodes=50, waiting_pods=100, repeat=1))
     parser.add_argument("--nodes", type=int, default=NODES, help=f"nodes of 8 GPUs (default {NODES})")

@@ -61,7 +61,8 @@ async def bench(name: str, scenario: engine.Scenario, modes: list[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     from bench.small import small  # tests/test_benches.py runs --small
-    parser.add_argument("--small", action=small(jobs=8, nodes=2, modes="ganggate", disruptions="preempt=1,drain=1,node-failure=1,pod-failure=1"))
+    parser.add_argument("--small", action=small(jobs=8, nodes=2, modes="ganggate",
+                                                disruptions="preempt=1,drain=1,node-failure=1,pod-failure=1"))
     parser.add_argument("--quick", action="store_true", help="the sample trace on 4 x 8 GPUs")
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--nodes", type=int, default=32)

@@ -79,7 +79,8 @@ def to_dra(nodes: list[dict], pods: list[dict]) -> tuple[list[dict], list[dict],
                 "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}]}},
                 "status": {"allocation": {"devices": {"results": [
                     {"request": "gpus", "driver": "gpu.nvidia.com", "pool": node, "device": f"gpu-{i}"} for i in range(count)]},
-                    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+                    "nodeSelector": {"nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
                     "reservedFor": [{"resource": "pods", "name": name, "uid": f"uid-{name}"}]}}))
         else:
             pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": f"gpus-{count}"}]

@@ -47,14 +47,15 @@ from typing import Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gpushare_trace import (  # noqa: E402  (re-exported: tests and gpushare_e2e read them here too)
+# Some re-exported (`as`): the tests read them here too.
+from bench.gpushare_trace import (
     MILLI,
     POPULARITY,
     TRACE,
     Run,
     TracePod,
-    arrivals,
-    node_object,
+    arrivals as arrivals,
+    node_object as node_object,
     pod_info,
     pod_object,
     read_nodes,
@@ -134,7 +135,7 @@ def plot(results: dict[tuple[str, str], list[Run]], lists: Sequence[str], polici
 
     fig, axes = plt.subplots(1, len(lists), figsize=(4.2 * len(lists), 3.8), sharey=True, squeeze=False)
     steps = list(range(80, 101))
-    for axis, name in zip(axes[0], lists):
+    for axis, name in zip(axes[0], lists, strict=True):
         for policy in [p for p in policies if (name, p) in results]:
             curve = [mean([r.allocated_at(s) for r in results[(name, policy)]]) for s in steps]
             line = axis.plot(steps, curve, label=policy, color=f"C{policies.index(policy)}")[0]  # one colour a policy
@@ -159,7 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import tempfile
 
     from bench.small import small  # tests/test_benches.py runs --small
-    parser.add_argument("--small", action=small(lists="default", policies="best-fit,fgd", seeds=1, first_nodes=30, first_pods=400, plot=Path(tempfile.gettempdir()) / "bench_gpushare_small.png"))
+    parser.add_argument("--small", action=small(lists="default", policies="best-fit,fgd", seeds=1, first_nodes=30,
+                                                first_pods=400,
+                                                plot=Path(tempfile.gettempdir()) / "bench_gpushare_small.png"))
     parser.add_argument("--trace", type=Path, default=TRACE, help=f"the trace directory (default {TRACE})")
     parser.add_argument("--lists", default=",".join(x for x in LISTS if x not in MADE),
                         help=f"pod lists (default: the trace's five; also {', '.join(MADE)}, or the path of a "
@@ -273,7 +276,7 @@ def artifact_curves(path: Path) -> dict[tuple[str, str], list[float]]:
             if policy is not None and all(row.get(str(step)) for step in range(101)):
                 key = (row["workload"].removeprefix("openb_pod_list_"), policy)
                 runs.setdefault(key, []).append([float(row[str(step)]) for step in range(101)])
-    return {key: [mean(column) for column in zip(*curves)] for key, curves in runs.items()}
+    return {key: [mean(column) for column in zip(*curves, strict=True)] for key, curves in runs.items()}
 
 
 def artifact_check(results: dict[tuple[str, str], list[Run]], curves: dict[tuple[str, str], list[float]],

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
+import functools
 import json
 import os
 import resource
@@ -51,7 +52,8 @@ SETTINGS = {"starvation_seconds": 300.0, "blind_seconds": BLIND_SECONDS}
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description="Time incremental decision rounds against full ones.")
     from bench.small import small  # tests/test_benches.py runs --small
-    parser.add_argument("--small", action=small(nodes=100, waiting_pods=300, repeat=1, full_repeat=1, small_nodes=50, small_waiting_pods=100))
+    parser.add_argument("--small", action=small(nodes=100, waiting_pods=300, repeat=1, full_repeat=1, small_nodes=50,
+                                                small_waiting_pods=100))
     parser.add_argument("--nodes", type=int, default=20000, help="nodes of 8 GPUs (default 20000)")
     parser.add_argument("--waiting-pods", type=int, default=100000, help="gated gang pods (default 100000)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each incremental round (default 5)")
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     small = ClusterState()
     small.reset(*build(args.seed, args.small_nodes, args.small_waiting_pods))
     gc.freeze()  # as the controller does after a relist
-    small_full = [cpu_ms(lambda: decide(small, NOW))[0] for _ in range(max(args.repeat, args.full_repeat))]
+    small_full = [cpu_ms(functools.partial(decide, small, NOW))[0] for _ in range(max(args.repeat, args.full_repeat))]
     gc.unfreeze()  # the small picture is done with: let the collector have it back
     del small
     print(f"full round (planner.decide), {args.small_nodes} nodes / {args.small_waiting_pods} waiting pods: "
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         gc.collect()
 
 
-def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (the bench's clock)
+def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the bench's clock
     """The incremental rounds against full ones on one backlog: the rounds run at NOW."""
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     rss_before = rss_mib()
@@ -171,7 +173,8 @@ def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (th
               f"same decisions: {'yes' if agree else 'NO'}", flush=True)
     print(f"memory: RSS {rss_before:.0f} MiB with the node and pod objects alone, {rss_after:.0f} MiB with the "
           f"ClusterState built from them (+{rss_after - rss_before:.0f} MiB; the benchmark still holds the objects: the "
-          f"controller's own footprint is bench/bench_memory.py's); peak RSS {peak:.0f} MiB; the objects' JSON is {json_bytes / 2**20:.0f} MiB")
+          f"controller's own footprint is bench/bench_memory.py's); peak RSS {peak:.0f} MiB; "
+          f"the objects' JSON is {json_bytes / 2**20:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -129,7 +129,8 @@ async def fan_out(sim: Simulator, watchers: int, writes: int, pipeline: bool) ->
         tasks = [asyncio.create_task(watch(i, session)) for i in range(watchers)]
         await asyncio.gather(*(event.wait() for event in ready))
         await asyncio.sleep(0.2)  # every watcher is registered before the first write
-        target_of = lambda name: Target(by_key("pods"), "default", name, None)  # noqa: E731
+        def target_of(name):
+            return Target(by_key("pods"), "default", name, None)
         started = time.perf_counter()
         for index in range(writes):
             name = f"pod-{index % sim.store.count('pods'):05d}"

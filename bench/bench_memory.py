@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'controller':34s} {'idle peak':>9s} {'standby':>8s} {'picture':>8s} {'/JSON':>6s} {'leader':>8s} "
           f"{'- idle':>7s} {'/JSON':>6s} {'rounds add':>10s} {'CPU sync':>8s} {'CPU 2 rounds':>12s}")
     for name in codes:
-        for run, ready, base in zip(results[name], standby[name], idle[name]):
+        for run, ready, base in zip(results[name], standby[name], idle[name], strict=True):
             picture, whole = ready["peak"] - base["peak"], run["peak"] - base["peak"]
             print(f"{name:34s} {base['peak'] / MIB:7.0f} M {ready['peak'] / MIB:6.0f} M {picture / MIB:6.0f} M "
                   f"{picture / json_bytes:5.2f}x {run['peak'] / MIB:6.0f} M {whole / MIB:5.0f} M {whole / json_bytes:5.2f}x "

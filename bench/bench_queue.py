@@ -102,7 +102,8 @@ async def backoff(api: Client, scheduler: Any, limit: float) -> float | None:
     await api.create(pod("waiter", 4))
     key = "default/waiter"
     for attempt in range(1, 6):
-        await api.until(lambda: _true(key in scheduler.queue.unschedulable and scheduler.queue.pods[key].attempts >= attempt),
+        await api.until(lambda attempt=attempt: _true(key in scheduler.queue.unschedulable
+                                                      and scheduler.queue.pods[key].attempts >= attempt),
                         limit=30.0)
         if attempt < 5:
             await api.create(pod(f"churn-{attempt}", 0, node="node-0"))

@@ -35,7 +35,8 @@ def policy_line(result: engine.RunResult) -> str:
     """What the controller's time-driven policies did, from the Events it left."""
     held = {pod.rsplit("-", 1)[0] for reason, pod, message, _ in result.events
             if reason == "GangUnschedulable" and "capacity held back" in message}
-    count = lambda reason: sum(1 for r, *_ in result.events if r == reason)  # noqa: E731
+    def count(reason):
+        return sum(1 for r, *_ in result.events if r == reason)
     return (f"starvation hold-back for {len(held)} gangs, {count('GangBindTimeout')} GangBindTimeout, "
             f"{count('GangTimedOut')} GangTimedOut")
 

@@ -22,7 +22,8 @@ run, the decision alone (`IncrementalRounds.decide` on the same state, which the
 and a full `decide()` round, both with the controller's own settings (starvation limits, card
 policies). Both backlogs are timed, each on a controller of its own: a fresh one (the rounds run
 300 s after the pods were created: no gang starves) and a starving one (2 hours after: every
-waiting gang has waited past the starvation limit, as most have on a busy cluster). Not included: the API calls (releases, Events, evictions are not
+waiting gang has waited past the starvation limit, as most have on a busy cluster). Not included: the API calls
+(releases, Events, evictions are not
 sent), the watch events' own cost (applied before the round), the budgets' pass
 (controller.lifecycle.protection runs it as a task of its own, after the round).
 
@@ -117,7 +118,7 @@ def make_controller(nodes: list[dict], pods: list[dict], parts: Parts) -> Contro
         finally:
             spent["  Capacity.from_state"] += time.process_time() - start
 
-    capacity_module.Capacity.from_state = classmethod(from_state)  # type: ignore[method-assign]
+    capacity_module.Capacity.from_state = classmethod(from_state)  # type: ignore[method-assign]  # timed for the run
     parts.wrap(offloop, "next_due", "next-due timers")
     parts.wrap(controller, "_start_release", "releases (promises)")
     if controller.preemptor is not None:
@@ -181,7 +182,7 @@ async def _main(argv: list[str] | None) -> None:
         gc.collect()
 
 
-async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N803 (the bench's clock)
+async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the bench's clock
     """Every scenario on one backlog: the rounds run at NOW."""
     nodes, pods = build(args.seed, args.nodes, args.waiting_pods)
     parts = Parts()
@@ -226,7 +227,8 @@ async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N8
         for i in range(args.repeat):
             event(i)
             if args.verbose:
-                print(name, [w for w in controller.incremental.decide(state, NOW, **settings(controller))[1] if w.gang_key[0] == "arrivals"][-1:])
+                waiting = controller.incremental.decide(state, NOW, **settings(controller))[1]
+                print(name, [w for w in waiting if w.gang_key[0] == "arrivals"][-1:])
             parts.spent.clear()
             whole = cpu_ms(lambda: controller.round(NOW))
             searched = controller.preemptor is not None and controller.preemptor.in_flight is not None

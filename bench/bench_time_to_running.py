@@ -7,7 +7,8 @@ On each server, in the same run, the bench alternates: N plain pods (no gang ann
 same N pods as one gang (`scheduling.k8s.io/group-name` / `group-pod-num`), each batch created with
 K creates in flight in a fresh namespace and timed from the first create sent to the watch showing
 the last pod Running; then the batch is deleted (gracePeriodSeconds=0) and the next waits until
-its GPUs are free and the Events the controller writes about the deleted gang have stopped. Printed: each time, the gang's ratio to the plain batch just before it, and
+its GPUs are free and the Events the controller writes about the deleted gang have stopped. Printed: each time,
+the gang's ratio to the plain batch just before it, and
 where the gang's time went, from the watch:
 
 - `created`: first create sent -> last create answered;
@@ -216,8 +217,9 @@ async def main() -> None:
                     ratio = times[True] / times.get(False, float("nan"))
                     summary.setdefault((gate_by, size), []).append(ratio)
                     steps = "  ".join(f"{k} {v:5.2f}" for k, v in batch.phases().items())
-                    print(f"{gate_by:>7} {size:5} pods run {run}: plain {times.get(False, float('nan')):6.2f} s  gang {times[True]:6.2f} s  "
-                          f"{ratio:4.2f}x plain  (gang: {steps})  writes/s: plain {writes.get(False, 0) / times.get(False, float('nan')):4.0f} "
+                    plain = times.get(False, float('nan'))
+                    print(f"{gate_by:>7} {size:5} pods run {run}: plain {plain:6.2f} s  gang {times[True]:6.2f} s  "
+                          f"{ratio:4.2f}x plain  (gang: {steps})  writes/s: plain {writes.get(False, 0) / plain:4.0f} "
                           f"gang {writes[True] / times[True]:4.0f}  load {os.getloadavg()[0]:.1f}", flush=True)
     for (gate_by, size), ratios in summary.items():
         print(f"{gate_by:>7} {size:5} pods: gang/plain median {statistics.median(ratios):4.2f}x "

@@ -54,7 +54,7 @@ class Cluster:
             for b in range(blocks):
                 for r in range(racks):
                     rack_load = rng.random()  # some racks busier than others
-                    for n in range(per_rack):
+                    for _ in range(per_rack):
                         name = f"n{len(self.free)}"
                         used = rng.choice(used_choices) if rng.random() < 0.5 + 0.5 * rack_load else 0
                         self.free[name] = GPUS - used
@@ -73,7 +73,8 @@ class Cluster:
 
     def spans(self, nodes: Sequence[str]) -> tuple[int, int, int]:
         """(zones, blocks, racks) these nodes span."""
-        return tuple(len({self.place[n][i] for n in nodes}) for i in range(3))  # type: ignore[return-value]
+        zones, blocks, racks = (len({self.place[n][i] for n in nodes}) for i in range(3))
+        return zones, blocks, racks
 
 
 def random_gang(rng: random.Random, rack_free: float) -> list[int]:
@@ -166,7 +167,7 @@ def exact(cluster: Cluster, gang: list[int]) -> tuple[int, int, int] | None:
 
     zones = sorted({w[0] for w in cluster.place.values()})
     result = best(0, zones)
-    return None if result is None else result  # type: ignore[return-value]
+    return None if result is None else result  # type: ignore[return-value]  # one count per level: three
 
 
 def rack_bound(cluster: Cluster, gang: list[int]) -> int | None:

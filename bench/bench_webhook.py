@@ -172,7 +172,7 @@ async def open_loop(pool: ProcessPoolExecutor, webhook, payloads: list[bytes], r
     server, machine = process_cpu_seconds(webhook.proc.pid), machine_cpu_seconds()
     results = await asyncio.gather(*futures)
     elapsed = time.perf_counter() - start
-    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), machine))
+    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), machine, strict=True))
     latencies = sorted(x for lat, _, _ in results for x in lat)
     return Step(f"{rate:.0f} req/s", len(latencies), sum(e for _, e, _ in results), elapsed, latencies,
                 process_cpu_seconds(webhook.proc.pid) - server, sum(c for _, _, c in results),
@@ -204,7 +204,7 @@ async def closed_loop(webhook, payloads: list[bytes], workers: int, seconds: flo
         start = time.perf_counter()
         await asyncio.gather(*(worker(w) for w in range(workers)))
     elapsed = time.perf_counter() - start
-    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), machine))
+    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), machine, strict=True))
     client = time.process_time() - client
     return Step(f"max ({workers} busy)", len(latencies), errors, elapsed, sorted(latencies),
                 process_cpu_seconds(webhook.proc.pid) - server, client, client / elapsed, busy / max(total, 1e-9), busy)
@@ -259,7 +259,7 @@ async def main() -> None:
         async with webhook_process() as webhook:
             answers = await answers_of(webhook, payloads)
             async with webhook_process(answers) as bare:
-                for repeat in range(args.repeat):
+                for _ in range(args.repeat):
                     for rate in [*args.rate_list, None]:
                         steps = []
                         for name, server in (("webhook", webhook), ("bare", bare)):

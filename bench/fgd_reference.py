@@ -85,7 +85,7 @@ def _evaluate(model: _Model, cards: list[int], ranks: tuple[int, int], share: in
 def _tie_key(node: _Node, pod: TracePod, share: int, whole: int, take: object) -> tuple:
     """best-fit ties, least first."""
     if share:
-        return (node.cards[take] - share, node.name)  # type: ignore[index]
+        return (node.cards[take] - share, node.name)  # type: ignore[index]  # take: a card index when share
     if whole:
         return (sum(1 for left in node.cards if left == MILLI) - whole, node.name)
     return (sum(node.cards), node.cpu - pod.cpu_milli, node.name)
@@ -132,8 +132,8 @@ def place_all(raw_nodes: list[dict], order: Sequence[TracePod], workload: Sequen
             node.cpu -= pod.cpu_milli
             node.memory -= pod.memory_mib
             if share:
-                node.cards[take] -= share  # type: ignore[index]
-            for card in (take if whole else ()):  # type: ignore[union-attr]
+                node.cards[take] -= share  # type: ignore[index]  # take: a card index when share,
+            for card in (take if whole else ()):  # type: ignore[union-attr]  # the cards taken when whole
                 node.cards[card] = 0
             allocated += pod.gpu_demand
             if chosen is not None:

@@ -50,7 +50,7 @@ def rivals(seed: int, node_count: int) -> list[dict]:
     try:
         from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
     except ImportError:  # a checkout from before the core's layers (#18)
-        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # noqa: PLC0415
+        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
 
     rng = random.Random(seed)
     return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
@@ -67,7 +67,7 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     try:
         from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
     except ImportError:  # a checkout from before the core's layers (#18)
-        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # noqa: PLC0415
+        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
     from ganggate.core.planner import decide  # noqa: PLC0415
 
     def rows(out) -> dict:
@@ -125,8 +125,8 @@ def incremental_rows(nodes: list[dict], pods: list[dict], rows) -> dict:
         from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
         from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
     except ImportError:  # a checkout from before the core's layers (#18)
-        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # noqa: PLC0415
-        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # noqa: PLC0415
+        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
+        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
 
     settings = {"starvation_seconds": 300.0, "blind_seconds": 6 * 3600.0}  # the controller's
     try:

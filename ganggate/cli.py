@@ -156,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {text}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as exc:
-        extra = extras.extra_of(exc)
-        if extra is None:
+        wanted = extras.extra_of(exc)
+        if wanted is None:
             raise
-        print(extras.hint(command, extra, exc.name.partition(".")[0]), file=sys.stderr)
+        print(extras.hint(command, wanted, (exc.name or "").partition(".")[0]), file=sys.stderr)
         return 2
 
 

@@ -113,7 +113,7 @@ class GangSpec:
 
 def has_gang_annotations(annotations: Mapping[str, str] | None) -> bool:
     """True when the pod carries any of the gang annotations (so it must be checked)."""
-    return bool(annotations) and any(key in annotations for key in GANG_ANNOTATIONS)
+    return annotations is not None and any(key in annotations for key in GANG_ANNOTATIONS)
 
 
 def parse_gang(

@@ -15,7 +15,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
 from ganggate.local.parts import POLICIES, policies_text, register_policies
-from tests.kubesim_support import api, pod_manifest, sim, status_of  # noqa: F401
+from tests.kubesim_support import pod_manifest, status_of
 from tests.test_manifests import match_condition, with_components
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +135,8 @@ def test_the_pre_1_30_component_sends_updates_to_the_webhook_and_drops_the_polic
     (mwc,) = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
     assert mwc["webhooks"][0]["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     matches = match_condition(mwc)
-    pod = lambda annotations: {"metadata": {"annotations": annotations}, "spec": {"containers": []}}  # noqa: E731
+    def pod(annotations):
+        return {"metadata": {"annotations": annotations}, "spec": {"containers": []}}
     assert matches(pod({}), pod({GROUP_NAME: "ddp"}))  # an annotation removed is still sent
     assert matches(pod({GROUP_POD_NUM: "2"}), pod({}))
     assert not matches(pod({"team": "b"}), pod({"team": "a"}))

@@ -15,6 +15,9 @@ import jsonpatch
 import pytest
 import yaml
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.x509.oid import NameOID
 
 from ganggate.certs import authority
 from ganggate.certs.files import generate
@@ -109,6 +112,22 @@ def test_a_lone_ca_file_is_an_error_not_a_silent_new_ca(tmp_path, capsys):
     assert run_cli("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path)) == 1
     assert "ca.key" in capsys.readouterr().err
     assert (tmp_path / "ca.crt").read_bytes() == ca_before
+
+
+def test_a_ca_key_ganggate_cannot_sign_with_is_refused_by_name(tmp_path, capsys):
+    """An Ed25519 CA in --out (someone else's): a clear error naming the files, nothing written."""
+    key = ed25519.Ed25519PrivateKey.generate()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "someone-elses-ca")])
+    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+          .serial_number(1).not_valid_before(NOW).not_valid_after(NOW + dt.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, None))
+    (tmp_path / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "ca.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                        serialization.NoEncryption()))
+    assert run_cli("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert "ca.crt and ca.key" in err and "elliptic-curve or RSA" in err
+    assert not (tmp_path / "tls.crt").exists()
 
 
 def test_bad_ip_is_refused(tmp_path, capsys):

@@ -62,7 +62,7 @@ async def test_a_100_pod_gang_waits_for_the_100th_gpu_then_starts_whole(tmp_path
         decisions = [decision(p) for p in gang]
         assert len({d["id"] for d in decisions}) == 1 and {d["pods"] for d in decisions} == {100}
         assert all(d["gang"] == "default/big" and d["node"] == p["spec"]["nodeName"]
-                   for d, p in zip(decisions, gang))
+                   for d, p in zip(decisions, gang, strict=True))
         # No pod was bound before the node that completes the gang existed (as the watch saw it).
         added = env.log.marks["node added"]
 

@@ -203,7 +203,7 @@ async def test_a_leader_that_cannot_renew_stops_deciding_until_it_holds_the_leas
                        what="the controller sees the complete gang")
         for _ in range(2):  # the decision loop has gone round with the gang in view
             seen = controller._last_loop
-            await wait_for(lambda: _true(controller._last_loop != seen), what="a loop iteration")
+            await wait_for(lambda seen=seen: _true(controller._last_loop != seen), what="a loop iteration")
         assert controller.rounds == rounds
         assert all(is_gated(p) for p in await env.pods("default"))
         env.sim.faults.clear()

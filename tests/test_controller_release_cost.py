@@ -28,7 +28,8 @@ def _gated(name: str, gpus: int = 1, hostname: str | None = None) -> dict:
 def test_pods_of_one_template_share_a_shape_and_a_different_request_does_not() -> None:
     a, b = _gated("a", hostname="job-0"), _gated("b", hostname="job-1")
     other = _gated("c", gpus=2)
-    shape = lambda pod, node: patch_shape(pod, build_patch(pod, '{"id":"d"}', node, "g"))  # noqa: E731
+    def shape(pod, node):
+        return patch_shape(pod, build_patch(pod, '{"id":"d"}', node, "g"))
     assert shape(a, "node-0") == shape(b, "node-1")  # name, uid, hostname and planned node differ
     assert shape(a, "node-0") != shape(other, "node-0")
     assert shape(a, "node-0") != shape(a, None)  # unpinned: no nodeSelector operation

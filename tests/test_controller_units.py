@@ -16,9 +16,9 @@ from ganggate.controller.release.patches import (
     DECISION_ANNOTATION,
     build_patch,
     decision_annotation,
-    node_hostname,
     parse_decision,
 )
+from ganggate.core.fit.nodematch import node_hostname
 from ganggate.kube.calls import ApiCallError, Backoff, with_retries
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.state.snapshot import make_pod

@@ -259,7 +259,7 @@ async def test_deleting_a_running_gangs_job_is_not_a_member_loss(tmp_path):
                             ok=(200, 202, 404, 409))
             rounds = controller.rounds
 
-            async def handled() -> bool:
+            async def handled(name: str = name, rounds: int = rounds) -> bool:
                 seen = controller.state.pods.get(f"default/{name}")
                 return (seen is None or not seen.member) and controller.rounds >= rounds + 2
             await wait_for(handled, what=f"the controller to see {name} go")

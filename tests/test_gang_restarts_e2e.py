@@ -70,7 +70,7 @@ async def test_the_readme_job_survives_ten_whole_gang_restarts_and_completes(tmp
         await c.request("POST", JOBS, job)
         seen: set[str] = set()
         for restart in range(10):
-            async def fresh() -> list[dict] | None:
+            async def fresh(restart: int = restart, seen: set[str] = seen) -> list[dict] | None:
                 pods = await c.running(name, 8, what=f"{name} running (restart {restart})")
                 return pods if not seen & {p["metadata"]["uid"] for p in pods} else None
             pods = await wait_for(fresh, timeout=60, what=f"{name} running again with new pods ({restart})")

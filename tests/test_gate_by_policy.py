@@ -30,7 +30,7 @@ def test_sim_ups_copies_are_the_components() -> None:
     """`sim up --gate-by policy` registers byte for byte what the component installs."""
     shipped = GATE_POLICIES + (GATE_KUSTOMIZATION,)
     originals = ("mutatingadmissionpolicies.yaml", "validatingadmissionpolicies.yaml", "kustomization.yaml")
-    for name, original in zip(shipped, originals):
+    for name, original in zip(shipped, originals, strict=True):
         assert gate_policies_text(name) == (COMPONENT / original).read_text(encoding="utf-8")
 
 

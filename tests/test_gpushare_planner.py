@@ -210,7 +210,7 @@ def test_a_seeded_random_policy_is_selectable_and_still_never_oversubscribes() -
     state = cluster([card_node("n1", 16, 2), card_node("n2", 16, 2)], pods)
     decisions, waiting = decide(state, T0, card_policy=random_fit(7))
     per_card: dict[tuple[str, int], int] = {}
-    for key, where in released(decisions).items():
+    for where in released(decisions).values():
         per_card[where] = per_card.get(where, 0) + 3
     assert len(decisions) == 8 and all(total <= 8 for total in per_card.values())
 
@@ -239,8 +239,8 @@ def test_fgd_is_selectable_for_cards_and_whole_gpus_and_never_oversubscribes() -
     placed = {k: v for d in decisions for k, v in d.placement.items()}
     per_card: dict[tuple[str, int], int] = {}
     for d in decisions:
-        for key, annotations in d.annotations.items():
-            where = (placed[key], int(annotations[GPUSHARE_CARD_INDEX]))
+        for key, pod_annotations in d.annotations.items():
+            where = (placed[key], int(pod_annotations[GPUSHARE_CARD_INDEX]))
             per_card[where] = per_card.get(where, 0) + 3
     whole_node = placed["ml/w"]
     assert all(total <= 8 for total in per_card.values())

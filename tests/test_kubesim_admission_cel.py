@@ -42,7 +42,7 @@ def cel_go_equal(a: Any, b: Any) -> bool:
     if _kind(a) != _kind(b):
         return False
     if isinstance(a, list):
-        return len(a) == len(b) and all(cel_go_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(cel_go_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(cel_go_equal(a[k], b[k]) for k in a)
     return a == b

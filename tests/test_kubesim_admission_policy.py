@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from tests.kubesim_support import api, pod_manifest, raw, sim, status_of  # noqa: F401
+from tests.kubesim_support import pod_manifest, status_of
 
 RULE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}
 

@@ -16,7 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ganggate.certs.files import TLS_CERT, TLS_KEY
 from ganggate.contract import GATE_NAME
 from ganggate.sim import Simulator
-from tests.test_kubesim_admission import add_label, tls_pair, webhook  # noqa: F401 (fixtures)
+from tests.test_kubesim_admission import add_label
 from tests.webhook_support import gang_pod, make_certs
 from ganggate.admission.review import OUTCOMES
 from ganggate.admission.server import WebhookConfig, start_webhook

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from tests.kubesim_support import api, pod_manifest, raw, read_watch, sim, status_of  # noqa: F401  (fixtures)
+from tests.kubesim_support import pod_manifest, read_watch, status_of
 
 
 async def test_version_health_and_discovery(raw):
@@ -199,7 +199,7 @@ async def test_leases_crud_with_optimistic_concurrency(api):
     with pytest.raises(ApiException) as info:
         await leases.replace_namespaced_lease("ganggate", "kube-system", created)
     assert info.value.status == 409
-    assert [l.metadata.name for l in (await leases.list_namespaced_lease("kube-system")).items] == ["ganggate"]
+    assert [lease.metadata.name for lease in (await leases.list_namespaced_lease("kube-system")).items] == ["ganggate"]
     await leases.delete_namespaced_lease("ganggate", "kube-system")
     with pytest.raises(ApiException) as info:
         await leases.read_namespaced_lease("ganggate", "kube-system")

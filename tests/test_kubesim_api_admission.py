@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from ganggate.sim.apiserver.admission.chain import AdmissionChain, AdmissionDenied
-from tests.kubesim_support import GATE, api, pod_manifest, sim, status_of  # noqa: F401
+from tests.kubesim_support import GATE, pod_manifest, status_of
 
 
 class RecordingChain:

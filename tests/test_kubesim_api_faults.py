@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from tests.kubesim_support import api, pod_manifest, raw, read_watch, sim, status_of  # noqa: F401
+from tests.kubesim_support import pod_manifest, read_watch, status_of
 
 
 async def test_fail_a_verb_a_number_of_times(api, sim):
@@ -90,7 +90,6 @@ async def test_bad_rules_are_refused(sim):
 
 
 async def test_faults_over_http(raw, api):
-    core = client.CoreV1Api(api)
     status, rule, _ = await raw.request("POST", "/kubesim/faults", {"verb": "get", "resource": "nodes", "status": 503, "count": 1})
     assert status == 201 and rule["status"] == 503
     status, listed, _ = await raw.request("GET", "/kubesim/faults")
@@ -110,7 +109,8 @@ async def test_faults_over_http(raw, api):
 async def test_cut_watches_and_compact_over_http(raw, api):
     core = client.CoreV1Api(api)
     created = await core.create_namespaced_pod("default", pod_manifest("a"))
-    watching = asyncio.create_task(read_watch(raw, f"/api/v1/namespaces/default/pods?watch=true&resourceVersion={created.metadata.resource_version}", 10))
+    since = created.metadata.resource_version
+    watching = asyncio.create_task(read_watch(raw, f"/api/v1/namespaces/default/pods?watch=true&resourceVersion={since}", 10))
     for _ in range(100):
         status, body, _ = await raw.request("POST", "/kubesim/faults/cut-watches")
         if body["cut"]:

@@ -9,7 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from tests.kubesim_support import GATE, api, pod_manifest, raw, sim, status_of  # noqa: F401  (fixtures)
+from tests.kubesim_support import GATE, pod_manifest, status_of
 
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from tests.kubesim_support import api, eventually, raw, sim  # noqa: F401  (fixtures)
+from tests.kubesim_support import eventually
 
 SERVICES = "/api/v1/namespaces/default/services"
 

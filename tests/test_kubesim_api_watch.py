@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from ganggate.sim import Simulator
 from ganggate.sim.apiserver.watch import Event, Stored, WatchHub
-from tests.kubesim_support import GATE, Raw, api, eventually, pod_manifest, raw, read_watch, sim  # noqa: F401
+from tests.kubesim_support import GATE, Raw, eventually, pod_manifest, read_watch
 
 PODS = "/api/v1/namespaces/default/pods"
 

@@ -124,11 +124,11 @@ async def test_check_capacity_books_what_is_there_and_the_booking_expires() -> N
     async for sim, raw in _cluster(reservation_seconds=0.5):
         await _template(raw, "worker", 8)
         assert (await raw.request("POST", PROVREQS, _provreq("check", "worker", 2, ar.CHECK_CAPACITY)))[0] == 201
-        await eventually(lambda: conditions(sim, "check").get(ar.PROVISIONED, {}).get("reason") == ar.CAPACITY_NOT_FOUND)
+        await eventually(lambda sim=sim: conditions(sim, "check").get(ar.PROVISIONED, {}).get("reason") == ar.CAPACITY_NOT_FOUND)
         assert group_nodes(sim) == []  # check-capacity never scales up
         await sim.add_node("node-1", gpus=8)
-        await eventually(lambda: conditions(sim, "check").get(ar.PROVISIONED, {}).get("reason") == ar.CAPACITY_FOUND)
-        expired = await eventually(lambda: conditions(sim, "check").get(ar.BOOKING_EXPIRED))
+        await eventually(lambda sim=sim: conditions(sim, "check").get(ar.PROVISIONED, {}).get("reason") == ar.CAPACITY_FOUND)
+        expired = await eventually(lambda sim=sim: conditions(sim, "check").get(ar.BOOKING_EXPIRED))
         assert (expired["status"], expired["reason"]) == ("True", ar.BOOKING_EXPIRED_REASON)
 
 
@@ -206,6 +206,6 @@ async def test_a_stockout_adds_no_node_and_backs_the_group_off() -> None:
         assert (await raw.request("POST", "/api/v1/namespaces/default/pods", pod_manifest("a", gpus=8)))[0] == 201
         assert (await raw.request("POST", "/api/v1/namespaces/default/pods", pod_manifest("b", gpus=8)))[0] == 201
         autoscaler = sim.components["Autoscaler"]
-        await eventually(lambda: autoscaler.stockouts >= 1)
+        await eventually(lambda autoscaler=autoscaler: autoscaler.stockouts >= 1)
         assert group_nodes(sim) == [] and autoscaler.scale_ups == 1  # backed off: not asked again at once
         assert sorted(p["metadata"]["name"] for p in sim.store.list("pods", "default") if not p["spec"].get("nodeName")) == ["b"]

@@ -10,7 +10,7 @@ import json
 from kubernetes_asyncio import client
 
 from ganggate.sim.apiserver import protobuf_body
-from tests.kubesim_support import api, pod_manifest, raw, sim  # noqa: F401
+from tests.kubesim_support import pod_manifest
 
 PODS = "/api/v1/namespaces/default/pods"
 # `kubectl create namespace zz` (kubectl 1.36.4, -v=9): the k8s prefix, runtime.Unknown{v1, Namespace},

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ganggate.sim import Simulator
-from tests.kubesim_support import Raw, raw, sim  # noqa: F401  (fixtures)
+from tests.kubesim_support import Raw
 
 V1 = "/apis/resource.k8s.io/v1"
 

@@ -69,7 +69,7 @@ async def test_a_refused_pod_create_is_a_failed_create_event_retried_1_2_4_8_sec
     key = "default/typo"
     for attempt in range(1, 5):
         # Validating admission sees the generated name, so each attempt's message (and Event) differs.
-        events = await eventually(lambda: len(job_events(sim, "typo", "FailedCreate")) == attempt
+        events = await eventually(lambda attempt=attempt: len(job_events(sim, "typo", "FailedCreate")) == attempt
                                   and job_events(sim, "typo", "FailedCreate"))
         for event in events:
             assert event["type"] == "Warning" and event["source"] == {"component": "job-controller"}

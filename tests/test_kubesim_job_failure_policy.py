@@ -9,7 +9,7 @@ import pytest
 
 from ganggate.sim.controllers import pod_failure_policy as job_failure_policy
 from tests.kubesim_support import eventually
-from tests.test_kubesim_jobs import JOBS, PODS, condition_types, idle, job_manifest, job_pods, job_status  # noqa: F401
+from tests.test_kubesim_jobs import JOBS, PODS, condition_types, job_manifest, job_pods, job_status
 
 DISRUPTION_IGNORED = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from typing import Any
 
-import aiohttp
 import pytest
 
 from ganggate.sim import Simulator
@@ -27,25 +26,6 @@ def job_manifest(name: str, *, completions: int | None = None, parallelism: int 
     if indexed:
         spec["completionMode"] = "Indexed"
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
-
-
-async def _cluster(**kwargs: Any) -> AsyncIterator[tuple[Simulator, Raw]]:
-    async with Simulator(nodes=2, bookmark_seconds=0.2, **kwargs) as sim, aiohttp.ClientSession() as session:
-        yield sim, Raw(sim.url, session)
-
-
-@pytest.fixture
-async def running() -> AsyncIterator[tuple[Simulator, Raw]]:
-    """Scheduler, kubelet and controllers: pods run and, with kubesim.io/run-seconds, finish."""
-    async for pair in _cluster():
-        yield pair
-
-
-@pytest.fixture
-async def idle() -> AsyncIterator[tuple[Simulator, Raw]]:
-    """Controllers only: the Job controller's pods stay Pending until a test finishes them."""
-    async for pair in _cluster(scheduler=False, kubelet=False):
-        yield pair
 
 
 def job_pods(sim: Simulator, job: str) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ def kubectl(tmp_path_factory):
                 break
             assert process.poll() is None, (home / "serve.log").read_text()
             time.sleep(0.1)
-        run.env = env  # type: ignore[attr-defined]
+        run.env = env  # type: ignore[attr-defined]  # the tests read kubectl's environment off the fixture
         yield run
     finally:
         process.terminate()

@@ -15,9 +15,7 @@ from ganggate.sim.apiserver.admission.chain import AdmissionChain
 from ganggate.sim.apiserver.admission.mutating_policy import MutatingPolicyChain
 from ganggate.sim.apiserver.registry.mutatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 from tests.kubesim_support import Raw
-from tests.test_kubesim_admission import (  # noqa: F401  (fixtures)
-    NAMESPACES, add_label, admit, configuration, gang_pod, hook, tls_pair, webhook,
-)
+from tests.test_kubesim_admission import NAMESPACES, add_label, admit, configuration, gang_pod, hook
 
 GROUP = "/apis/admissionregistration.k8s.io/v1beta1"
 RULE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}

@@ -42,7 +42,7 @@ def test_a_cycle_holds_the_other_nominated_pods_of_at_least_its_priority_and_giv
     for _ in range(200):
         cache = _Cache(["a", "b", "c"])
         nominator, entries = Nominator(), {}
-        for step in range(rng.randrange(1, 30)):
+        for _ in range(rng.randrange(1, 30)):
             key = f"p{rng.randrange(12)}"
             if rng.random() < 0.25:
                 nominator.pop(key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ganggate.sim.apiserver import discovery
-from tests.kubesim_support import raw, sim  # noqa: F401  (fixtures)
+
 
 PODS = "/api/v1/namespaces/default/pods"
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ganggate.sim.apiserver import discovery, openapi_v2
-from tests.kubesim_support import raw, sim  # noqa: F401
+
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"

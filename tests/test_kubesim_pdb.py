@@ -118,7 +118,7 @@ def test_the_controller_counts_the_pods_its_selector_picks_as_labels_come_and_go
 
     controller = DisruptionController("http://unused")
     store: dict[str, dict[str, Any]] = {}
-    controller._pods = SimpleNamespace(store=store)  # type: ignore[assignment]
+    controller._pods = SimpleNamespace(store=store)  # type: ignore[assignment]  # a stand-in: the store alone
 
     def change(kind: str, pod: dict[str, Any]) -> None:
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -136,7 +136,8 @@ def test_the_controller_counts_the_pods_its_selector_picks_as_labels_come_and_go
     elsewhere = ready_pod("p3", {"app": "a", "tier": "gpu"})
     elsewhere["metadata"]["namespace"] = "other"
     change("ADDED", elsewhere)
-    picked = lambda: sorted(p["metadata"]["name"] for p in controller._candidates(pdb) if disruption.covers(pdb, p))  # noqa: E731
+    def picked():
+        return sorted(p["metadata"]["name"] for p in controller._candidates(pdb) if disruption.covers(pdb, p))
     assert picked() == ["p0"]
     change("MODIFIED", ready_pod("p1", {"app": "a", "tier": "gpu"}))
     change("MODIFIED", ready_pod("p0", {"app": "a"}))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ganggate.sim import Simulator
-from tests.kubesim_support import Raw, pod_manifest, raw, sim  # noqa: F401  (fixtures)
+from tests.kubesim_support import Raw, pod_manifest
 
 PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
 PODS = "/api/v1/namespaces/default/pods"

@@ -71,8 +71,9 @@ async def test_a_pod_that_failed_many_times_binds_before_its_backoff_ends_when_r
         await api.create_pod(pod_manifest("waiter", gpus=4))
         key = "default/waiter"
         for attempt in range(1, 5):  # each deleted assigned pod retries it (NodeResourcesFit), and it fails again
-            await wait_for(lambda: _async(key in scheduler.queue.unschedulable
-                                          and scheduler.queue.pods[key].attempts >= attempt), f"attempt {attempt}")
+            await wait_for(lambda attempt=attempt: _async(key in scheduler.queue.unschedulable
+                                                          and scheduler.queue.pods[key].attempts >= attempt),
+                           f"attempt {attempt}")
             await api.create_pod(pod_manifest(f"churn-{attempt}", cpu="1", node_name="node-0"))
             await force_delete(api, f"churn-{attempt}")
         await wait_for(lambda: _async(key in scheduler.queue.unschedulable and scheduler.queue.pods[key].attempts >= 5),

@@ -143,7 +143,8 @@ def kustomize(directory: Path) -> list[dict]:
 
 def with_components(tmp_path: Path, overlay: str, *components: str) -> list[dict]:
     """Build an overlay plus components, as a user's own kustomization.yaml would list them."""
-    rel = lambda p: os.path.relpath(p, tmp_path)  # kustomize refuses absolute paths
+    def rel(path: Path) -> str:
+        return os.path.relpath(path, tmp_path)  # kustomize refuses absolute paths
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [rel(DEPLOY / "overlays" / overlay)],
@@ -485,7 +486,7 @@ WRAPPERS = {
     "CronJob": lambda t: {"spec": {"jobTemplate": {"spec": {"template": t}}}},
     "JobSet": lambda t: {"spec": {"replicatedJobs": [{"template": {"spec": {"template": _template()}}},
                                                      {"template": {"spec": {"template": t}}}]}},
-    **{kind: (lambda field: lambda t: {"spec": {field: {"Master": {"template": _template()}, "Worker": {"template": t}}}})(field)
+    **{kind: (lambda specs: lambda t: {"spec": {specs: {"Master": {"template": _template()}, "Worker": {"template": t}}}})(field)
        for kind, field in (("PyTorchJob", "pytorchReplicaSpecs"), ("TFJob", "tfReplicaSpecs"), ("MPIJob", "mpiReplicaSpecs"),
                            ("XGBoostJob", "xgbReplicaSpecs"), ("PaddleJob", "paddleReplicaSpecs"))},
 }

@@ -309,7 +309,7 @@ def test_a_cut_short_release_is_finished_first_and_its_released_pods_count_as_pr
     pods = gang("job", 4, 4)
     for pod in pods[:2]:
         pod["spec"]["schedulingGates"] = []
-        pod["metadata"]["annotations"]["ganggate.io/decision"] = '{"id":"d7","time":"%s","node":"n0","gang":"ml/job","pods":4}' % ts(0)
+        pod["metadata"]["annotations"]["ganggate.io/decision"] = f'{{"id":"d7","time":"{ts(0)}","node":"n0","gang":"ml/job","pods":4}}'
     other = gang("other", 1, 8, created=0, priority=1000)  # higher priority, but a decision comes first
     state = cluster([make_node("n0"), make_node("n1")], pods + other)
     assert state.gangs[("ml", "job")].state == "partial" and d["pods"] == 4

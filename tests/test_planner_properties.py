@@ -216,7 +216,7 @@ def test_a_gang_of_two_shapes_that_fits_is_found_to_fit(nodes, shapes) -> None:
     feasible = False
     for assignment in itertools.product(range(len(names)), repeat=len(infos)):
         use: list[dict[str, int]] = [{} for _ in names]
-        for pod, node in zip(infos, assignment):
+        for pod, node in zip(infos, assignment, strict=True):
             add_into(use[node], pod.request)
         if all(fits(use[i], frees[i]) for i in range(len(names))):
             feasible = True

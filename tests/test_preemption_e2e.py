@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ganggate.contract import GROUP_NAME, GROUP_POD_NUM
-from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION
+from ganggate.core.state.pods import PREEMPTION_ANNOTATION
 from tests.controller_support import GPU, JobCluster, decision, job_cluster, list_events, wait_for
 from tests.gang_checker import assert_every_gang_whole_or_waiting, wait_quiet
 

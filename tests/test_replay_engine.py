@@ -33,7 +33,7 @@ def quiet_components():
     for logger in loggers:
         logger.setLevel(logging.ERROR)
     yield
-    for logger, level in zip(loggers, levels):
+    for logger, level in zip(loggers, levels, strict=True):
         logger.setLevel(level)
 
 

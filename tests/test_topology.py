@@ -196,14 +196,13 @@ def members(name: str, n: int, gpus: int, *, released_on: list[str], min_availab
     running, or, bound=False, released but unbound with a decision naming the node: a release
     cut short); the rest still gated."""
     pods = gang(name, n, gpus, required=required, preferred=preferred)
-    for pod, node_name in zip(pods, released_on):
+    for pod, node_name in zip(pods, released_on, strict=False):  # the first len(released_on) pods; the rest gated
         spec, annotations = pod["spec"], pod["metadata"]["annotations"]
         if min_available is not None:
             annotations["scheduling.k8s.io/group-min-available"] = str(min_available)
         spec["schedulingGates"] = []
         annotations["ganggate.io/decision"] = (
-            '{"id":"d1","time":"2024-01-01T00:00:00Z","node":"%s","gang":"ml/%s","pods":%d}'
-            % (node_name, name, len(released_on)))
+            f'{{"id":"d1","time":"2024-01-01T00:00:00Z","node":"{node_name}","gang":"ml/{name}","pods":{len(released_on)}}}')
         if bound:
             spec["nodeName"] = node_name
             pod["status"] = {"phase": "Running"}

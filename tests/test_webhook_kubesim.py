@@ -23,10 +23,10 @@ from tests.webhook_support import gang_pod, make_certs
 from ganggate.admission.server import WebhookConfig, start_webhook
 
 pytest.importorskip("ganggate.sim.simulator")
-from kubernetes_asyncio import client  # noqa: E402
-from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from ganggate.sim import Simulator  # noqa: E402
+from ganggate.sim import Simulator
 
 REPO = Path(__file__).resolve().parent.parent
 

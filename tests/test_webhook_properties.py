@@ -87,7 +87,8 @@ names = st.one_of(
     st.sampled_from(["", "-a", "a-", "A", "a.b", "a_b", "a" * 63, "a" * 64, "ａ"]),
     st.text(max_size=10),
 )
-maybe = lambda strategy: st.none() | strategy  # noqa: E731
+def maybe(strategy):
+    return st.none() | strategy
 
 
 @SETTINGS
@@ -180,7 +181,8 @@ pod_like = st.fixed_dictionaries(
                 "schedulerName": st.one_of(json_values, st.sampled_from(["default-scheduler", "volcano"]),
                                            st.lists(st.integers(), min_size=1, max_size=2)),
                 "nodeName": json_values,
-                "schedulingGates": st.one_of(json_values, st.lists(st.fixed_dictionaries({"name": st.sampled_from([GATE_NAME, "x"])}), max_size=3)),
+                "schedulingGates": st.one_of(
+                    json_values, st.lists(st.fixed_dictionaries({"name": st.sampled_from([GATE_NAME, "x"])}), max_size=3)),
             }),
         ),
     },

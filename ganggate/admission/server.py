@@ -317,7 +317,7 @@ async def start_webhook(config: WebhookConfig) -> RunningWebhook:
     running = RunningWebhook(runner=runner, port=port, host=config.host, ssl_context=context, metrics=metrics,
                              health=health, metrics_runner=metrics_runner, metrics_port=metrics_port,
                              metrics_host=metrics_host, shutdown_grace_seconds=config.shutdown_grace_seconds)
-    if context is not None and config.cert_reload_seconds > 0:
+    if context is not None and config.cert_file and config.key_file and config.cert_reload_seconds > 0:
         reloader = CertReloader(context, config.cert_file, config.key_file, config.cert_reload_seconds, metrics,
                                 stamp)
         running.reloader_task = asyncio.create_task(reloader.run(), name="ganggate-cert-reloader")

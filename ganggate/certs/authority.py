@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-PrivateKey = ec.EllipticCurvePrivateKey
+# ganggate makes elliptic-curve keys; an RSA CA found in --out signs as well.
+PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
 # Backdate notBefore a little so that a node whose clock is slightly behind accepts the cert.
 CLOCK_SKEW = dt.timedelta(minutes=5)
@@ -132,9 +133,12 @@ def load_pair(cert_data: bytes, key_data: bytes) -> KeyPair:
     cert = x509.load_pem_x509_certificate(cert_data)
     key = serialization.load_pem_private_key(key_data, password=None)
     spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        raise ValueError(f"the private key is of a kind ganggate cannot sign with ({type(key).__name__.lstrip('_')}): "
+                         "it signs with an elliptic-curve or RSA key")
     if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
         raise ValueError("the certificate does not match the private key")
-    return KeyPair(cert=cert, key=key)  # type: ignore[arg-type]
+    return KeyPair(cert=cert, key=key)
 
 
 def san_names(cert: x509.Certificate) -> tuple[list[str], list[str]]:

@@ -53,7 +53,10 @@ def _read_pair(out: Path, cert_name: str, key_name: str) -> authority.KeyPair | 
         return None
     if not cert_path.exists() or not key_path.exists():
         raise ValueError(f"{out} has only one of {cert_name} and {key_name}; remove it or add the other")
-    return authority.load_pair(cert_path.read_bytes(), key_path.read_bytes())
+    try:
+        return authority.load_pair(cert_path.read_bytes(), key_path.read_bytes())
+    except ValueError as exc:
+        raise ValueError(f"{out}/{cert_name} and {key_name}: {exc}") from None
 
 
 def generate(

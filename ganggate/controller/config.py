@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ganggate.core.fit.gpushare import DEFAULT_POLICY
+from ganggate.core.fit.gpushare import DEFAULT_POLICY, CardPolicy, WholeGpuPolicy
 from ganggate.core.policy.provisioning import CLASSES as PROVISIONING_CLASSES
 
 
@@ -35,16 +35,18 @@ CARD_POLICIES = ("best-fit", "random", "fgd")
 BLIND_SECONDS = 6 * 3600.0
 
 
-def whole_gpu_policy_named(name: str):
+def whole_gpu_policy_named(name: str) -> WholeGpuPolicy | None:
     """The policy placing whole-GPU pods on nodes with cards, and pods asking no GPU that only
     nodes with cards hold (called with 0 cards): FGD's (as in the paper) for "fgd", else None
     (ganggate's best fit)."""
     if name == "fgd":
-        return card_policy_named(name).whole_node
+        from ganggate.core.placement.gpushare_fgd import fgd_policy
+
+        return fgd_policy.whole_node
     return None
 
 
-def card_policy_named(name: str):
+def card_policy_named(name: str) -> CardPolicy:
     """The card policy called `name` (a fresh seeded generator for "random")."""
     from ganggate.core.fit.gpushare import best_fit, random_fit
 

@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
-from ganggate.core.placement.capacity import Capacity, NodeIndex
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.nodeindex import NodeIndex
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.contention import find_rivals
 from ganggate.core.state.gangs import Gang, GangKey
@@ -65,7 +66,7 @@ class _Kept:
     indexes: tuple[NodeIndex, ...]
 
 
-def _order_key(gang: Gang) -> tuple:
+def _order_key(gang: Gang) -> tuple[Any, ...]:
     """The planner's round order: roll-forwards (partial) first, then round_key."""
     return (gang.state != "partial", *round_key(gang))
 
@@ -96,9 +97,13 @@ class IncrementalRounds:
         self.settings: dict[str, object] = {
             "starvation_seconds": starvation_seconds, "blind_seconds": blind_seconds,
             "card_policy": card_policy, "whole_gpu_policy": whole_gpu_policy}
+        self._starvation_seconds = float(starvation_seconds)
+        self._blind_seconds = blind_seconds
+        self._card_policy = card_policy
+        self._whole_gpu_policy = whole_gpu_policy
         self.capacity: Capacity | None = None
         self._layout = -1
-        self._context: tuple | None = None
+        self._context: tuple[Any, ...] | None = None
         # What the gangs are, kept up to date from ClusterState.dirty_gangs.
         self._ready: dict[GangKey, Gang] = {}
         self._status: dict[GangKey, Waiting] = {}  # conflict and incomplete gangs
@@ -128,10 +133,7 @@ class IncrementalRounds:
         The card policies matter only on nodes with GPU cards, where every round is a full one."""
         self._check(starvation_seconds=starvation_seconds, blind_seconds=blind_seconds,
                     card_policy=card_policy, whole_gpu_policy=whole_gpu_policy)
-        starvation_seconds = float(self.settings["starvation_seconds"])  # type: ignore[arg-type]
-        blind_seconds = self.settings["blind_seconds"]
-        policies = {"card_policy": self.settings["card_policy"], "whole_gpu_policy": self.settings["whole_gpu_policy"],
-                    "blind_seconds": blind_seconds}
+        starving, blind = self._starvation_seconds, self._blind_seconds
         dirty_nodes, dirty_gangs = state.dirty_nodes, state.dirty_gangs
         state.dirty_nodes, state.dirty_gangs = set(), set()
         full = self.capacity is None or self._layout != state.layout_version or not state.track_changes
@@ -144,12 +146,12 @@ class IncrementalRounds:
             self._see(key, state.gangs.get(key))
         # The fallbacks first: planner.decide works out the rivals and the Capacity itself.
         if state.topology_levels or self._preempting or self._topology:
-            return self._fallback(state, now, starvation_seconds, **policies)
+            return self._fallback(state, now, starving, self._card_policy, self._whole_gpu_policy, blind)
         if full and any(info.card_totals[1] for info in state.nodes.values()):  # GPU cards, as from_state finds them
-            return self._fallback(state, now, starvation_seconds, **policies)
+            return self._fallback(state, now, starving, self._card_policy, self._whole_gpu_policy, blind)
         rivals = find_rivals(state)
         context = (
-            starvation_seconds, blind_seconds,
+            starving, blind,
             tuple((r.constraint_key, tuple(sorted(r.request.items())), tuple(keys)) for r, keys in rivals),
             tuple(sorted(state.terminating)),
         )
@@ -158,7 +160,7 @@ class IncrementalRounds:
             self.capacity = Capacity.from_state(state)
             self._layout = state.layout_version
             if self.capacity.cards:  # GPU cards: their use changes with every pod; not tracked
-                return self._fallback(state, now, starvation_seconds, **policies)
+                return self._fallback(state, now, starving, self._card_policy, self._whole_gpu_policy, blind)
             stale: set[str] | None = None  # everything
             self.full_rounds += 1
         else:
@@ -169,7 +171,7 @@ class IncrementalRounds:
         # No gang changed since the last round: if none is planned either, the Waitings are the
         # last round's, handed back as the same list (the shell's report then has nothing to read).
         quiet = stale is not None and not dirty_gangs and self._last_waitings is not None
-        decisions, waiting = self._round(state, now, stale, rivals, starvation_seconds, quiet, blind_seconds)
+        decisions, waiting = self._round(state, now, stale, rivals, starving, quiet, blind)
         if quiet and not self.turns:
             assert self._last_waitings is not None and not decisions
             return decisions, self._last_waitings
@@ -269,7 +271,7 @@ class IncrementalRounds:
                 out.add(key)
         return out
 
-    def _round(self, state: ClusterState, now: float, stale: set[str] | None, rivals: list,
+    def _round(self, state: ClusterState, now: float, stale: set[str] | None, rivals: list[Any],
                starvation_seconds: float, quiet: bool = False,
                blind_seconds: float | None = None) -> tuple[list[Decision], list[Waiting]]:
         """Plan the gangs that need it, in round order, and reuse the rest's last Waiting (not
@@ -339,7 +341,7 @@ class IncrementalRounds:
         waited = now - (gang.complete_since if gang.complete_since is not None else now)
         return waited > starvation_seconds
 
-    def _replan_after(self, turn: tuple, index: NodeIndex, turns: set[GangKey], order: list[tuple]) -> None:
+    def _replan_after(self, turn: tuple[Any, ...], index: NodeIndex, turns: set[GangKey], order: list[tuple[Any, ...]]) -> None:
         """A node of `index` changed at this turn: the gangs kept on it whose turn is later plan
         again (those already past keep their answer: they saw the node before the change)."""
         for key in list(self._by_index.get(id(index), ())):
@@ -349,7 +351,7 @@ class IncrementalRounds:
                 turns.add(key)
                 heapq.heappush(order, _order_key(gang))
 
-    def _replan_starving_after(self, turn: tuple, turns: set[GangKey], order: list[tuple]) -> None:
+    def _replan_starving_after(self, turn: tuple[Any, ...], turns: set[GangKey], order: list[tuple[Any, ...]]) -> None:
         """A hold was made at this turn: the starving gangs kept after it plan again."""
         for key in list(self._kept_starving):
             gang = self._ready[key]

@@ -89,8 +89,8 @@ def decide(
     rolls = round_order(g for g in ready if g.state == "partial")
     rest = round_order(g for g in ready if g.state != "partial")
     if policy == "count":
-        decisions, unfit = decide_count(state, rolls + rest)
-        return decisions, waiting + unfit
+        counted, unfit = decide_count(state, rolls + rest)
+        return counted, waiting + unfit
     cards = Capacity.cards_of(state)
     if not cards or (card_policy is None and whole_gpu_policy is None):
         workload = ()  # (read by the card policies alone)

@@ -12,7 +12,7 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import aiohttp
 import orjson
@@ -116,20 +116,24 @@ async def call_json(fn: Callable[..., Awaitable[Any]], *args: Any, verb: str = "
         raise ApiCallError(0, type(exc).__name__, str(exc)) from exc
 
 
-@dataclass
+@dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff with full jitter, as client-go's wait.Backoff with Jitter."""
+    """Exponential backoff with full jitter, as client-go's wait.Backoff with Jitter (a value: never
+    changed once made, so one may be a default argument)."""
 
     base: float = 0.05
     cap: float = 5.0
     attempts: int = 12
 
     def delay(self, attempt: int) -> float:
-        ceiling = min(self.cap, self.base * (2 ** attempt))
+        ceiling = min(self.cap, self.base * 2.0 ** attempt)
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-async def with_retries(make_call: Callable[[], Awaitable[Any]], backoff: Backoff) -> Any:
+_Result = TypeVar("_Result")
+
+
+async def with_retries(make_call: Callable[[], Awaitable[_Result]], backoff: Backoff) -> _Result:
     """Run make_call, retrying retryable ApiCallErrors; Retry-After wins over the backoff delay."""
     for attempt in range(backoff.attempts):
         try:

@@ -24,7 +24,7 @@ import os
 import random
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ganggate.kube.calls import ApiCallError, call_json
 
@@ -34,7 +34,7 @@ SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 OUT_OF_CLUSTER_NAMESPACE = "ganggate-system"
 
 
-def default_lease_namespace(env: Any = None, sa_file: str = SA_NAMESPACE_FILE) -> str:
+def default_lease_namespace(env: Mapping[str, str] | None = None, sa_file: str = SA_NAMESPACE_FILE) -> str:
     """POD_NAMESPACE, else the service account's namespace (in a cluster), else ganggate-system."""
     env = os.environ if env is None else env
     if (env.get("POD_NAMESPACE") or "").strip():

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def webhook_configuration(url: str, ca_pem: bytes, *, match_conditions: bool = T
     matchConditions when `match_conditions` is False)."""
     import yaml
 
-    configuration = yaml.safe_load(manifest_text())
+    configuration: dict[str, Any] = yaml.safe_load(manifest_text())
     for webhook in configuration["webhooks"]:
         webhook["clientConfig"] = {
             "url": url.rstrip("/") + "/mutate",
@@ -89,7 +89,8 @@ async def register_webhook(api: Any, configuration: dict[str, Any], *, policies:
     admission = client.AdmissionregistrationV1Api(api)
     if policies:
         await register_policies(api)
-    await admission.create_mutating_webhook_configuration(configuration)
+    # A dict body: kubernetes_asyncio sends it as is (ApiClient.sanitize_for_serialization); its hints name the model.
+    await admission.create_mutating_webhook_configuration(configuration)  # type: ignore[arg-type]
     log.info("webhook registered: MutatingWebhookConfiguration %s -> %s",
              configuration["metadata"]["name"], configuration["webhooks"][0]["clientConfig"]["url"])
 
@@ -101,9 +102,9 @@ async def register_policies(api: Any) -> None:
     admission = client.AdmissionregistrationV1Api(api)
     for obj in admission_policies():
         if obj["kind"] == "ValidatingAdmissionPolicy":
-            await admission.create_validating_admission_policy(obj)
+            await admission.create_validating_admission_policy(obj)  # type: ignore[arg-type]  # a dict body (see above)
         else:
-            await admission.create_validating_admission_policy_binding(obj)
+            await admission.create_validating_admission_policy_binding(obj)  # type: ignore[arg-type]  # a dict body (see above)
     log.info("admission policies registered: %s",
              ", ".join(o["metadata"]["name"] for o in admission_policies() if o["kind"] == "ValidatingAdmissionPolicy"))
 
@@ -142,7 +143,8 @@ def gate_by_policy_webhook(configuration: dict[str, Any]) -> dict[str, Any]:
 
     kustomization = yaml.safe_load(gate_policies_text(GATE_KUSTOMIZATION))
     (patch,) = [p for p in kustomization["patches"] if p["target"]["kind"] == "MutatingWebhookConfiguration"]
-    return jsonpatch.apply_patch(configuration, yaml.safe_load(patch["patch"]))
+    patched: dict[str, Any] = jsonpatch.apply_patch(configuration, yaml.safe_load(patch["patch"]))
+    return patched
 
 
 async def register_gate_policies(api: Any) -> None:
@@ -153,7 +155,7 @@ async def register_gate_policies(api: Any) -> None:
 
     mutating = client.AdmissionregistrationV1beta1Api(api)
     validating = client.AdmissionregistrationV1Api(api)
-    create = {
+    create: dict[str, Callable[..., Awaitable[Any]]] = {
         "MutatingAdmissionPolicy": mutating.create_mutating_admission_policy,
         "MutatingAdmissionPolicyBinding": mutating.create_mutating_admission_policy_binding,
         "ValidatingAdmissionPolicy": validating.create_validating_admission_policy,
@@ -171,7 +173,7 @@ async def ensure_namespace(api: Any, name: str) -> None:
     from kubernetes_asyncio.client.exceptions import ApiException
 
     try:
-        await client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+        await client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})  # type: ignore[arg-type]  # a dict body (see above)
     except ApiException as exc:
         if exc.status != 409:
             raise

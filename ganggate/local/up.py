@@ -10,13 +10,16 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ganggate.core.placement.explain import plural
 
 from ganggate.local.parts import (ensure_namespace, gate_by_policy_webhook, make_certificates, register_gate_policies,
                                   register_webhook, start_controller, start_tls_webhook, stop_task,
                                   webhook_configuration)
+
+if TYPE_CHECKING:
+    from ganggate.sim.simulator import Simulator
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +124,7 @@ def _topology_settings(options: UpOptions) -> dict[str, Any]:
     return {"topology_levels": tuple(options.topology.levels)}
 
 
-async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
+async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions) -> Simulator:
     from ganggate.sim.simulator import Simulator
 
     sim = Simulator(nodes=options.nodes, gpus_per_node=options.gpus_per_node, cpu=options.cpu,
@@ -140,7 +143,7 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions):
     return sim
 
 
-async def _start_webhook(parts: contextlib.AsyncExitStack, api, options: UpOptions) -> tuple[str, Path]:
+async def _start_webhook(parts: contextlib.AsyncExitStack, api: Any, options: UpOptions) -> tuple[str, Path]:
     """Make certificates, serve the webhook over HTTPS and register it; returns its URL and the certs' dir."""
     try:
         certs_dir = _certs_dir(parts, options.certs_dir)
@@ -174,7 +177,7 @@ def _certs_dir(parts: contextlib.ExitStack | contextlib.AsyncExitStack, given: s
     return Path(parts.enter_context(tempfile.TemporaryDirectory(prefix="ganggate-certs-")))
 
 
-async def _until_leading(controller, task: asyncio.Task, stop: asyncio.Event) -> bool:
+async def _until_leading(controller: Any, task: asyncio.Task[None], stop: asyncio.Event) -> bool:
     """Wait until the controller leads with its informers synced; False if asked to stop first."""
     while not (controller.synced and controller.is_leader):
         _raise_if_stopped(task)

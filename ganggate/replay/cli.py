@@ -276,7 +276,7 @@ def _replay(args: argparse.Namespace) -> int:
                                                    on_step=bar)
             finally:
                 if bar is not None:
-                    bar.close()  # type: ignore[attr-defined]
+                    bar.close()
             lost = f", {result.interruptions} runs lost to disruptions" if planned else ""
             say(f"  {mode}: {result.steps} steps, {result.summary.completed}/{result.summary.jobs} jobs "
                 f"completed{lost}, {result.wall_seconds:.1f} s", flush=True)

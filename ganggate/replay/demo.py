@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ganggate.replay.run.engine import run_scenario
+from ganggate.replay.run.scenario import Background, NodeEvent, NodeSpec, RunResult, Scenario, StepView
+from ganggate.replay.traces.format import Job
 
 # The controller runs on the replay's simulated clock, so its starvation guard fires in
 # simulated time. The big job cannot fit before the node joins at minute 40 (the inference
@@ -26,8 +28,6 @@ from ganggate.replay.run.engine import run_scenario
 # jobs waiting with it. No pod here has a deadline, so a hold would be blind, and the default
 # holds blind only after 6 h (#20): the story is told with the controller's defaults.
 CONTROLLER_SETTINGS: dict[str, float] = {}
-from ganggate.replay.run.scenario import Background, NodeEvent, NodeSpec, RunResult, Scenario, StepView
-from ganggate.replay.traces.format import Job
 
 BIG_JOB = "train-100"
 NODE_ADDED_AT = 40 * 60.0

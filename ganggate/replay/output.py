@@ -102,7 +102,23 @@ def add_output_arguments(parser: Any) -> None:
                         help="write the components' log to FILE (named at the end)")
 
 
-def progress_bar(total: int, mode: str, stream: TextIO | None = None) -> Callable[[Any], None] | None:
+class ProgressBar:
+    """The step callback that moves a tqdm bar (jobs finished, simulated time), and `close`."""
+
+    def __init__(self, bar: Any) -> None:
+        self._bar = bar
+
+    def __call__(self, view: Any) -> None:
+        done = view.sample.jobs_finished
+        if done > self._bar.n:
+            self._bar.update(done - self._bar.n)
+        self._bar.set_postfix_str(f"t={view.time:.0f}s", refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def progress_bar(total: int, mode: str, stream: TextIO | None = None) -> ProgressBar | None:
     """A progress bar (tqdm) for one mode of a replay, on a terminal only: returns the step
     callback that moves it (jobs finished of `total`, simulated time), with `.close`; None when
     the stream is not a terminal or tqdm is missing (the replay then shows no bar)."""
@@ -113,13 +129,4 @@ def progress_bar(total: int, mode: str, stream: TextIO | None = None) -> Callabl
         from tqdm import tqdm
     except ImportError:
         return None
-    bar = tqdm(total=total, desc=f"  {mode}", unit="job", file=stream, leave=False, dynamic_ncols=True)
-
-    def step(view: Any) -> None:
-        done = view.sample.jobs_finished
-        if done > bar.n:
-            bar.update(done - bar.n)
-        bar.set_postfix_str(f"t={view.time:.0f}s", refresh=False)
-
-    step.close = bar.close  # type: ignore[attr-defined]
-    return step
+    return ProgressBar(tqdm(total=total, desc=f"  {mode}", unit="job", file=stream, leave=False, dynamic_ncols=True))

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ganggate.sim.componentbase import featuregate as featuregates
+
+if TYPE_CHECKING:
+    from ganggate.sim.topology import TopologyShape
 
 
 def register(subparsers: argparse._SubParsersAction) -> dict[str, argparse._SubParsersAction]:
@@ -156,7 +160,7 @@ def gpushare_nodes(args: argparse.Namespace) -> tuple[int, list[dict] | None]:
     return per_card, sample_evenly(specs, args.alibaba_sample)
 
 
-def topology_shape(args: argparse.Namespace):
+def topology_shape(args: argparse.Namespace) -> TopologyShape | None:
     """The --topology shape (None without it); ValueError on a bad shape or label keys."""
     from ganggate.sim.topology import parse_shape
 

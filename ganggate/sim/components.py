@@ -83,7 +83,7 @@ class Components:
         So a fault injected or an object created right after start is seen by them as a change,
         not consumed by (or raced with) their first list.
         """
-        for component, task in zip(self.by_name.values(), self._tasks):
+        for component, task in zip(self.by_name.values(), self._tasks, strict=True):
             ready = getattr(component, "ready", None)
             if isinstance(ready, asyncio.Event):
                 waiter = asyncio.ensure_future(ready.wait())

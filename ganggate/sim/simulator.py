@@ -24,7 +24,7 @@ from ganggate.sim.apiserver import discovery
 from ganggate.sim.apiserver.requests import Target
 from ganggate.sim.apiserver.server import ApiServer
 from ganggate.sim.components import READY_LINE, Components, process_arguments
-from ganggate.sim.helpers.nodes import node_manifest  # noqa: F401  (tests build nodes with it)
+from ganggate.sim.helpers.nodes import node_manifest  # tests build nodes with it
 from ganggate.sim.apiserver.faults import FaultInjector
 from ganggate.sim.componentbase.featuregate import FeatureGates, parse as parse_feature_gates
 from ganggate.sim.kubeconfig import write_kubeconfig
@@ -142,7 +142,7 @@ class Simulator:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        sockets = getattr(site._server, "sockets", None) or []  # (aiohttp keeps the asyncio.Server here)
         self.port = sockets[0].getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
         if self._kubeconfig_path is None:
@@ -159,7 +159,7 @@ class Simulator:
             for index in range(group.min_size):
                 await self.server.create_object(Target(discovery.by_key("nodes"), None, None, None),
                                                 group.node(group.node_name(index)))
-        enabled = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
+        enabled: dict[str, Any] = dict(scheduler=self.scheduler_enabled, kubelet=self.kubelet_enabled,
                        controllers=self.controllers_enabled, kubelet_start_seconds=self.kubelet_start_seconds,
                        feature_gates=self.feature_gates, scheduler_feature_gates=self.scheduler_feature_gates,
                        dra=self.dra_product is not None)

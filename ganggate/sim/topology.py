@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 BLOCK_LABEL = "ganggate.io/block"
@@ -93,10 +94,10 @@ class TopologyShape:
         return self.blocks * self.racks_per_block * self.cliques_per_rack
 
 
-def parse_shape(text: str, **options: str | int) -> TopologyShape:
+def parse_shape(text: str, **options: Any) -> TopologyShape:
     """`"4x4x8"` -> TopologyShape(4, 4, 8); ValueError naming the problem otherwise."""
     parts = text.lower().replace(" ", "").split("x")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise ValueError(f"topology {text!r}: expected BLOCKSxRACKSxNODES, e.g. 4x4x8")
     blocks, racks, nodes = (int(p) for p in parts)
-    return TopologyShape(blocks, racks, nodes, **options)  # type: ignore[arg-type]
+    return TopologyShape(blocks, racks, nodes, **options)  # options: TopologyShape's other fields

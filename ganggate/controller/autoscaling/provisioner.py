@@ -15,6 +15,7 @@ name is the gang's, so a restarted controller or a new leader finds the one requ
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -217,9 +218,9 @@ class Provisioner:
         await self._delete(key[0], asked)
 
     async def _delete(self, namespace: str, asked: Asked) -> None:
-        calls = [lambda: call_json(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                                   asked.name, verb="delete")]
-        calls += [lambda name=name: call_json(self.core.delete_namespaced_pod_template, name, namespace, verb="delete")
+        calls = [functools.partial(call_json, self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace,
+                                   PLURAL, asked.name, verb="delete")]
+        calls += [functools.partial(call_json, self.core.delete_namespaced_pod_template, name, namespace, verb="delete")
                   for name in asked.templates]
         for call in calls:
             try:

@@ -15,7 +15,7 @@ import logging
 from typing import Any, Callable, Coroutine
 
 from ganggate.core.state.cluster import ClusterState
-from ganggate.core.policy.lifecycle import MemberLoss
+from ganggate.core.state.losses import MemberLoss
 from ganggate.controller.reporting.events import EventRecorder
 from ganggate.controller.reporting.metrics import Metrics
 from ganggate.controller.lifecycle.restart import delete_member

@@ -36,7 +36,8 @@ from ganggate.controller.lifecycle.protection import Protection
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
 from ganggate.controller.lifecycle.restart import JobAdvice, delete_member
-from ganggate.core.policy.lifecycle import MemberLoss, judge_loss, nodes_lost
+from ganggate.core.policy.lifecycle import judge_loss, nodes_lost
+from ganggate.core.state.losses import MemberLoss
 from ganggate.core.policy.planloss import plans_lost
 from ganggate.kube.calls import ApiCallError
 from ganggate.kube.clock import WALL, Clock

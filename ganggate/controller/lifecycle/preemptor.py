@@ -15,7 +15,8 @@ For one `PreemptionPlan` at a time, in this order:
 3. **Evict.** Every live pod of every victim: POST pods/<name>/eviction (policy/v1 Eviction with
    a uid precondition; the API server marks the pod DisruptionTarget, reason EvictionByEvictionAPI,
    before it deletes it: pkg/registry/core/pod/storage/eviction.go addConditionAndDeletePod, so a
-   Job's podFailurePolicy rule that ignores DisruptionTarget covers preemption too); 429 (a budget, or an API server under load) and 5xx are retried with
+   Job's podFailurePolicy rule that ignores DisruptionTarget covers preemption too); 429 (a budget, or an API
+   server under load) and 5xx are retried with
    backoff, honouring Retry-After; 404 and 409 (gone, or a new pod of that name) count as gone.
 4. **Say so.** Events `GangPreempted` on each victim pod (naming the preemptor) and `Preempting`
    on each preemptor pod (`PreemptionBlocked` when a foreign budget refused);
@@ -24,6 +25,7 @@ For one `PreemptionPlan` at a time, in this order:
 
 from __future__ import annotations
 
+import functools
 import asyncio
 import logging
 import uuid
@@ -37,7 +39,8 @@ from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.policy.preemption import (NoPreemption, PreemptionOptions, PreemptionPlan, Victim, VictimMemo,
                                              plan_preemption)
-from ganggate.core.policy.reservation import PREEMPTION_ANNOTATION, active_reservations, annotation_value
+from ganggate.core.policy.reservation import active_reservations, annotation_value
+from ganggate.core.state.pods import PREEMPTION_ANNOTATION
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
 log = logging.getLogger(__name__)
@@ -191,7 +194,7 @@ class Preemptor:
         """Delete ganggate's own budgets of gangs being preempted (404: gone already)."""
         for namespace, budget_name in own:
             try:
-                await with_retries(lambda: call_json(self.policy.delete_namespaced_pod_disruption_budget,
+                await with_retries(functools.partial(call_json, self.policy.delete_namespaced_pod_disruption_budget,
                                                      budget_name, namespace, verb="delete", metrics=self.metrics),
                                    self.backoff)
                 log.info("deleted budget %s/%s of a gang being preempted", namespace, budget_name)
@@ -216,7 +219,7 @@ class Preemptor:
         log.info("GangPreempted %s: %s", victim.name, message)
         mine = [b for b in own if victim.gang_key is not None and b[0] == victim.gang_key[0]]
         results = await asyncio.gather(*(self._evict(p, mine) for p in victim.pods), return_exceptions=True)
-        for pod, result in zip(victim.pods, results):
+        for pod, result in zip(victim.pods, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("evicting %s (%s): %s", pod.key, victim.name, result)
             else:

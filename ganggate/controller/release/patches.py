@@ -31,13 +31,14 @@ refetches the pod and rebuilds the patch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
-from ganggate.core.fit.nodematch import HOSTNAME_LABEL, node_hostname  # noqa: F401  (node_hostname: re-exported)
+from ganggate.core.fit.nodematch import HOSTNAME_LABEL
 from ganggate.core.state.pods import PodInfo, spec_shape
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, with_retries
 
@@ -219,7 +220,7 @@ class Releaser:
         # made (pod key -> node): None when the plan still holds, else why not (then nothing
         # is applied and the nominations are taken back). `Releases.confirm_plan` (release.releases).
         self.confirm: Callable[[ReleaseRequest, dict[str, str]], Awaitable[str | None]] | None = None
-        # Holds a pinned release's DRA devices before any gate goes (controller.release.dra_hold): its
+        # Holds a pinned release's DRA devices before any gate goes (controller.release.patches.dra_hold): its
         # members' template claims allocated on their planned nodes, given back if the release
         # does not go ahead. None: nothing is held.
         self.devices: Any = None
@@ -245,7 +246,7 @@ class Releaser:
 
     async def _patch(self, key: str, body: list[dict], dry_run: bool) -> dict:
         namespace, name = key.split("/", 1)
-        kwargs = {"dry_run": "All"} if dry_run else {}
+        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         async with self.semaphore:
             return await with_retries(
                 lambda: call_json(self.core.patch_namespaced_pod, name, namespace, body,
@@ -325,7 +326,8 @@ class Releaser:
     async def release(self, req: ReleaseRequest) -> ReleaseOutcome:
         """Validate one patch per pod shape (dryRun=All) while nominating each pod to its node
         (`nominations`), let `confirm` check the plan still holds, then apply all; never applies
-        after a failed validation or a lost plan, and then takes the nominations back. `dry_runs` counts the dry runs sent (a test and the bench read it)."""
+        after a failed validation or a lost plan, and then takes the nominations back. `dry_runs` counts the
+        dry runs sent (a test and the bench read it)."""
         keys = sorted(req.placement)
         check = ReleaseOutcome()
         unready = self.devices.unready(req.placement, req.pods) if self.devices is not None and req.pinned else None
@@ -368,10 +370,10 @@ class Releaser:
                 await self.devices.give_back(allocated)
             return check
         outcome = ReleaseOutcome()
-        await self._each([lambda key=key: self._one(req, key, False, outcome) for key in keys])
+        await self._each([functools.partial(self._one, req, key, False, outcome) for key in keys])
         return outcome
 
-    async def _each(self, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    async def _each(self, calls: list[Callable[[], Coroutine[Any, Any, Any]]]) -> list[Any]:
         """Run the calls as asyncio.gather would, each started (made a task) only once one of the
         `started` slots is free: the first round at 100,000 pods starts 1,686 releases of 37,595
         pods at once, and a task per pod waiting for the 32 patch slots was 40,000 tasks and their
@@ -404,7 +406,7 @@ class Releaser:
                 await self.started.acquire()
                 task = loop.create_task(call())
                 running.add(task)
-                task.add_done_callback(lambda done, index=index: finished(index, done))
+                task.add_done_callback(functools.partial(finished, index))
             if calls:
                 await settled
         except BaseException:

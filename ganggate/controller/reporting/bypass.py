@@ -122,7 +122,7 @@ class BypassTracker:
                 continue
             gang = gangs.get(key)
             spec = getattr(gang, "spec", None)
-            complete = spec is not None and gang.live_count >= spec.pod_num
+            complete = gang is not None and spec is not None and gang.live_count >= spec.pod_num
             if complete or now - self._changed.get(key, now) >= self.settle_seconds:
                 self.reported.add(key)
                 out.append(self.report(key, gang))

@@ -51,7 +51,7 @@ class PodRef:
     api_version: str = "v1"
 
     @classmethod
-    def from_pod(cls, pod: dict) -> "PodRef":
+    def from_pod(cls, pod: Mapping[str, Any]) -> "PodRef":
         meta = pod.get("metadata") or {}
         return cls(meta.get("namespace") or "default", meta.get("name") or "", meta.get("uid") or "")
 

@@ -7,9 +7,12 @@ Each Controller owns its own CollectorRegistry, so that several controllers in o
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Collection, Mapping, Union
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Union
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +155,7 @@ async def serve_metrics(
     healthy: Callable[[], bool],
     ready: Callable[[], Union[bool, str]],
     host: str = "0.0.0.0",
-):
+) -> tuple[web.AppRunner, int]:
     """Start the metrics/health server; returns (runner, bound port). The caller cleans up the runner.
 
     ready() answers True when ready, else False or a text saying why (the 503 body)."""

@@ -70,7 +70,6 @@ class WaitReport:
         if waitings is self._last and len(waitings) == self._last_len:
             self._repeat(now, gangs, emit)  # the very list told last round (core.incremental: no change)
             return
-            yield
         self._last, self._last_len = waitings, len(waitings)
         ids = list(map(id, waitings))
         # What was not told as is (in the round's order) and what was told and is not given
@@ -81,9 +80,10 @@ class WaitReport:
             self._tell(waiting, now, gangs, emit)
             yield
         for waiting in stale:  # not given this round: replaced by a fresh one, or no longer waiting
-            if told.get(waiting.gang_key) is waiting:
-                del told[waiting.gang_key]
-                self.notifier.forget(waiting.gang_key)
+            key = waiting.gang_key
+            if told.get(key) is waiting:
+                del told[key]
+                self.notifier.forget(key)
         self._repeat(now, gangs, emit)
 
     def _repeat(self, now: float, gangs: Mapping[GangKey, Any], emit: Callable[[Any, str, str], None]) -> None:

@@ -25,7 +25,7 @@ class DraWatches:
         self._buffer_apply = buffer_apply
         self._poke = poke
         self._known: dict[str, set[str]] = {kind: set() for kind in dra_state.KINDS}
-        lists = {
+        lists: dict[str, Callable[..., Any]] = {
             dra_state.CLASSES: api.list_device_class,
             dra_state.SLICES: api.list_resource_slice,
             dra_state.CLAIMS: api.list_resource_claim_for_all_namespaces,

@@ -22,7 +22,7 @@ import inspect
 import logging
 import random
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import aiohttp
 import orjson
@@ -54,7 +54,7 @@ class Informer:
     step with the API server."""
 
     def __init__(self, list_fn: Callable[..., Any], kind: str, *,
-                 on_list: Callable[[list[Any]], None], on_event: Callable[[str, dict], None],
+                 on_list: Callable[[list[Any]], Awaitable[None] | None], on_event: Callable[[str, dict], None],
                  page_size: int = 500, watch_timeout: int = 300, metrics: Any = None,
                  backoff_base: float = 0.2, backoff_cap: float = 10.0,
                  convert: Callable[[dict], Any] | None = None, keep_store: bool = True,

@@ -237,7 +237,8 @@ class PodGroupSource:
 
         meta = pod.get("metadata") or {}
         spec = parse_gang(meta.get("annotations"))
-        if not isinstance(spec, GangSpec) or not _alive(pod) or not self.synced.is_set() or not self.may_act():
+        if self.version is None or not isinstance(spec, GangSpec) or not _alive(pod) or not self.synced.is_set() \
+                or not self.may_act():
             return
         group = (meta.get("namespace") or "default", spec.name)
         if group in self.podgroups or group in self._creating:

@@ -63,7 +63,7 @@ def format_gpus(state: ClusterState) -> str:
     table = [["NODE", "CARD", "TOTAL", "USED", "FREE", "PODS"]]
     table += [[r.node, r.card, str(r.total), str(r.used), r.free, r.pods] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in table]
     total = sum(r.total for r in rows)
     used = sum(r.used for r in rows)
     share = int(used * 100 / total) if total else 0

@@ -5,6 +5,8 @@ scheduler's own gang plugin, get a table of their own (pods present, bound, the 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from ganggate.controller.round.podgroups import admitted_by_ganggate
@@ -22,7 +24,7 @@ async def list_podgroups(api_client: Any, list_all: Any) -> list[dict]:
     custom = client.CustomObjectsApi(api_client)
     for version in VERSIONS:
         try:
-            items = await list_all(lambda **kw: custom.list_cluster_custom_object(GROUP, version, PLURAL, **kw))
+            items = await list_all(functools.partial(custom.list_cluster_custom_object, GROUP, version, PLURAL))
             return [dict(pg, apiVersion=pg.get("apiVersion") or f"{GROUP}/{version}") for pg in items]
         except ApiCallError:
             continue
@@ -73,7 +75,8 @@ def native_rows(pods: list[dict], podgroups: list[dict], namespace: str | None =
     return rows
 
 
-async def native_text(api_client: Any, namespace: str | None, list_all: Any, table: Any) -> str:
+async def native_text(api_client: Any, namespace: str | None, list_all: Any,
+                      table: Callable[[list[str], list[list[str]]], str]) -> str:
     """The table of PodGroups the scheduler admits (status's list_all and table), or "" when none."""
     podgroups = await list_podgroups(api_client, list_all)
     if not podgroups:

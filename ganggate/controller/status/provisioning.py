@@ -33,7 +33,7 @@ def format_requests(requests: Iterable[Mapping[str, Any]], namespace: str | None
         return ""
     headers = ["GANG", "PROVISIONINGREQUEST", "CLASS", "PODS", "STATE", "AUTOSCALER SAYS"]
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in [headers, *rows]]
     return "\n".join(lines) + "\n"
 
 

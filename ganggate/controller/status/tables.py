@@ -8,6 +8,7 @@ some of whose pods bypassed the gate show as `not-gated`.
 
 from __future__ import annotations
 
+import functools
 import argparse
 import asyncio
 import time
@@ -83,10 +84,10 @@ def gang_rows(state: ClusterState, decisions: Iterable[Any], waitings: Iterable[
     for key in sorted(set(state.gangs) | set(bypass.gangs)):
         if namespace is not None and key[0] != namespace:
             continue
-        gang = state.gangs.get(key)
         if key in bypass.gangs:
-            rows.append(_bypass_row(bypass, key, gang))
+            rows.append(_bypass_row(bypass, key, state.gangs.get(key)))
             continue
+        gang = state.gangs[key]
         live = gang.live_pods()
         spec = gang.spec
         needed = spec.pod_num if spec else 0
@@ -123,7 +124,8 @@ def lifecycle_state(gang: Any, now: float, state: ClusterState | None = None) ->
     """The state column: the gang's state, plus what its life after admission adds:
     "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)", and (given the
     cluster) "released (broken: w-1 pinned to node-3 cannot bind: PlanLost)"."""
-    from ganggate.core.policy.lifecycle import losses_after_relist, timed_out
+    from ganggate.core.state.gangs import timed_out
+    from ganggate.core.state.losses import losses_after_relist
     from ganggate.core.policy.planloss import CAUSE, stranded
 
     from ganggate.core.policy.shown_state import shown_state
@@ -199,9 +201,9 @@ def node_rows(state: ClusterState) -> list[NodeRow]:
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
 
@@ -237,7 +239,7 @@ async def list_all(list_fn: Any, page_size: int = 500) -> list[dict]:
         kwargs: dict[str, Any] = {"limit": page_size}
         if token:
             kwargs["_continue"] = token
-        body = await with_retries(lambda: call_json(list_fn, verb="list", **kwargs), Backoff(attempts=5))
+        body = await with_retries(functools.partial(call_json, list_fn, verb="list", **kwargs), Backoff(attempts=5))
         items.extend(body.get("items") or [])
         token = (body.get("metadata") or {}).get("continue")
         if not token:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import celpy
-from celpy import celtypes
+from celpy import adapter, celtypes
 
 from ganggate.core.fit.resources import GPU, QuantityError, parse_quantity
 
@@ -113,7 +113,7 @@ def _quantity(text: Any) -> celtypes.IntType:
         raise ValueError(f"invalid quantity {text!r}") from exc
 
 
-_FUNCTIONS = {
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "quantity": _quantity,
     "semver": lambda text: celtypes.StringType(str(text)),
     "compareTo": _compare,
@@ -157,16 +157,16 @@ def device_variable(driver: str, device: Mapping[str, Any]) -> Any:
             capacity.setdefault(domain or driver, {})[ident] = parse_quantity(str((value or {}).get("value", "0")))
         except QuantityError:
             continue
-    return celpy.json_to_cel({"driver": driver, "attributes": attributes, "capacity": capacity,
-                              "allowMultipleAllocations": bool(device.get("allowMultipleAllocations"))})
+    return adapter.json_to_cel({"driver": driver, "attributes": attributes, "capacity": capacity,
+                                "allowMultipleAllocations": bool(device.get("allowMultipleAllocations"))})
 
 
 # An expression that may read attributes it does not name (iterating a map) is evaluated per device.
 _ITERATES = re.compile(r"\b(exists|exists_one|all|map|filter)\s*\(|\bsize\s*\(|\bin\b")
-_VERDICTS: dict[tuple, bool] = {}
+_VERDICTS: dict[tuple[Any, ...], bool] = {}
 
 
-def _signature(expression: str, device: Device) -> tuple | None:
+def _signature(expression: str, device: Device) -> tuple[Any, ...] | None:
     """What of the device the expression can read: the values it names (None: it may read any)."""
     if _ITERATES.search(expression):
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from ganggate.contract import (
     GPUSHARE_ASSIGNED,
@@ -79,7 +79,7 @@ class NodeCards:
     def has_room(self, amount: int) -> bool:
         """Whether some card has `amount` free (cards given whole excluded): `fits` without the list."""
         if self.whole <= 0:
-            return any(capacity - used >= amount for capacity, used in zip(self.capacity, self.used))
+            return any(capacity - used >= amount for capacity, used in zip(self.capacity, self.used, strict=True))
         return bool(self.fits(amount))
 
     def idle(self) -> int:
@@ -124,7 +124,7 @@ def equal_cards(total: int, count: int) -> list[int]:
     return [total // count] * count
 
 
-def node_totals(node: Mapping) -> tuple[int, int]:
+def node_totals(node: Mapping[str, Any]) -> tuple[int, int]:
     """A node's (total shared GPU memory, card count) from status.capacity, as the extender's
     GetTotalGPUMemory and GetGPUCountInNode read them (pkg/utils/node.go; Value(), rounded up);
     (0, 0) when absent or unreadable."""
@@ -137,7 +137,7 @@ def node_totals(node: Mapping) -> tuple[int, int]:
     return (total, count) if total > 0 and count > 0 else (0, 0)
 
 
-def shared_amount(pod: Mapping) -> int:
+def shared_amount(pod: Mapping[str, Any]) -> int:
     """The shared GPU memory a pod asks: the sum over its containers of limits[aliyun.com/gpu-mem],
     whole units rounded up, as gpushare's GetGPUMemoryFromPodResource (pkg/utils/pod.go) sums
     `val.Value()`. Raises QuantityError for a value that is not a quantity."""
@@ -212,7 +212,7 @@ def cards_of(annotations: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[in
     return out
 
 
-def mixes_whole_and_shared(pod: Mapping) -> list[str]:
+def mixes_whole_and_shared(pod: Mapping[str, Any]) -> list[str]:
     """Names of containers that ask both whole GPUs and shared GPU memory (refused: the two
     device plugins would each hand the container a card)."""
     out = []

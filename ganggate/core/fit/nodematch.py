@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import json
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 FILTERING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -19,15 +19,16 @@ UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def node_is_ready(node: Mapping) -> bool:
+def node_is_ready(node: Mapping[str, Any]) -> bool:
     """True when the node's Ready condition is True."""
     for condition in (node.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
+            status: str | None = condition.get("status")
+            return status == "True"
     return False
 
 
-def not_ready_since(node: Mapping) -> float | None:
+def not_ready_since(node: Mapping[str, Any]) -> float | None:
     """When a node that is not Ready (False or Unknown) stopped being Ready: its Ready condition's
     lastTransitionTime, as Unix seconds; None when it is Ready or the time is not given."""
     from datetime import datetime, timezone
@@ -44,28 +45,28 @@ def not_ready_since(node: Mapping) -> float | None:
     return None
 
 
-def node_hostname(node: Mapping | None, node_name: str) -> str:
+def node_hostname(node: Mapping[str, Any] | None, node_name: str) -> str:
     """The value to pin with: the node's kubernetes.io/hostname label, else its name."""
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}
     return labels.get(HOSTNAME_LABEL) or node_name
 
 
-def node_is_cordoned(node: Mapping) -> bool:
+def node_is_cordoned(node: Mapping[str, Any]) -> bool:
     """True when spec.unschedulable is set (kubectl cordon)."""
     return bool((node.get("spec") or {}).get("unschedulable"))
 
 
-def tolerates_cordon(pod: Mapping) -> bool:
+def tolerates_cordon(pod: Mapping[str, Any]) -> bool:
     """NodeUnschedulable lets a pod through that tolerates the unschedulable taint."""
     taint = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
     return any(toleration_matches(t, taint) for t in pod_tolerations(pod))
 
 
-def pod_tolerations(pod: Mapping) -> list[Mapping]:
+def pod_tolerations(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list((pod.get("spec") or {}).get("tolerations") or [])
 
 
-def toleration_matches(toleration: Mapping, taint: Mapping) -> bool:
+def toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """ToleratesTaint from k8s.io/api/core/v1/toleration.go."""
     effect = toleration.get("effect") or ""
     if effect and effect != taint.get("effect"):
@@ -81,19 +82,20 @@ def toleration_matches(toleration: Mapping, taint: Mapping) -> bool:
     return False
 
 
-def untolerated_taint(tolerations: Iterable[Mapping], node: Mapping) -> Mapping | None:
+def untolerated_taint(tolerations: Iterable[Mapping[str, Any]], node: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The first NoSchedule/NoExecute taint of the node no toleration matches, if any."""
     tolerations = list(tolerations)
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") not in FILTERING_TAINT_EFFECTS:
             continue
         if not any(toleration_matches(t, taint) for t in tolerations):
-            return taint
+            found: Mapping[str, Any] = taint
+            return found
     return None
 
 
-def _expression_matches(expr: Mapping, labels: Mapping[str, str]) -> bool:
-    key = expr.get("key")
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key: str = expr.get("key") or ""  # required by the API; "" matches no label
     operator = expr.get("operator")
     values = expr.get("values") or []
     present = key in labels
@@ -124,7 +126,7 @@ def _go_int(text: object) -> int | None:
     return value if -(2**63) <= value < 2**63 else None
 
 
-def _term_matches(term: Mapping, node: Mapping) -> bool:
+def _term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     expressions = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not expressions and not fields:
@@ -136,7 +138,7 @@ def _term_matches(term: Mapping, node: Mapping) -> bool:
     )
 
 
-def required_node_terms(pod: Mapping) -> list[Mapping] | None:
+def required_node_terms(pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     """The pod's required node-affinity terms, or None when it has none."""
     affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -145,7 +147,7 @@ def required_node_terms(pod: Mapping) -> list[Mapping] | None:
     return list(required.get("nodeSelectorTerms") or [])
 
 
-def matches_node_selection(pod: Mapping, node: Mapping) -> bool:
+def matches_node_selection(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """NodeAffinity filter: spec.nodeSelector and the required node-affinity terms."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
@@ -163,7 +165,7 @@ def matches_node_selection(pod: Mapping, node: Mapping) -> bool:
 canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
-def selection_key(pod: Mapping) -> str:
+def selection_key(pod: Mapping[str, Any]) -> str:
     """Everything apart from resources that decides which nodes a pod may use (nodeSelector,
     required node affinity, tolerations) as one string: pods with equal keys may use exactly
     the same nodes, so eligibility can be worked out once per key instead of once per pod."""
@@ -178,7 +180,7 @@ def selection_key(pod: Mapping) -> str:
     )
 
 
-def node_rejects(pod: Mapping, node: Mapping) -> str | None:
+def node_rejects(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str | None:
     """Why the pod may not run on the node apart from resources, or None when it may.
 
     The reasons use the scheduler's own wording so they can be aggregated into messages

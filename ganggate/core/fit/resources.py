@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 Resources = dict[str, int]
 """Resource name -> amount in milli-units (non-cpu amounts in whole units, times 1000)."""
@@ -276,7 +276,7 @@ def gpus(resources: Mapping[str, int]) -> int:
     return out
 
 
-def _container_requests(container: Mapping) -> dict[str, int]:
+def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
     """One container's requests in exact nano-units."""
     resources = container.get("resources") or {}
     requests = _nanos_list(resources.get("requests"))
@@ -286,7 +286,7 @@ def _container_requests(container: Mapping) -> dict[str, int]:
     return requests
 
 
-def pod_requests(pod: Mapping) -> Resources:
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
     """A pod's effective request, with `pods: 1` for the node's pod-count limit.
 
     Mirrors PodRequests in k8s.io/component-helpers/resource/helpers.go: sum of the
@@ -325,7 +325,7 @@ def pod_requests(pod: Mapping) -> Resources:
     return {name: amount for name, amount in counted.items() if amount}
 
 
-def node_allocatable(node: Mapping) -> Resources:
+def node_allocatable(node: Mapping[str, Any]) -> Resources:
     """A node's allocatable resources, as the scheduler counts them.
 
     pkg/scheduler/framework/types.go NodeInfo.SetNode: Allocatable = NewResource(

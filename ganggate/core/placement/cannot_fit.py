@@ -6,9 +6,9 @@ resource the nodes carry, difflib). `feasibility` decides; this module only says
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from ganggate.core.fit.gpushare import SHARED_GPU_MEMORY
+from ganggate.contract import SHARED_GPU_MEMORY
 from ganggate.core.fit.nodematch import required_node_terms
 from ganggate.core.fit.resources import GPU, PODS, gpus
 from ganggate.core.placement.domains import level_name
@@ -43,7 +43,7 @@ def did_you_mean(word: str, choices: Iterable[str], counts: Mapping[str, int] | 
     return f" (did you mean {close[0]}?)"
 
 
-def selector_message(selection: Mapping, nodes: Sequence[NodeInfo], label_keys: Mapping[str, int]) -> str:
+def selector_message(selection: Mapping[str, Any], nodes: Sequence[NodeInfo], label_keys: Mapping[str, int]) -> str:
     """No node carries what the pods' nodeSelector or required node affinity asks for."""
     spec = selection.get("spec") or {}
     selector: Mapping[str, str] = spec.get("nodeSelector") or {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from itertools import islice
-from typing import Collection, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from ganggate.core.state.cluster import ClusterState, node_filter_key
 from ganggate.core.fit.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
@@ -28,21 +28,25 @@ from ganggate.core.fit.nodematch import (
 )
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, gpus
-
-
-from ganggate.core.placement.nodeindex import NodeIndex  # noqa: E402  (filed here: capacity's users import it from capacity)
+from ganggate.core.placement.nodeindex import NodeIndex
 
 
 # A label key no real label can have, standing for matchFields' metadata.name.
 _NAME_FIELD = "\x00metadata.name"
-# nodematch's wording for a selector/affinity mismatch, asked of it rather than copied.
-_SELECTOR_REASON = node_rejects(
-    {"spec": {"nodeSelector": {"k": "v"}}},
-    {"metadata": {"name": "", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
-)
+def _selector_reason() -> str:
+    """nodematch's wording for a selector/affinity mismatch, asked of it rather than copied."""
+    reason = node_rejects(
+        {"spec": {"nodeSelector": {"k": "v"}}},
+        {"metadata": {"name": "", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+    )
+    assert reason is not None, "a node without the selected label is rejected"
+    return reason
 
 
-def _selection_keys(pod: Mapping) -> tuple[tuple[str, ...], bool]:
+_SELECTOR_REASON = _selector_reason()
+
+
+def _selection_keys(pod: Mapping[str, Any]) -> tuple[tuple[str, ...], bool]:
     """The node labels (and _NAME_FIELD) a pod's node selection reads; and whether it has
     required node-affinity terms (else it is a plain nodeSelector)."""
     spec = pod.get("spec") or {}
@@ -59,11 +63,11 @@ class _Projection:
     """Nodes grouped by their values of a few label keys: a selector reading only those keys
     treats every node of a group alike, so it is evaluated once per group, not per node."""
 
-    def __init__(self, keys: tuple[str, ...], nodes: Mapping[str, Mapping], class_of: Mapping[str, int]) -> None:
+    def __init__(self, keys: tuple[str, ...], nodes: Mapping[str, Mapping[str, Any]], class_of: Mapping[str, int]) -> None:
         self.keys = keys
-        self.group_of_value: dict[tuple, int] = {}
+        self.group_of_value: dict[tuple[Any, ...], int] = {}
         self.members: list[list[str]] = []
-        self.representatives: list[dict] = []
+        self.representatives: list[dict[str, Any]] = []
         self.joint: Counter[tuple[int, int]] = Counter()  # (class, group) -> nodes
         if not keys and nodes:  # no label read (no selector at all, the usual pod): one group
             self.group_of_value[()] = 0
@@ -82,7 +86,7 @@ class _Projection:
                     {
                         "metadata": {
                             "name": name if _NAME_FIELD in keys else "",
-                            "labels": {k: v for k, v in zip(keys, value) if k != _NAME_FIELD and v is not None},
+                            "labels": {k: v for k, v in zip(keys, value, strict=True) if k != _NAME_FIELD and v is not None},
                         }
                     }
                 )
@@ -102,7 +106,8 @@ class Capacity:
     """
 
     def __init__(
-        self, nodes: Mapping[str, Mapping], free: Mapping[str, Resources], filter_keys: Mapping[str, tuple] | None = None,
+        self, nodes: Mapping[str, Mapping[str, Any]], free: Mapping[str, Resources],
+        filter_keys: Mapping[str, tuple[Any, ...]] | None = None,
         *, topology_levels: tuple[str, ...] = (), topology_placed: Mapping[tuple[str, str], frozenset[str]] | None = None,
         cards: Mapping[str, NodeCards] | None = None, card_policy: CardPolicy | None = None,
         whole_gpu_policy: WholeGpuPolicy | None = None, workload: Workload = (),
@@ -119,7 +124,7 @@ class Capacity:
         self._node_indexes: dict[str, tuple[NodeIndex, ...]] = dict.fromkeys(nodes, ())
         self._used_gpus: dict[str, int] = {}
         self._by_constraint: dict[str, tuple[NodeIndex, Counter[str]]] = {}
-        self._by_signature: dict[tuple, NodeIndex] = {}
+        self._by_signature: dict[tuple[Any, ...], NodeIndex] = {}
         self._projections: dict[tuple[str, ...], _Projection] = {}
         self._topology_levels = tuple(topology_levels)
         self.topology_cache: dict[str, dict[str, list[str]]] = {}
@@ -141,8 +146,8 @@ class Capacity:
         self.card_choices: dict[str, tuple[str, int, int]] = {}
         # Node classes: (ready, cordoned, taints) -> a stand-in node without labels.
         self._class_of: dict[str, int] = {}
-        self._classes: list[dict] = []
-        seen: dict[tuple, int] = {}
+        self._classes: list[dict[str, Any]] = []
+        seen: dict[tuple[Any, ...], int] = {}
         for name, raw in nodes.items():
             key = filter_keys[name] if filter_keys is not None else node_filter_key(raw)
             cls_id = seen.get(key)
@@ -207,7 +212,8 @@ class Capacity:
         domains): its nodes stop being re-filed in them at every later take of the round."""
         for key in [key for key in self._scoped if key[1] == scope]:
             index = self._scoped.pop(key)
-            node_indexes, left = self._node_indexes, {}
+            node_indexes = self._node_indexes
+            left: dict[tuple[NodeIndex, ...], tuple[NodeIndex, ...]] = {}
             for name in index.members:
                 old = node_indexes[name]
                 new = left.get(old)
@@ -253,8 +259,9 @@ class Capacity:
         classes = frozenset(c for c, reason in enumerate(class_reasons) if reason is None)
         rejected: Counter[str] = Counter()
         for (cls_id, group), count in projection.joint.items():
-            if class_reasons[cls_id] is not None:
-                rejected[class_reasons[cls_id]] += count
+            reason = class_reasons[cls_id]
+            if reason is not None:
+                rejected[reason] += count
             elif group not in groups:
                 rejected[_SELECTOR_REASON] += count
         signature = (keys, groups, classes)
@@ -292,7 +299,7 @@ class Capacity:
         asked = list(request.items())
         free_of, node_indexes = self.free, self._node_indexes
         before, changed, levels, cards = self.before, self.changed, self.level, self.cards
-        moves: dict[NodeIndex, list] = {}
+        moves: dict[NodeIndex, list[Any]] = {}
         for node, times in spots:
             free = free_of[node]
             if before is not None and node not in before:
@@ -374,9 +381,9 @@ class Capacity:
         if pod.shared_gpu > 0 and self.cards:
             return self.shared_node(pod)
         if self.whole_gpu_policy is not None and self.cards and pod.gpu > 0:
-            found = self.whole_gpu_node(pod)
-            if found is not None:
-                return found
+            whole = self.whole_gpu_node(pod)
+            if whole is not None:
+                return whole
         index = self.index(pod)
         request = pod.request
         gpu = pod.gpu
@@ -479,7 +486,7 @@ class Capacity:
         self.release_cards([pod.key])
         candidates = self._card_candidates(pod, pod.shared_gpu)
         cpu = pod.request.get(CPU, 0)
-        choice = self.card_policy(pod.shared_gpu, candidates, self.workload, cpu_milli=cpu) if candidates else None
+        choice: tuple[str, int] | None = self.card_policy(pod.shared_gpu, candidates, self.workload, cpu_milli=cpu) if candidates else None
         if choice is None:
             return None
         self.cards[choice[0]].take(choice[1], pod.shared_gpu, pod.key)

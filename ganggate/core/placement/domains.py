@@ -11,7 +11,7 @@ that could hold a gang are a bisect. Pure: no I/O.
 from __future__ import annotations
 
 import bisect
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
 
@@ -31,7 +31,7 @@ def level_name(level: str) -> str:
     return name
 
 
-def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:
+def domain_of(node: Mapping[str, Any], level: str, levels: Sequence[str] = ()) -> str:
     """The node's domain at a level, named by its label value and, for a configured level,
     those of the wider levels ('example.com/rack=r3 in example.com/block=b1': racks of two
     blocks are two domains even when their labels agree); a node without one of those
@@ -42,7 +42,7 @@ def domain_of(node: Mapping, level: str, levels: Sequence[str] = ()) -> str:
     values = [labels.get(key) for key in path]
     if any(value is None for value in values):
         return f"node {metadata.get('name', '')}"
-    return " in ".join(f"{key}={value}" for key, value in reversed(list(zip(path, values))))
+    return " in ".join(f"{key}={value}" for key, value in reversed(list(zip(path, values, strict=True))))
 
 
 def domains(capacity: Capacity, level: str) -> dict[str, list[str]]:
@@ -73,12 +73,12 @@ def _one_node_each(capacity: Capacity, level: str) -> bool:
     levels = capacity.topology_levels
     if level in levels:
         depth = list(levels).index(level) + 1
-        values = _label_values(capacity).values()
+        values: Iterable[tuple[Any, ...]] = _label_values(capacity).values()
         if depth < len(levels):
             values = (v[:depth] for v in values)
     else:
         values = ((_labels(capacity, n).get(level),) for n in capacity.nodes)
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     for value in values:
         if None in value:
             continue  # a node missing a label is a domain of its own
@@ -108,7 +108,7 @@ def _labels(capacity: Capacity, name: str) -> Mapping[str, str]:
     return (capacity.nodes[name].get("metadata") or {}).get("labels") or {}
 
 
-def _label_values(capacity: Capacity) -> dict[str, tuple]:
+def _label_values(capacity: Capacity) -> dict[str, tuple[Any, ...]]:
     """node -> its values of the configured levels' labels, widest first (read once a round)."""
     found = capacity.topology_free.get("\x00labels")
     if not isinstance(found, dict):
@@ -148,7 +148,8 @@ class DomainFree:
     def move(self, moved: Sequence[tuple[str, int, int]]) -> None:
         """Nodes' free GPUs went from `before` to `after` (domain, before, after): their
         domains' shares follow, each domain moved once."""
-        per, deltas = self.per, {}
+        per = self.per
+        deltas: dict[str, int] = {}
         for domain, before, after in moved:
             delta = (after // per - before // per) if per else after - before
             if delta:
@@ -268,8 +269,8 @@ def children_of(capacity: Capacity, parent: str, child: str) -> dict[str, list[s
     found = capacity.topology_free.get(key)
     if not isinstance(found, dict):
         of_node = domain_of_node(capacity, parent)
-        found = {}
+        children: dict[str, list[str]] = {}
         for domain, names in domains(capacity, child).items():
-            found.setdefault(of_node[names[0]], []).append(domain)
-        capacity.topology_free[key] = found
+            children.setdefault(of_node[names[0]], []).append(domain)
+        capacity.topology_free[key] = found = children
     return found

@@ -10,7 +10,8 @@ import bisect
 from collections import Counter
 from typing import Mapping, Sequence
 
-from ganggate.core.placement.capacity import Capacity, NodeIndex
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.nodeindex import NodeIndex
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import GPU, PODS, Resources, format_amount, gpus

@@ -22,7 +22,7 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ganggate.core.state.cluster import ClusterState, NodeInfo
 from ganggate.core.placement.domains import domain_of
@@ -78,8 +78,8 @@ class _Picture:
         self.selection_of: dict[str, str] = {}  # constraint key -> selection key
         self.matching: dict[str, list[NodeInfo]] = {}
         self.kinds: dict[str, Counter[tuple[tuple[str, int], ...]]] = {}
-        self.domains: dict[tuple, dict[str, list[NodeInfo]]] = {}
-        self.answers: dict[tuple, Never | None] = {}
+        self.domains: dict[tuple[Any, ...], dict[str, list[NodeInfo]]] = {}
+        self.answers: dict[tuple[Any, ...], Never | None] = {}
 
     @property
     def label_keys(self) -> Counter[str]:
@@ -185,7 +185,7 @@ def never_fits(pods: Sequence[PodInfo], need: int, state: ClusterState) -> Never
     return picture.answers[key]
 
 
-def _shapes(pods: Sequence[PodInfo]) -> tuple:
+def _shapes(pods: Sequence[PodInfo]) -> tuple[Any, ...]:
     """The gang's pod shapes (constraint, request) and how many of each: what the answer reads
     of the pods. Pods of one template share their request and constraint objects (pods.Shared),
     so the usual gang of one shape is told apart by identity, without a sort per pod."""

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 from math import comb
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 # The most sets of domains of one wider level compared exactly for one choice (each compared by
 # what it needs below it); above, greedy. The narrowest level's least-waste search is exact up
@@ -61,7 +61,7 @@ class Choice:
     leaves: tuple[str, ...]
     levels: tuple[tuple[str, ...], ...] = ()
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         return self.counts, self.waste, self.leaves
 
 
@@ -153,7 +153,7 @@ def least_waste(usable: Sequence[str], rooms: dict[str, int], demand: int, k: in
     prefix = [0]
     for value in values:
         prefix.append(prefix[-1] + value)
-    best: list = [None]  # (sum, names, set)
+    best: list[Any] = [None]  # (sum, names, set[Any])
     steps = [0]
 
     def visit(start: int, picked: list[int], total: int) -> None:

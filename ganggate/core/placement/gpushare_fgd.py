@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from ganggate.core.fit.gpushare import NodeCards, PodShape, Workload
 
@@ -150,7 +150,7 @@ class FGD:
     `scored`: compare increases by the reference's 0..100 score (ties to best-fit), else exactly."""
 
     def __init__(self, scored: bool = True) -> None:
-        self._models: dict[tuple, _Model] = {}
+        self._models: dict[tuple[Any, ...], _Model] = {}
         self.scored = scored
 
     def _rank(self, increase: float) -> float:
@@ -176,7 +176,7 @@ class FGD:
         """The (node, card) for a pod asking `amount` of one card's memory (and `cpu_milli`) whose
         placement least increases F; None when no card holds it."""
         model = self.model(workload)
-        best: tuple | None = None
+        best: tuple[Any, ...] | None = None
         for cards, (rank_before, rank_after) in _distinct(model, candidates, cpu_milli):
             taken = cards.whole_cards()
             before = model.fragmentation(_free_state(cards, taken), rank_before)
@@ -194,7 +194,7 @@ class FGD:
         model = self.model(workload)
         if gpus <= 0:
             return self._no_gpu_node(model, candidates, cpu_milli)
-        best: tuple | None = None
+        best: tuple[Any, ...] | None = None
         for cards, (rank_before, rank_after) in _distinct(model, candidates, cpu_milli):
             if cards.idle() < gpus:
                 continue
@@ -211,7 +211,7 @@ class FGD:
         scores every pod, those without GPU too: a node whose free CPU it takes below what the
         typical GPU pods need leaves that node's free GPU stranded); among equal scores, the node
         with least free GPU, then least CPU left (best fit), then the name."""
-        best: tuple | None = None
+        best: tuple[Any, ...] | None = None
         for cards, (rank_before, rank_after) in _distinct(model, candidates, cpu_milli):
             free = _free_state(cards, cards.whole_cards())
             increase = model.fragmentation(free, rank_after) - model.fragmentation(free, rank_before)
@@ -224,7 +224,7 @@ class FGD:
 def _distinct(model: _Model, candidates: Iterable[NodeCards], cpu_milli: int) -> list[tuple[NodeCards, tuple[int, int]]]:
     """One candidate per state (the first by name), with its CPU ranks: nodes alike give the same
     result, so each state is evaluated once, and the name breaks the tie."""
-    first: dict[tuple, tuple[NodeCards, tuple[int, int]]] = {}
+    first: dict[tuple[Any, ...], tuple[NodeCards, tuple[int, int]]] = {}
     for cards in candidates:
         ranks = _ranks(model, cards, cpu_milli)
         state = (tuple(cards.capacity), tuple(cards.used), cards.whole, ranks)
@@ -242,8 +242,9 @@ def target_workload(shapes: Iterable[tuple[int, int, int, int]], coverage: float
         raise ValueError(f"coverage {coverage} must be in (0, 1]")
     counts: dict[tuple[int, int, int, int], int] = {}
     for shape in shapes:
-        key = tuple(int(x) for x in shape)
-        counts[key] = counts.get(key, 0) + 1  # type: ignore[index]
+        share_milli, whole_gpus, cpu_milli, memory_bytes = shape
+        key = (int(share_milli), int(whole_gpus), int(cpu_milli), int(memory_bytes))
+        counts[key] = counts.get(key, 0) + 1
     total = sum(counts.values())
     out: list[PodShape] = []
     covered = 0

@@ -27,12 +27,12 @@ class NodeIndex:
         if not bucket:
             del self.buckets[old_level]
             del self.levels[bisect.bisect_left(self.levels, old_level)]
-        bucket = self.buckets.get(new_level)
-        if bucket is None:
+        arrived = self.buckets.get(new_level)
+        if arrived is None:
             self.buckets[new_level] = [new]
             bisect.insort(self.levels, new_level)
         else:
-            bisect.insort(bucket, new)
+            bisect.insort(arrived, new)
 
     def move_many(self, moves: list[tuple[tuple[int, int, str], int, tuple[int, int, str], int]]) -> None:
         """move() for several distinct nodes at once: a bucket loses the entries leaving it
@@ -59,18 +59,18 @@ class NodeIndex:
                 del self.buckets[level]
                 del self.levels[bisect.bisect_left(self.levels, level)]
         for level, entries in arriving.items():
-            bucket = self.buckets.get(level)
+            found = self.buckets.get(level)
             entries.sort()
-            if bucket is None:
+            if found is None:
                 self.buckets[level] = entries
                 bisect.insort(self.levels, level)
                 continue
-            at = bisect.bisect_left(bucket, entries[0])
-            if at == len(bucket) or entries[-1] < bucket[at]:
-                bucket[at:at] = entries
+            at = bisect.bisect_left(found, entries[0])
+            if at == len(found) or entries[-1] < found[at]:
+                found[at:at] = entries
             else:
                 for entry in entries:
-                    bisect.insort(bucket, entry)
+                    bisect.insort(found, entry)
 
     def fill(self, names: Iterable[str], free: Mapping[str, Mapping[str, int]], level: Mapping[str, int]) -> None:
         """Add many nodes at once (one sort per bucket instead of an insort per node)."""

@@ -133,14 +133,14 @@ def _greedy(
             spots = capacity.best_fit_run(pod, run)
             capacity.take_each(pod.request, spots)
             placed = i
-            for node, copies in spots:
-                taken.append((node, pod.request, copies))
+            for spot, copies in spots:
+                taken.append((spot, pod.request, copies))
                 for one in order[placed:placed + copies]:
-                    placement[one.key] = node
+                    placement[one.key] = spot
                 placed += copies
             if i + run < count:  # pods of other shapes follow: they look at these nodes first
-                for node, _ in spots:
-                    _note_gang_node(gang_nodes, node, capacity, gpu_key, floor)
+                for spot, _ in spots:
+                    _note_gang_node(gang_nodes, spot, capacity, gpu_key, floor)
             for one in order[placed:i + run]:  # no room for these: each is a miss
                 misses += 1
                 first_failed = first_failed or one

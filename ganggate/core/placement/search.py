@@ -13,7 +13,7 @@ card policy's). Pure: it reads the capacity and takes nothing unless it finds a 
 from __future__ import annotations
 
 import bisect
-from typing import Sequence
+from typing import Any, Sequence
 
 from ganggate.core.fit.resources import Resources, add_into, copies_fitting
 from ganggate.core.placement.capacity import Capacity
@@ -50,7 +50,7 @@ def search(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> dict[str, 
     none, the gang is out of the search's scope, or the budget ran out."""
     if need != len(pods) or len(pods) > MAX_PODS or capacity.cards or any(p.shared_gpu for p in pods):
         return None
-    groups: dict[tuple, list[PodInfo]] = {}
+    groups: dict[tuple[Any, ...], list[PodInfo]] = {}
     for pod in sorted(pods, key=lambda p: (-p.gpu, p.key)):
         groups.setdefault((pod.constraint_key, tuple(sorted(pod.request.items()))), []).append(pod)
     shapes = list(groups.values())
@@ -96,7 +96,7 @@ def search(pods: Sequence[PodInfo], capacity: Capacity, need: int) -> dict[str, 
     except _OutOfSteps:
         return None
     placement: dict[str, str] = {}
-    for group, spots in zip(shapes, counts):
+    for group, spots in zip(shapes, counts, strict=True):
         remaining = iter(group)
         for node, copies in spots:
             capacity.take(node, group[0].request, copies)

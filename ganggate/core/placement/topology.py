@@ -103,7 +103,8 @@ def _eligible(pods: Sequence[PodInfo], capacity: Capacity) -> set[str] | None:
     cache = capacity.topology_free.setdefault("\x00eligible", {})
     assert isinstance(cache, dict)
     if keys in cache:
-        return cache[keys]
+        known: set[str] | None = cache[keys]
+        return known
     indexes = [capacity.index(p) for p in {p.constraint_key: p for p in pods}.values()]
     found: set[str] | None = None
     if not all(len(index.members) == len(capacity.nodes) for index in indexes):
@@ -157,10 +158,10 @@ def place(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: Planner)
         every_pod_asks_gpu = min(p.gpu for p in pods) > 0
         if every_pod_asks_gpu and _fits_across(pods, capacity, need):  # the level is why
             return Unfit(required_message(pods, capacity, need, required, eligible))
-        result = flat(pods, capacity, need)
-        if isinstance(result, Unfit):
-            return result  # not even anywhere: the flat packer's reason
-        for key, node in result.items():
+        anywhere = flat(pods, capacity, need)
+        if isinstance(anywhere, Unfit):
+            return anywhere  # not even anywhere: the flat packer's reason
+        for key, node in anywhere.items():
             capacity.take(node, _request(pods, key), -1)
         return Unfit(required_message(pods, capacity, need, required, eligible))
     if chain:
@@ -194,9 +195,9 @@ def _place_required(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat
             result = _plan_leaves(pods, capacity, need, flat, rooms.chain[-1], inner.leaves)
             if result is not None:
                 return result
-        result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", groups[domain], flat)
-        if not isinstance(result, Unfit):
-            return result
+        within = _plan_within(pods, capacity, need, f"{level}\x00{domain}", groups[domain], flat)
+        if not isinstance(within, Unfit):
+            return within
         _spend_try(capacity)  # every domain of the required level is tried, the budget or not
     return None
 
@@ -238,9 +239,9 @@ def _place_fewest(pods: Sequence[PodInfo], capacity: Capacity, need: int, flat: 
         for _, domain in rooms.holders(i, demand):
             if not _tries_left(capacity):
                 return None
-            result = _plan_within(pods, capacity, need, f"{level}\x00{domain}", groups[domain], flat)
-            if not isinstance(result, Unfit):
-                return result
+            within = _plan_within(pods, capacity, need, f"{level}\x00{domain}", groups[domain], flat)
+            if not isinstance(within, Unfit):
+                return within
             _spend_try(capacity)
     return None
 

@@ -55,13 +55,13 @@ def decide_count(state: ClusterState, gangs: list[Gang]) -> tuple[list[Decision]
         if not count_only_fits(requests, free):
             if gang.state != "started":
                 per_pod = max(gpus(r) for r in requests)
-                room = sum(max(f[GPU], 0) // per_pod for f in free.values()) if per_pod else 0
+                pods_room = sum(max(f[GPU], 0) // per_pod for f in free.values()) if per_pod else 0
                 waiting.append(
                     Waiting(
                         gang.key,
                         "GangUnschedulable",
                         f"count check: {len(pods)} pods of {format_amount(GPU, per_pod)} GPU, "
-                        f"free GPUs have room for {plural(room, 'pod')}",
+                        f"free GPUs have room for {plural(pods_room, 'pod')}",
                         "room",
                     )
                 )

@@ -13,7 +13,7 @@ no budget of its own for a gang some pod of which a budget of someone else cover
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ganggate.contract import GANG_LABEL
 from ganggate.core.state.gangs import Gang
@@ -31,7 +31,7 @@ def budget_name(gang_name: str) -> str:
     return f"ganggate-{gang_name}"
 
 
-def is_ours(budget: Mapping) -> bool:
+def is_ours(budget: Mapping[str, Any]) -> bool:
     """A budget ganggate made for a gang (controller.lifecycle.protection): managed by ganggate, labelled
     with the gang, named after it."""
     meta = budget.get("metadata") or {}
@@ -41,7 +41,7 @@ def is_ours(budget: Mapping) -> bool:
             and meta.get("name") == budget_name(value))
 
 
-def selector_matches(selector: Mapping | None, labels: Mapping | None) -> bool:
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, Any] | None) -> bool:
     """metav1.LabelSelectorAsSelector(selector) is valid, not empty, and matches the labels.
 
     None (nil), `{}` and a selector with no requirements match nothing; so does an invalid one
@@ -77,7 +77,7 @@ def selector_matches(selector: Mapping | None, labels: Mapping | None) -> bool:
     return ok
 
 
-def covers(budget: Mapping, pod: PodInfo) -> bool:
+def covers(budget: Mapping[str, Any], pod: PodInfo) -> bool:
     """The eviction subresource counts the budget for this pod: same namespace, and its
     selector matches the pod's labels."""
     budget_meta = budget.get("metadata") or {}
@@ -86,7 +86,7 @@ def covers(budget: Mapping, pod: PodInfo) -> bool:
     return selector_matches((budget.get("spec") or {}).get("selector"), pod.labels)
 
 
-def foreign_budgets_over(gang: Gang, budgets: Iterable[Mapping]) -> list[str]:
+def foreign_budgets_over(gang: Gang, budgets: Iterable[Mapping[str, Any]]) -> list[str]:
     """Names of the budgets not made by ganggate that cover a live pod of the gang, sorted."""
     names = set()
     pods: list[PodInfo] | None = None  # (read once a budget of the gang's namespace is met)

@@ -9,7 +9,7 @@ use a node where some such pod fits now but would not fit once the gang is there
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
@@ -27,7 +27,7 @@ Rivals = list[tuple[PodInfo, list[str]]]
 def find_rivals(state: ClusterState) -> Rivals:
     """Pods a scheduler may bind at any moment that hold no room of their own, grouped by
     shape (constraint and request): one representative and the keys of all of them."""
-    groups: dict[tuple, tuple[PodInfo, list[str]]] = {}
+    groups: dict[tuple[Any, ...], tuple[PodInfo, list[str]]] = {}
     for key, pod in state.pending.items():
         promise = state.promises.get(key)
         if promise is not None and promise.node is not None:

@@ -19,17 +19,8 @@ from typing import Iterable, Mapping
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.explain import plural
-from ganggate.core.state.gangs import Gang, GangKey, timed_out, timeout_of, waiting_timeout  # noqa: F401  (re-exported)
-from ganggate.core.state.losses import (  # noqa: F401  (re-exported)
-    CAUSES,
-    MemberLoss,
-    cause_of,
-    is_below_min,
-    loss_of,
-    losses_after_relist,
-    owner_of,
-    survivors,
-)
+from ganggate.core.state.gangs import Gang, GangKey, timed_out
+from ganggate.core.state.losses import MemberLoss, is_below_min, owner_of, survivors
 from ganggate.core.state.outcome import Unfit
 from ganggate.core.placement.packing import plan_gang
 from ganggate.core.policy.planloss import CAUSE as PLAN_LOST

@@ -20,7 +20,7 @@ gang could start. Without deadlines nothing may use held room, as before.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
@@ -32,7 +32,7 @@ from ganggate.core.placement.domains import domains, free_gpus
 from ganggate.core.placement.topology import gang_request, placed_domains
 
 
-def round_key(gang: Gang) -> tuple:
+def round_key(gang: Gang) -> tuple[Any, ...]:
     """Higher priority first, then older, then by key (a stable order across rounds)."""
     return (-gang.priority, gang.created, gang.key)
 
@@ -147,8 +147,8 @@ def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, li
                 _Occupant(_end(pod, now), pod.request, pod.key, pod.started or now))
     for promise in state.promises.values():
         if promise.node in names:
-            pod = state.pods.get(promise.pod_key)
-            seconds = pod.deadline_seconds if pod is not None else None
+            promised = state.pods.get(promise.pod_key)
+            seconds = promised.deadline_seconds if promised is not None else None
             end = max(promise.deadline, now) + seconds if seconds is not None else float("inf")
             out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key, now))
     return out
@@ -237,7 +237,8 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
         room = dict(capacity.free[name])
         for occupant in running.get(name, []):
             add_into(room, occupant.request)
-        mine, left = [], []
+        mine: list[PodInfo] = []
+        left: list[PodInfo] = []
         for pod in remaining:
             if len(plan) + len(mine) < need and fits(pod.request, room):
                 add_into(room, pod.request, -1)

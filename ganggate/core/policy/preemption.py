@@ -114,9 +114,9 @@ def plan_preemption(
         gangs = [g for k in unfit if (g := state.gangs.get(k)) is not None and g.state == "waiting"]
     else:
         above = state.tallies.waiting_above(lowest)
-        reasons = dict(zip(map(attrgetter("gang_key"), waitings), map(attrgetter("event_reason"), waitings))
-                       ) if above else {}
-        gangs = [state.gangs[k] for k in above if reasons.get(k) == "GangUnschedulable"]
+        why = dict(zip(map(attrgetter("gang_key"), waitings), map(attrgetter("event_reason"), waitings),
+                       strict=True)) if above else {}
+        gangs = [state.gangs[k] for k in above if why.get(k) == "GangUnschedulable"]
     reasons: list[NoPreemption] = []
     rivals = find_rivals(state) if gangs else []
     for gang in heapq.nsmallest(options.max_preemptors, gangs, key=round_key):  # round_order's first few

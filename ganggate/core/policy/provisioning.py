@@ -112,7 +112,8 @@ def consume_annotations(name: str, cls: str) -> dict[str, str]:
 def condition(request: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     for item in (request.get("status") or {}).get("conditions") or []:
         if item.get("type") == kind:
-            return item
+            found: Mapping[str, Any] = item
+            return found
     return None
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
@@ -22,7 +22,7 @@ from ganggate.core.placement.explain import plural
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.state.outcome import Unfit
 # The annotation's name is defined beside PodInfo, which keeps its value; re-exported here.
-from ganggate.core.state.pods import PREEMPTION_ANNOTATION, PodInfo, json_object, parse_time  # noqa: F401
+from ganggate.core.state.pods import PodInfo, json_object, parse_time
 from ganggate.core.fit.resources import fits
 
 
@@ -46,7 +46,7 @@ def annotation_value(reservation_id: str, time: str, until: str, placement: Mapp
                        "victims": list(victims)}, separators=(",", ":"))
 
 
-def _read(pod: PodInfo) -> dict | None:
+def _read(pod: PodInfo) -> dict[str, Any] | None:
     value = json_object(pod.reservation)
     if value is None or not isinstance(value.get("nodes"), dict) or not value.get("id"):
         return None

@@ -3,19 +3,23 @@ a gang's life after release (restarting, terminating, ended). Pure: no I/O."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ganggate.core.state.gangs import Gang
+    from ganggate.core.state.pods import PodInfo
 
 #: States `shown_state` adds to the core's (Gang.STATES) for a gang's life after release.
 AFTER_RELEASE = ("restarting", "terminating", "completing", "succeeded", "failed", "broken")
 
 
-def _restarting(going: list[Any]) -> bool:
+def _restarting(going: list[PodInfo]) -> bool:
     """Pods going away for a disruption (a DisruptionTarget condition: ganggate's restart, an
     eviction, a preemption, the taint manager) that an owning controller recreates."""
     return any(p.disruption and p.owned for p in going)
 
 
-def shown_state(gang: Any) -> str:
+def shown_state(gang: Gang) -> str:
     """The core's state, except that a released gang with fewer live released pods than its
     min-available never reads as running (or released, started): it is `restarting` (its pods are
     going away for a disruption, a DisruptionTarget condition, and their owner recreates them:

@@ -30,7 +30,8 @@ from ganggate.core.state.losses import MemberLoss, loss_of, losses_after_relist
 from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready, not_ready_since
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
-from ganggate.core.state.pods import DECISION_ANNOTATION, TERMINATED_PHASES, PodInfo, Shared, parse_time  # noqa: F401
+from ganggate.core.state.pods import Shared, parse_time
+from ganggate.core.state.pods import PodInfo as PodInfo
 from ganggate.core.fit.resources import GPU, Resources, add_into, node_allocatable
 from ganggate.core.state.tallies import Tallies
 from ganggate.core.state import dra as dra_state
@@ -45,13 +46,13 @@ class NodeInfo:
     name: str
     #: The node trimmed to what nodematch reads (name, labels, taints, unschedulable, the
     #: Ready condition), in the API's shape: Capacity and topology read it as a node object.
-    view: dict
+    view: dict[str, Any]
     allocatable: Resources
     used: Resources
     promised: Resources
     #: What filters the node apart from labels (ready, cordoned, taints as JSON): nodes with
     #: equal keys are one class to Capacity. Worked out once per node event, not per round.
-    filter_key: tuple = ()
+    filter_key: tuple[Any, ...] = ()
     #: (aliyun.com/gpu-mem, aliyun.com/gpu-count) the node advertises (gpushare.node_totals).
     card_totals: tuple[int, int] = (0, 0)
     ready: bool = False
@@ -63,10 +64,11 @@ class NodeInfo:
 
     @property
     def labels(self) -> Mapping[str, str]:
-        return self.view["metadata"]["labels"]
+        labels: Mapping[str, str] = self.view["metadata"]["labels"]
+        return labels
 
     @classmethod
-    def from_node(cls, node: Mapping) -> "NodeInfo":
+    def from_node(cls, node: Mapping[str, Any]) -> "NodeInfo":
         """Read once per node event; used and promised are the state's to attach."""
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
@@ -93,9 +95,9 @@ _NOT_READY_STATUS = {"conditions": [{"type": "Ready", "status": "False"}]}
 _NODE_PARTS = Shared()  # what many nodes repeat: filter keys, specs, allocatable, card totals
 
 
-def _view_spec(spec: Mapping) -> dict:
+def _view_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """spec.unschedulable and spec.taints, the parts of a node's spec nodematch reads."""
-    view: dict = {}
+    view: dict[str, Any] = {}
     if spec.get("unschedulable"):
         view["unschedulable"] = spec["unschedulable"]
     if spec.get("taints"):
@@ -223,7 +225,7 @@ class ClusterState:
 
     # ---- events --------------------------------------------------------------------------
 
-    def reset(self, nodes: Iterable[Mapping], pods: Iterable[Mapping]) -> None:
+    def reset(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Replace the whole picture after a (re)list. Explicit promises of pods that are
         still there unbound are kept; the rest end."""
         self.replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p, self.max_pod_num) for p in pods])
@@ -287,7 +289,7 @@ class ClusterState:
         losses, self.losses = self.losses, []
         return losses
 
-    def apply_node(self, event_type: str, node: dict) -> None:
+    def apply_node(self, event_type: str, node: dict[str, Any]) -> None:
         """A node ADDED, MODIFIED or DELETED."""
         self.version += 1
         name = (node.get("metadata") or {}).get("name") or ""
@@ -298,7 +300,7 @@ class ClusterState:
         else:
             self._upsert_node(node)
 
-    def apply_pod(self, event_type: str, pod: dict) -> None:
+    def apply_pod(self, event_type: str, pod: dict[str, Any]) -> None:
         """A pod ADDED, MODIFIED or DELETED; events for one pod may come in any order."""
         self.version += 1
         meta = pod.get("metadata") or {}
@@ -378,7 +380,7 @@ class ClusterState:
 
     # ---- internals -----------------------------------------------------------------------
 
-    def _upsert_node(self, node: Mapping) -> None:
+    def _upsert_node(self, node: Mapping[str, Any]) -> None:
         self._put_node(NodeInfo.from_node(node))
 
     def _put_node(self, info: NodeInfo) -> None:
@@ -514,7 +516,7 @@ class ClusterState:
 
     # ---- DRA (core.state.dra) ---------------------------------------------------------------
 
-    def apply_dra(self, kind: str, event_type: str, obj: dict) -> None:
+    def apply_dra(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """A DeviceClass, ResourceSlice, ResourceClaim or ResourceClaimTemplate event."""
         self.version += 1
         nodes = self.dra.apply(kind, event_type, obj)
@@ -563,7 +565,7 @@ class ClusterState:
         for claim_key in [k for k, (node, _) in self._claim_use.items() if node in set(nodes)]:
             self._set_claim_use(claim_key, self.dra.claims.get(claim_key))
 
-    def _set_claim_use(self, claim_key: str, claim: Mapping | None) -> None:
+    def _set_claim_use(self, claim_key: str, claim: Mapping[str, Any] | None) -> None:
         old = self._claim_use.pop(claim_key, None)
         if old is not None:
             _add(self._used, old[0], old[1], -1)
@@ -638,7 +640,7 @@ class ClusterState:
             self._refresh_gang(gang_key)
 
 
-def node_filter_key(node: Mapping) -> tuple:
+def node_filter_key(node: Mapping[str, Any]) -> tuple[Any, ...]:
     """What filters a node apart from its labels: (ready, cordoned, taints as canonical JSON)."""
     taints = (node.get("spec") or {}).get("taints")
     return (node_is_ready(node), node_is_cordoned(node), canonical_json(taints) if taints else "[]")

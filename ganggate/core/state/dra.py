@@ -18,7 +18,7 @@ pods are not pinned to its node; matchAttribute constraints are not checked.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping, Protocol, TypeVar
 
 from ganggate.core.fit.devices import (
     CLASS_PREFIX, DEFAULT_GPU_CLASSES, Device, class_resource, device_variable, matches, requests_of, selector_resource,
@@ -104,10 +104,10 @@ class DraIndex:
 
     def __init__(self, gpu_classes: tuple[str, ...] = DEFAULT_GPU_CLASSES) -> None:
         self.gpu_classes = tuple(gpu_classes)
-        self.classes: dict[str, dict] = {}
-        self.slices: dict[str, dict] = {}
-        self.templates: dict[str, dict] = {}  # "ns/name" -> the template's ResourceClaimSpec
-        self.claims: dict[str, dict] = {}
+        self.classes: dict[str, dict[str, Any]] = {}
+        self.slices: dict[str, dict[str, Any]] = {}
+        self.templates: dict[str, dict[str, Any]] = {}  # "ns/name" -> the template's ResourceClaimSpec
+        self.claims: dict[str, dict[str, Any]] = {}
         #: selector resources pods ask: name -> (class, selectors); nodes count their devices
         self.selector_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
         #: shared claim key -> the pods naming it (the first by key counts it)
@@ -176,6 +176,7 @@ class DraIndex:
         for item in (old, None if event_type == "DELETED" else obj):
             if item is None:
                 continue
+            present: Mapping[str, Any] = item
             spec = item.get("spec") or {}
             pool = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
             node = str(spec.get("nodeName") or "")
@@ -187,7 +188,7 @@ class DraIndex:
                 self._pools.setdefault(pool, set()).add(key)
                 self._node_slices.setdefault(node, set()).add(key)
             for name in self._pools.get(pool, set()) | {key}:
-                other = self.slices.get(name) or item
+                other = self.slices.get(name) or present
                 touched.add(str((other.get("spec") or {}).get("nodeName") or ""))
         touched.discard("")
         for node in touched:
@@ -291,7 +292,7 @@ class DraIndex:
 
     # ---- what pods ask --------------------------------------------------------------------------
 
-    def _spec_demand(self, spec: Mapping[str, Any], out: Resources, keys: list) -> None:
+    def _spec_demand(self, spec: Mapping[str, Any], out: Resources, keys: list[Any]) -> None:
         for request in requests_of(spec):
             if request.class_name not in self.classes:
                 name = f"{self.class_key(request.class_name)} (class {request.class_name} not found)"
@@ -311,10 +312,10 @@ class DraIndex:
         key = self.class_key(request.class_name)
         return max([self.node_totals(n).get(key, 0) // UNIT for n in self.nodes()] + [1])
 
-    def demand(self, namespace: str, pod_key: str, refs: Iterable[tuple[str, str, str]]) -> tuple[Resources, list]:
+    def demand(self, namespace: str, pod_key: str, refs: Iterable[tuple[str, str, str]]) -> tuple[Resources, list[Any]]:
         """A pod's DRA request, and the selector resources it names (to register)."""
         out: Resources = {}
-        keys: list = []
+        keys: list[Any] = []
         for _, kind, name in refs:
             if kind == "template":
                 spec = self.templates.get(f"{namespace}/{name}")
@@ -338,22 +339,38 @@ class DraIndex:
         return out, keys
 
 
-def with_demand(info: Any, demand: Resources) -> Any:
+class _Requesting(Protocol):
+    """What with_demand and bound_use read of a PodInfo (core.state.pods, which imports this module):
+    a dataclass, which with_demand copies with dataclasses.replace."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def request(self) -> Resources: ...
+    @property
+    def dra_demand(self) -> Resources | None: ...
+
+
+_Pod = TypeVar("_Pod", bound=_Requesting)
+
+
+def with_demand(info: _Pod, demand: Resources) -> _Pod:
     """The PodInfo with its DRA demand in its request (its previous DRA demand taken out)."""
-    old = getattr(info, "dra_demand", None) or {}
+    old = info.dra_demand or {}
     if old == demand:
         return info
     base = subtract(info.request, old) if old else dict(info.request)
     request = {k: v for k, v in base.items() if v}
     for name, amount in demand.items():
         request[name] = request.get(name, 0) + amount
+    gpu_resources = tuple(k for k, v in request.items() if v > 0 and (k == "nvidia.com/gpu" or k.endswith("/gpu")))
     return dataclasses.replace(info, request=request, dra_demand=dict(demand) or None, gpu=gpus(request),
-                               gpu_resources=tuple(k for k, v in request.items() if v > 0 and (k == "nvidia.com/gpu" or k.endswith("/gpu"))))
+                               gpu_resources=gpu_resources)
 
 
-def bound_use(info: Any, dra_served: Iterable[str]) -> Resources:
+def bound_use(info: _Requesting, dra_served: Iterable[str]) -> Resources:
     """What a bound pod uses on its node apart from its claims (counted as the claims' use)."""
-    dropped = set(dra_served) | set(getattr(info, "dra_demand", None) or {})
+    dropped = set(dra_served) | set(info.dra_demand or {})
     if not dropped.intersection(info.request):
         return info.request
     return {k: v for k, v in info.request.items() if k not in dropped}

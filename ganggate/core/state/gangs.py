@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ganggate.contract import (
     GROUP_MIN_AVAILABLE,
@@ -74,9 +75,9 @@ class Gang:
     _released_any: int = field(default=0, repr=False)  # pods of any phase without the gate
     _released_unbound_live: int = field(default=0, repr=False)
     _live_created: list[float] = field(default_factory=list, repr=False)  # sorted
-    _live_priorities: Counter = field(default_factory=Counter, repr=False)
-    _live_specs: Counter = field(default_factory=Counter, repr=False)
-    _live_timeouts: Counter = field(default_factory=Counter, repr=False)  # group-timeout-seconds carried
+    _live_priorities: Counter[int] = field(default_factory=Counter, repr=False)
+    _live_specs: Counter[GangSpec] = field(default_factory=Counter, repr=False)
+    _live_timeouts: Counter[int] = field(default_factory=Counter, repr=False)  # group-timeout-seconds carried
     _bound_live: int = field(default=0, repr=False)  # live pods with a node
     _bound_live_gpus: int = field(default=0, repr=False)  # their milli-GPUs
     _gated_sorted: list[PodInfo] | None = field(default=None, repr=False, compare=False)
@@ -266,7 +267,10 @@ def timed_out(gang: Gang, now: float) -> int | None:
     return timeout
 
 
-def _count(counter: Counter, key: object, sign: int) -> None:
+_K = TypeVar("_K")
+
+
+def _count(counter: Counter[_K], key: _K, sign: int) -> None:
     value = counter[key] + sign
     if value:
         counter[key] = value

@@ -15,12 +15,13 @@ SpecFacts, the caches that share them); apart, each would reach into the others'
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Hashable, Mapping
+from typing import Any, Callable, Hashable, Mapping, TypeVar, overload
 
 from ganggate.contract import (
     DECISION_ANNOTATION,
@@ -48,6 +49,10 @@ PREEMPTION_ANNOTATION = "ganggate.io/preemption"
 IDENTITY_SPEC_FIELDS = ("hostname", "nodeName")
 
 
+_Key = TypeVar("_Key", bound=Hashable)
+_Made = TypeVar("_Made")
+
+
 class Shared:
     """One object per distinct value, for values many pods repeat (a Job's pods share their
     request, selection, owner): `one(key, make)` returns the object kept for `key`, making it
@@ -58,7 +63,11 @@ class Shared:
         self.limit = limit
         self._kept: dict[Hashable, Any] = {}
 
-    def one(self, key: Hashable, make: Any = None) -> Any:
+    @overload
+    def one(self, key: _Key) -> _Key: ...
+    @overload
+    def one(self, key: Hashable, make: Callable[[], _Made]) -> _Made: ...
+    def one(self, key: Hashable, make: Callable[[], Any] | None = None) -> Any:
         found = self._kept.get(key)
         if found is None:
             if len(self._kept) >= self.limit:
@@ -75,7 +84,7 @@ _SHAPES = Shared(limit=1000)  # spec shapes: long strings, so few are kept past 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
-def _deadline(spec: Mapping) -> int | None:
+def _deadline(spec: Mapping[str, Any]) -> int | None:
     """spec.activeDeadlineSeconds when a positive integer (the API server refuses anything else)."""
     value = spec.get("activeDeadlineSeconds")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
@@ -91,12 +100,12 @@ def parse_time(value: object) -> float:
         return 0.0
 
 
-def json_annotation(annotations: Mapping[str, str], key: str) -> dict | None:
+def json_annotation(annotations: Mapping[str, str], key: str) -> dict[str, Any] | None:
     """The JSON object a ganggate annotation records, or None when absent or not an object."""
     return json_object(annotations.get(key))
 
 
-def json_object(text: str | None) -> dict | None:
+def json_object(text: str | None) -> dict[str, Any] | None:
     """A JSON object read from an annotation's value, or None when empty or not an object."""
     if not text:
         return None
@@ -107,20 +116,20 @@ def json_object(text: str | None) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def spec_shape(spec: Mapping) -> str:
+def spec_shape(spec: Mapping[str, Any]) -> str:
     """The pod's spec apart from its per-pod identity (IDENTITY_SPEC_FIELDS), as canonical JSON:
     pods of one template have the same (controller.release.patches validates one per shape)."""
     return canonical_json({k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS})
 
 
-def _disruption(pod: Mapping) -> str | None:
+def _disruption(pod: Mapping[str, Any]) -> str | None:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             return str(cond.get("reason") or "Disrupted")
     return None
 
 
-def _unschedulable(pod: Mapping) -> bool:
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
     """PodScheduled is False with reason Unschedulable: the scheduler tried and found no node
     (k8s.io/api/core/v1 PodReasonUnschedulable; a gated pod's reason is SchedulingGated)."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
@@ -134,7 +143,7 @@ def _timeout(annotations: Mapping[str, str]) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _shared_gpu(pod: Mapping) -> int:
+def _shared_gpu(pod: Mapping[str, Any]) -> int:
     """The shared GPU memory the pod asks; 0 when unreadable (the webhook denies such pods)."""
     try:
         return shared_amount(pod)
@@ -152,30 +161,30 @@ def _text(value: object) -> str:
     return sys.intern(value) if isinstance(value, str) else ""
 
 
-def _gates(spec: Mapping) -> tuple[str, ...]:
+def _gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """The names of the pod's scheduling gates in order ("" for an entry without one)."""
     names = tuple(_text(g.get("name")) if isinstance(g, Mapping) else "" for g in spec.get("schedulingGates") or [])
     return _VALUES.one(names)
 
 
-def _controller_ref(meta: Mapping) -> Mapping[str, str] | None:
+def _controller_ref(meta: Mapping[str, Any]) -> Mapping[str, str] | None:
     """The pod's controller ownerReference (apiVersion, kind, name, uid as present), or None.
     Only one reference may have controller set (ValidateOwnerReferences in
     k8s.io/apimachinery/pkg/api/validation/objectmeta.go), so the first is the one."""
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             items = tuple((k, ref[k]) for k in ("apiVersion", "kind", "name", "uid") if k in ref)
-            return _VALUES.one(("owner", items), lambda: dict(items))
+            return _VALUES.one(("owner", items), functools.partial(dict, items))
     return None
 
 
-def _selection(spec: Mapping, key: str) -> Mapping:
+def _selection(spec: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """The node-selection part of the spec (nodeSelector, required node affinity,
     tolerations), shaped as a pod so nodematch reads it; one object per constraint key."""
-    def make() -> dict:
+    def make() -> dict[str, Any]:
         affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-        part: dict = {"tolerations": spec.get("tolerations") or []}
+        part: dict[str, Any] = {"tolerations": spec.get("tolerations") or []}
         if spec.get("nodeSelector") is not None:
             part["nodeSelector"] = spec["nodeSelector"]
         if required:
@@ -184,7 +193,7 @@ def _selection(spec: Mapping, key: str) -> Mapping:
     return _SELECTIONS.one(key, make)
 
 
-def _labels(meta: Mapping) -> Mapping[str, str]:
+def _labels(meta: Mapping[str, Any]) -> Mapping[str, str]:
     labels = meta.get("labels") or {}
     if not labels:
         return _NO_LABELS
@@ -192,13 +201,13 @@ def _labels(meta: Mapping) -> Mapping[str, str]:
     return _LABELS.one(items, lambda: dict(items))
 
 
-def _traits(meta: Mapping, annotations: Mapping[str, str], owner: Mapping[str, str] | None,
+def _traits(meta: Mapping[str, Any], annotations: Mapping[str, str], owner: Mapping[str, str] | None,
             facts: "SpecFacts") -> "PodTraits":
     """The pod's PodTraits, shared with every pod that has the same."""
     labels = _labels(meta)
     group_name = annotations.get(GROUP_NAME)
     gated = GATE_NAME in facts.gates
-    values = dict(
+    values: dict[str, Any] = dict(
         preemption_policy=facts.preemption_policy,
         gates=facts.gates,
         group_name=_text(group_name) if group_name is not None else None,
@@ -223,7 +232,7 @@ class SpecFacts:
     gpu: int
     gpu_resources: tuple[str, ...]
     constraint_key: str
-    selection: Mapping
+    selection: Mapping[str, Any]
     gates: tuple[str, ...]
     shared_gpu: int
     priority: int
@@ -235,7 +244,7 @@ class SpecFacts:
     claims: tuple[tuple[str, str, str], ...] = ()
 
 
-def _read_spec(pod: Mapping, spec: Mapping, shape: str) -> SpecFacts:
+def _read_spec(pod: Mapping[str, Any], spec: Mapping[str, Any], shape: str) -> SpecFacts:
     """SpecFacts read from the spec itself (what SpecCache does with a spec not seen lately)."""
     request = pod_requests(pod)
     request = _REQUESTS.one(tuple(request.items()), lambda: request)
@@ -272,9 +281,9 @@ class SpecCache:
 
     def __init__(self, limit: int = 512, per_hint: int = 4) -> None:
         self.limit, self.per_hint = limit, per_hint
-        self._seen: dict[Hashable, list[tuple[dict, SpecFacts]]] = {}
+        self._seen: dict[Hashable, list[tuple[dict[str, Any], SpecFacts]]] = {}
 
-    def facts(self, pod: Mapping, spec: Mapping, hint: Hashable) -> SpecFacts:
+    def facts(self, pod: Mapping[str, Any], spec: Mapping[str, Any], hint: Hashable) -> SpecFacts:
         """The SpecFacts of `pod`, whose spec is `spec`; `hint` picks the specs compared with."""
         if any(name in spec for name in IDENTITY_SPEC_FIELDS):
             spec = {k: v for k, v in spec.items() if k not in IDENTITY_SPEC_FIELDS}
@@ -309,7 +318,7 @@ class PodTraits:
     preemption_policy: str | None = None
     #: The node-selection part of the spec in a pod's shape (spec.nodeSelector, the required
     #: node affinity, spec.tolerations), for nodematch: shared by pods of one constraint_key.
-    selection: Mapping = field(default_factory=lambda: {"spec": {}})
+    selection: Mapping[str, Any] = field(default_factory=lambda: {"spec": {}})
     #: The names of spec.schedulingGates, in order (a release patch removes ours by index).
     gates: tuple[str, ...] = ()
     #: The annotations ganggate reads beyond the gang's: group-name as written (also when the
@@ -345,7 +354,7 @@ class PodInfo:
     gated: bool
     node_name: str | None
     phase: str
-    decision: dict | None
+    decision: dict[str, Any] | None
     scheduler_name: str
     #: Equal for pods that may use exactly the same nodes (selector, affinity, tolerations).
     constraint_key: str = ""
@@ -418,7 +427,7 @@ class PodInfo:
         return self.phase in TERMINATED_PHASES
 
     @classmethod
-    def from_pod(cls, pod: Mapping, max_pod_num: int = DEFAULT_MAX_POD_NUM) -> "PodInfo":
+    def from_pod(cls, pod: Mapping[str, Any], max_pod_num: int = DEFAULT_MAX_POD_NUM) -> "PodInfo":
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         annotations = meta.get("annotations") or {}

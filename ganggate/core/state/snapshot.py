@@ -21,7 +21,7 @@ class SnapshotError(ValueError):
     """A file that is not a readable snapshot of nodes and pods."""
 
 
-def load_snapshot(path: str | Path) -> tuple[list[dict], list[dict]]:
+def load_snapshot(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Nodes and pods of a `kubectl get nodes,pods -A -o json` (or -o yaml) file."""
     try:
         text = Path(path).read_text()
@@ -46,7 +46,7 @@ def load_snapshot_dra(path: str | Path) -> tuple[list[dict[str, Any]], list[dict
     return parse_snapshot_dra(text, str(path))
 
 
-def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict], list[dict]]:
+def parse_snapshot(text: str, name: str = "snapshot") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Split a List (or a single Node/Pod, or a NodeList/PodList) into nodes and pods."""
     nodes, pods, _ = parse_snapshot_dra(text, name)
     return nodes, pods
@@ -89,7 +89,7 @@ def parse_snapshot_dra(text: str, name: str = "snapshot") -> tuple[
     return nodes, pods, sorted(dra, key=lambda pair: order.index(pair[0]))
 
 
-def check_objects(nodes: list[dict], pods: list[dict]) -> None:
+def check_objects(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
     """Raise SnapshotError naming the first object whose resource amounts cannot be read."""
     from ganggate.core.fit.resources import QuantityError, node_allocatable, pod_requests
 
@@ -113,16 +113,16 @@ def make_node(
     memory: str = "512Gi",
     pods: str = "110",
     labels: Mapping[str, str] | None = None,
-    taints: Iterable[Mapping] = (),
+    taints: Iterable[Mapping[str, Any]] = (),
     ready: bool = True,
     unschedulable: bool = False,
     extra: Mapping[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A Node as the API serves it, with allocatable == capacity."""
     resources = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
     if gpus not in (0, "0"):
         resources[GPU] = str(gpus)
-    node: dict = {
+    node: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -160,11 +160,11 @@ def make_pod(
     priority: int | None = None,
     scheduler_name: str = "default-scheduler",
     node_selector: Mapping[str, str] | None = None,
-    tolerations: Iterable[Mapping] = (),
+    tolerations: Iterable[Mapping[str, Any]] = (),
     owner: str | None = None,
-    decision: Mapping | None = None,
+    decision: Mapping[str, Any] | None = None,
     uid: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A Pod with one container; a gang member (gated unless told otherwise) when `gang`."""
     annotations: dict[str, str] = {}
     if gang is not None:
@@ -175,7 +175,7 @@ def make_pod(
     if decision is not None:
         annotations[DECISION_ANNOTATION] = json.dumps(dict(decision), separators=(",", ":"))
     limits = {GPU: str(gpus)} if gpus else {}
-    spec: dict = {
+    spec: dict[str, Any] = {
         "schedulerName": scheduler_name,
         "containers": [
             {
@@ -195,7 +195,7 @@ def make_pod(
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
-    meta: dict = {
+    meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
         "uid": uid or f"uid-{namespace}-{name}",

@@ -27,9 +27,12 @@ from ganggate.core.fit.resources import GPU
 class ClusterState(Protocol):
     """What the tallies read of core.cluster.ClusterState (which imports this module)."""
 
-    nodes: Mapping[str, Any]
-    gangs: Mapping[GangKey, Gang]
-    promises: Mapping[str, Any]
+    @property
+    def nodes(self) -> Mapping[str, Any]: ...
+    @property
+    def gangs(self) -> Mapping[GangKey, Gang]: ...
+    @property
+    def promises(self) -> Mapping[str, Any]: ...
 
 #: Gang states whose released pods may be preempted (core.preemption).
 PREEMPTIBLE_STATES = ("running", "released")
@@ -50,6 +53,10 @@ class Tallies:
     """Sums over every node and gang (the gauges), and the heaps of what falls due on time."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        """Nothing tallied (a new Tallies, or one about to be rebuilt)."""
         self.states: Counter[str] = Counter()  # gangs by state
         self.held_idle = 0  # milli-GPUs (idle_gpus summed)
         self.free_gpus = 0  # milli-GPUs free on ready, schedulable nodes (no node below zero)
@@ -219,13 +226,13 @@ class Tallies:
 
     def rebuild(self, state: ClusterState) -> None:
         """Everything again from the state (after a relist, or a clock gone back)."""
-        self.__init__()  # type: ignore[misc]
+        self._clear()
         for name in state.nodes:
             self.node(state, name)
         for key, gang in state.gangs.items():
             self.gang(key, gang)
-        for key, promise in state.promises.items():
-            self.promise(key, promise.deadline)
+        for pod_key, promise in state.promises.items():
+            self.promise(pod_key, promise.deadline)
 
     def _compact(self, state: ClusterState) -> None:
         """Drop stale entries once a heap holds many more than there are live ones."""

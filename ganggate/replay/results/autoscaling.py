@@ -27,7 +27,7 @@ class Paid:
 def _integral(points: Sequence[tuple[float, float]], end: float) -> float:
     """The area under a step function given as (time, value from then on), up to `end`, in hours."""
     total = 0.0
-    for (time, value), (after, _) in zip(points, [*points[1:], (end, 0.0)]):
+    for (time, value), (after, _) in zip(points, [*points[1:], (end, 0.0)], strict=True):
         total += value * max(0.0, min(after, end) - time)
     return total / 3600.0
 

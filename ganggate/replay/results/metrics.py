@@ -130,9 +130,9 @@ def figures(records: Sequence[JobRecord], end: float) -> JobFigures:
     waits = [wait_of(r, end) for r in records]
     classes = []
     for name, _, _ in SIZE_CLASSES:
-        mine = [w for r, w in zip(records, waits) if size_class(r.gpus) == name]
+        mine = [w for r, w in zip(records, waits, strict=True) if size_class(r.gpus) == name]
         classes.append(ClassWait(name, len(mine), percentile(mine, 95), max(mine, default=None)))
-    slowdowns = [slowdown(w, run) for r, w in zip(records, waits) if (run := run_of(r)) is not None]
+    slowdowns = [slowdown(w, run) for r, w in zip(records, waits, strict=True) if (run := run_of(r)) is not None]
     return JobFigures(
         max_wait=max(waits, default=None), p99_wait=percentile(waits, 99), classes=tuple(classes),
         mean_slowdown=mean(slowdowns), p95_slowdown=percentile(slowdowns, 95),
@@ -174,7 +174,7 @@ def integrate(samples: Sequence[Sample], value: Callable[[Sample], float], end: 
     """The integral over time of a step function that takes `value(sample)` from each
     sample's time until the next one (the last one until `end`), in value-seconds."""
     total = 0.0
-    for here, there in zip(samples, list(samples[1:]) + [None]):
+    for here, there in zip(samples, list(samples[1:]) + [None], strict=True):
         until = end if there is None else there.time
         if until > here.time:
             total += value(here) * (until - here.time)

@@ -13,7 +13,7 @@ def _steps(samples: Sequence[Sample], end: float) -> tuple[list[float], list[int
     times: list[float] = []
     busy: list[int] = []
     held: list[int] = []
-    for here, there in zip(samples, list(samples[1:]) + [None]):
+    for here, there in zip(samples, list(samples[1:]) + [None], strict=True):
         until = end if there is None else there.time
         for t in (here.time, max(until, here.time)):
             times.append(t / 3600.0)
@@ -45,7 +45,7 @@ def plot_modes(
     horizon = max(
         [(ends or {}).get(m, s[-1].time if s else 0.0) for m, s in runs.items()] or [0.0]
     )
-    for axis, mode in zip(axes[:, 0], modes):
+    for axis, mode in zip(axes[:, 0], modes, strict=True):
         samples = runs[mode]
         end = (ends or {}).get(mode, samples[-1].time if samples else 0.0)
         times, busy, held = _steps(samples, end)
@@ -90,7 +90,7 @@ def plot_tradeoff(points: Sequence[tuple[str, float, float]], baselines: Sequenc
                   label=parameter or "setting")
         for label, wait, util in points:
             axis.annotate(label, (wait / 3600, util * 100), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    for (label, wait, util), marker in zip(baselines, "s^Dv*"):
+    for (label, wait, util), marker in zip(baselines, "s^Dv*", strict=False):
         axis.plot([wait / 3600], [util * 100], marker, markersize=9, label=label, linestyle="none")
     axis.set_xlabel("max wait of the largest gang-size class (hours)")
     axis.set_ylabel("mean GPU utilisation (%)")

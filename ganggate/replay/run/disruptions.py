@@ -166,7 +166,7 @@ class Disruptor:
             text = await response.read()
             if response.status not in ok:
                 raise ReplayError(f"{method} {path}: HTTP {response.status}: {text[:300].decode(errors='replace')}")
-            return response.status
+            return int(response.status)
 
 
 def _job_order(pod: dict) -> tuple[str, int, str]:

@@ -3,7 +3,8 @@
 Time moves only when the engine says so (`ManualClock`, shared with kubesim's kubelet and API
 server, and the gate controller's clock through ganggate.replay.run.stack.SimulatedClock): at each
 step it finishes the jobs due, applies cluster events (a node added), submits the jobs due,
-waits until the cluster has settled, records a sample, then jumps to the next event (a controller deadline is one: its bind timeouts, gang timeouts and
+waits until the cluster has settled, records a sample, then jumps to the next event (a controller deadline is
+one: its bind timeouts, gang timeouts and
 starvation hold-back fire in simulated time). The run
 stops when nothing can happen any more: nothing running and nothing left to arrive; jobs that
 never completed by then are deadlocked.
@@ -35,15 +36,15 @@ from ganggate.replay.run.observe import JOB_LABEL, PodView, background_pod, even
 from ganggate.replay.run.owners import as_rv, create_job, job_controller_busy
 from ganggate.replay.run.podtable import PodTable
 from ganggate.replay.run.scenario import (  # the types also re-exported here, where callers found them first
-    Background,
-    NodeEvent,
-    NodeSpec,
+    Background as Background,
+    NodeEvent as NodeEvent,
+    NodeSpec as NodeSpec,
     ReplayError,
     RunResult,
     Scenario,
     StepView,
     check_fits,
-    uniform_nodes,
+    uniform_nodes as uniform_nodes,
 )
 from ganggate.replay.run.stack import MODES, SimulatedClock, Stack, start_gate
 from ganggate.replay.traces.format import Job
@@ -170,7 +171,7 @@ class _Engine:
                 clock.advance_to(max(min(candidates), now))
             end = clock.now()
             epoch_offset = clock.epoch() - end
-            events = await self._events()
+            recorded = await self._events()
         finally:
             await session.close()
             await stack.close()
@@ -184,7 +185,7 @@ class _Engine:
         summary = summarise(self.mode, self.samples, records, self.scenario.capacity, end)
         return RunResult(self.mode, self.samples, records, summary, end, capacity, self.steps,
                          time.monotonic() - started, self.interruptions,
-                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, events,
+                         {**self.disruptor.counts, "refused evictions": self.disruptor.refused_evictions}, recorded,
                          self.provisioned, epoch_offset)
 
     # ---- an autoscaled cluster (replay/results/autoscaling.py) -----------------------------------
@@ -226,7 +227,7 @@ class _Engine:
             return False
         groups = self.scenario.node_groups
         quiet = self.autoscaler.unneeded_seconds + max(g.delay_seconds for g in groups) + 3 * self.autoscaler.scan_seconds
-        return now - self._last_progress > quiet
+        return bool(now - self._last_progress > quiet)
 
     # ---- acting on the cluster ---------------------------------------------------------
 
@@ -367,7 +368,7 @@ class _Engine:
         """Wait until no component has anything left to do at this instant (two checks agree)."""
         deadline = time.monotonic() + self.settle_timeout
         last: tuple[int, int] | None = None
-        reason = "not checked"
+        reason: str | None = "not checked"
         while time.monotonic() < deadline:
             await asyncio.sleep(0.002)
             views, max_rv, count = self._pods()

@@ -36,7 +36,7 @@ class SimulatedClock:
         self.manual = manual
 
     def now(self) -> float:
-        return self.manual.epoch()
+        return float(self.manual.epoch())
 
     async def sleep_until(self, when: float) -> None:
         await self.manual.sleep_until(self.manual.now() + (when - self.now()))
@@ -97,11 +97,10 @@ async def start_gate(stack: Stack, *, debounce: float | None = None, match_condi
     stack.webhook = await start_tls_webhook(certs)
     await register_webhook(stack.api, webhook_configuration(stack.webhook.url, certs.ca_file.read_bytes(),
                                                             match_conditions=match_conditions))
+    debouncing: dict[str, Any] = {} if debounce is None else {"debounce_seconds": debounce}
+    autoscaling: dict[str, Any] = {"autoscaling": AUTOSCALING[stack.mode]} if stack.mode in AUTOSCALING else {}
     config = ControllerConfig(policy=POLICY[stack.mode], leader_election=False, metrics_port=None,
-                              placement=PLACEMENT.get(stack.mode, "pinned"),
-                              **({} if debounce is None else {"debounce_seconds": debounce}),
-                              **topology_settings(stack.mode, stack.topology_levels),
-                              **({"autoscaling": AUTOSCALING[stack.mode]} if stack.mode in AUTOSCALING else {}),
-                              **stack.settings)
+                              placement=PLACEMENT.get(stack.mode, "pinned"), **debouncing,
+                              **topology_settings(stack.mode, stack.topology_levels), **autoscaling, **stack.settings)
     stack.controller, stack.controller_task = start_controller(stack.api, config, clock=stack.clock,
                                                                name=f"ganggate-controller-{stack.mode}")

@@ -169,12 +169,12 @@ def read_trace(stream: TextIO) -> list[Job]:
         raise TraceError(f"line {header_line}: unknown or repeated column(s) {', '.join(bad)}")
     jobs: list[Job] = []
     seen: dict[str, int] = {}
-    for (line, _), fields in zip(numbered[1:], rows[1:]):
+    for (line, _), fields in zip(numbered[1:], rows[1:], strict=True):
         if len(fields) != len(header):
             raise TraceError(
                 f"line {line}: {len(fields)} fields where the header has {len(header)}"
             )
-        job = parse_row(dict(zip(header, fields)), line)
+        job = parse_row(dict(zip(header, fields, strict=True)), line)
         if job.job_id in seen:
             raise TraceError(
                 f"line {line}: job_id={job.job_id!r} repeats line {seen[job.job_id]}"

@@ -102,11 +102,11 @@ def generate(config: SynthConfig) -> list[Job]:
     ]
     shapes = [pod_shape(g, config.gpus_per_node, rng.random() < config.per_gpu_pods) for g in sizes]
     # Poisson arrivals at the rate that makes the mean offered load `load`.
-    work = sum(g * t for g, t in zip(sizes, run_times)) / config.jobs  # GPU-seconds per job
+    work = sum(g * t for g, t in zip(sizes, run_times, strict=True)) / config.jobs  # GPU-seconds per job
     rate = config.load * capacity / work  # jobs per second
     jobs: list[Job] = []
     now = 0.0
-    for index, ((pods, per_pod), run_time) in enumerate(zip(shapes, run_times)):
+    for index, ((pods, per_pod), run_time) in enumerate(zip(shapes, run_times, strict=True)):
         jobs.append(
             Job(
                 job_id=f"job-{index:05d}",

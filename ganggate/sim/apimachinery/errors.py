@@ -128,7 +128,10 @@ def method_not_allowed(verb: str, resource: str) -> ApiError:
 
 
 def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type})")
+    return ApiError(415, "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json "
+                    f"(got {content_type})")
 
 
 def too_many_requests(retry_after: float | None = 1) -> ApiError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 
-_EMPTY = (None, {}, [], "", False, 0)
+_EMPTY: tuple[Any, ...] = (None, {}, [], "", False, 0)
 _KEPT = ("status", "value")  # keys kept even when empty
 
 

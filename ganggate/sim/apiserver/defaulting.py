@@ -74,7 +74,7 @@ def prepare_pod_create(pod: dict[str, Any], now: str | None = None) -> None:
         from datetime import datetime, timezone
 
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = {"phase": "Pending", "qosClass": qos_class(pod)}
+    status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(pod)}
     pod["status"] = status
     spec = pod.get("spec") or {}
     if spec.get("schedulingGates"):

@@ -14,7 +14,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from ganggate.sim.apiserver.printers import MORE_TABLES, age, human_duration  # noqa: F401  (human_duration: re-exported)
+from ganggate.sim.apiserver.printers import MORE_TABLES, age, human_duration  # human_duration: re-exported
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -339,7 +339,8 @@ def _priority_class_cells(pc: dict[str, Any]) -> list[Any]:
 def _pdb_cells(pdb: dict[str, Any]) -> list[Any]:
     """printPodDisruptionBudget: MIN AVAILABLE, MAX UNAVAILABLE, ALLOWED DISRUPTIONS."""
     spec = pdb.get("spec") or {}
-    shown = lambda value: "N/A" if value is None else str(value)  # noqa: E731
+    def shown(value: object) -> str:
+        return "N/A" if value is None else str(value)
     return [_name(pdb), shown(spec.get("minAvailable")), shown(spec.get("maxUnavailable")),
             int((pdb.get("status") or {}).get("disruptionsAllowed") or 0), age(pdb)]
 
@@ -367,9 +368,12 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
         _column("Version", description="Kubelet Version reported by the node."),
         _column("Internal-IP", description="List of addresses reachable to the node.", priority=1),
         _column("External-IP", description="List of addresses reachable to the node.", priority=1),
-        _column("OS-Image", description="OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).", priority=1),
-        _column("Kernel-Version", description="Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", priority=1),
-        _column("Container-Runtime", description="ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).", priority=1),
+        _column("OS-Image", description="OS Image reported by the node from /etc/os-release "
+                "(e.g. Debian GNU/Linux 7 (wheezy)).", priority=1),
+        _column("Kernel-Version", description="Kernel Version reported by the node from 'uname -r' "
+                "(e.g. 3.16.0-0.bpo.4-amd64).", priority=1),
+        _column("Container-Runtime", description="ContainerRuntime Version reported by the node through runtime remote API "
+                "(e.g. containerd://1.4.2).", priority=1),
     ], _node_cells),
     "Namespace": ([_NAME, _column("Status", description="The status of the namespace"), _AGE], _namespace_cells),
     "Job": ([
@@ -394,7 +398,8 @@ TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
     "PriorityClass": ([
         _NAME,
         _column("Value", "integer", "Value is the integer value of this priority class."),
-        _column("Global-Default", "boolean", "GlobalDefault specifies whether this PriorityClass should be considered as the default priority."),
+        _column("Global-Default", "boolean",
+                "GlobalDefault specifies whether this PriorityClass should be considered as the default priority."),
         _AGE,
         _column("PreemptionPolicy", description="PreemptionPolicy is the Policy for preempting pods with lower priority."),
     ], _priority_class_cells),

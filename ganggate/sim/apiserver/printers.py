@@ -139,9 +139,11 @@ MORE_TABLES: dict[str, tuple[list[dict[str, Any]], Cells]] = {
     "Event": ([
         _column("Last Seen", "The time at which the most recent occurrence of this event was recorded."),
         _column("Type", "Type of this event (Normal, Warning), new types could be added in the future"),
-        _column("Reason", "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+        _column("Reason", "This should be a short, machine understandable string that gives the reason for the transition "
+                "into the object's current status."),
         _column("Object", "The object that this event is about."),
-        _column("Subobject", "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement.", priority=1),
+        _column("Subobject", "If referring to a piece of an object instead of an entire object, this string should contain a "
+                "valid JSON/Go field access statement.", priority=1),
         _column("Source", "The component reporting this event. Should be a short machine understandable string.", priority=1),
         _column("Message", "A human-readable description of the status of this operation."),
         _column("First Seen", "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)", priority=1),

@@ -43,6 +43,7 @@ def fields(data: bytes) -> Fields:
     while at < len(data):
         key, at = _varint(data, at)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, at = _varint(data, at)
         elif wire == 2:

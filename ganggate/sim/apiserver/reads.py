@@ -10,8 +10,10 @@ from aiohttp import web
 
 from ganggate.sim.apiserver import discovery
 from ganggate.sim.apimachinery import errors, selectors
+from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import dumps, event_line
-from ganggate.sim.apiserver.requests import DEFAULT_WATCH_SECONDS, JSON, Target, _json_response, _requested_rv, decode_continue, encode_continue, parse_bool, wants_table
+from ganggate.sim.apiserver.requests import (DEFAULT_WATCH_SECONDS, JSON, Target, _json_response, _requested_rv,
+                                             decode_continue, encode_continue, parse_bool, wants_table)
 
 
 
@@ -25,6 +27,10 @@ def include_object(query: dict[str, str]) -> str:
 
 class Reads:
     """get, list and watch; mixed into ApiServer, whose store, faults and bookmarks they read."""
+
+    # What they read of the ApiServer they are mixed into (set in ApiServer.__init__).
+    store: Store
+    bookmark_seconds: float
 
     def _check_not_ahead(self, requested: int | None) -> None:
         """A resourceVersion newer than the store's (a client that outlived a restarted simulator)

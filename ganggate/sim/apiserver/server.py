@@ -41,7 +41,7 @@ from ganggate.sim.apiserver.requests import (
 
 from ganggate.sim.apiserver.reads import Reads
 from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.apiserver.writes import Writes, set_condition  # noqa: F401
+from ganggate.sim.apiserver.writes import Writes
 
 log = logging.getLogger("ganggate.sim.apiserver.server")
 
@@ -225,7 +225,9 @@ class ApiServer(Reads, Writes):
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             if "latency" in body or "seconds" in body:
-                rule = self.faults.latency(float(body.get("latency", body.get("seconds"))), body.get("verb"), body.get("resource"))
+                seconds = body["latency"] if "latency" in body else body["seconds"]
+                rule: faults_module.LatencyRule | faults_module.FailRule = self.faults.latency(
+                    float(seconds), body.get("verb"), body.get("resource"))
             else:
                 rule = self.faults.fail(
                     verb=body.get("verb"), resource=body.get("resource"), status=int(body.get("status", 500)),
@@ -279,7 +281,9 @@ class ApiServer(Reads, Writes):
             verb = verb_of(request.method, target, query)
             allowed = target.info.subresources[target.subresource][1] if target.subresource else target.info.verbs
             if verb not in allowed:
-                raise errors.method_not_allowed(request.method, target.info.plural if not target.subresource else f"{target.info.plural}/{target.subresource}")
+                raise errors.method_not_allowed(
+                    request.method,
+                    target.info.plural if not target.subresource else f"{target.info.plural}/{target.subresource}")
             delay = self.faults.delay_for(verb, target.info.plural)
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -296,7 +300,9 @@ class ApiServer(Reads, Writes):
                 return self._get(target, query)
             if verb == "list":
                 if wants_table(request.headers.get("Accept", "")):
-                    listed = json.loads(self._list(target, query).body)
+                    response = self._list(target, query)
+                    assert isinstance(response.body, bytes)  # (_json_response's)
+                    listed = json.loads(response.body)
                     return self._table(target, listed["items"], listed["metadata"].get("resourceVersion", ""),
                                        listed["metadata"].get("continue"), query=query)
                 return self._list(target, query)
@@ -336,7 +342,8 @@ class ApiServer(Reads, Writes):
                 except protobuf_body.Undecodable:
                     pass
             if content_type in ("application/yaml", protobuf_body.PROTOBUF):
-                raise errors.ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json (got {content_type})")
+                raise errors.ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                                      f"accepted media types include: application/json (got {content_type})")
         try:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:

@@ -9,6 +9,7 @@ by namespace and by spec.nodeName. Validation and admission live in the API laye
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from typing import Any, Iterator
 
@@ -92,7 +93,7 @@ class Store:
             if (namespace is None or k[0] == namespace) and (after is None or k > after) and k in pods:
                 yield k, pods[k]
 
-    def pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
+    def pods_on_node(self, node_name: str) -> builtins.list[dict[str, Any]]:
         """The pods bound to a node (spec.nodeName index), shared objects: do not mutate."""
         pods = self._objects.get("pods", {})
         return [pods[k].obj for k in sorted(self._pods_by_node.get(node_name, ())) if k in pods]
@@ -211,5 +212,5 @@ class Store:
         self.hub.compact(self._rv)
         return self._rv
 
-    def namespaced_keys(self) -> list[ResourceInfo]:
+    def namespaced_keys(self) -> builtins.list[ResourceInfo]:
         return [by_key(k) for k in self._objects if by_key(k).namespaced]

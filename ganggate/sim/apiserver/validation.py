@@ -54,8 +54,8 @@ from ganggate.sim.apimachinery.objectmeta import (
     validate_object_meta_update,
 )
 from ganggate.sim.apiserver.registry.pod_update import UPDATABLE_POD_SPEC_FIELDS, validate_pod_status_update, validate_pod_update
-from ganggate.sim.apiserver.registry.pod_validation import validate_pod, validate_pod_create, validate_scheduling_gates, validate_tolerations
-from ganggate.sim.apimachinery.semantic import normal as _normal  # the API server compares webhooks with it
+from ganggate.sim.apiserver.registry.pod_validation import (validate_pod, validate_pod_create, validate_scheduling_gates,
+                                                            validate_tolerations)
 
 __all__ = [
     "DNS1123_LABEL_ERROR", "DNS1123_SUBDOMAIN_ERROR", "QUALIFIED_NAME_ERROR", "SCHEDULING_GATED_MESSAGE",

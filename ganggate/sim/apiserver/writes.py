@@ -22,12 +22,15 @@ from ganggate.sim.apiserver import decoding, deletion, discovery, fieldvalidatio
 from ganggate.sim.apiserver.registry import service as services
 from ganggate.sim.apiserver.registry import workload
 from ganggate.sim.api import scheduling
-from ganggate.sim.apimachinery import errors, selectors
+from ganggate.sim.apimachinery import errors, selectors, semantic
 from ganggate.sim.apiserver.admission import policy as admission_policy, priority
 from ganggate.sim.apiserver import eviction, strategies, validation
 from ganggate.sim.apiserver.discovery import ResourceInfo
+from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import Stored, clone, dumps
-from ganggate.sim.apiserver.requests import IMMORTAL_NAMESPACES, MAX_UPDATE_ATTEMPTS, ObjectChanged, Target, USER_INFO, _NAME_ALPHABET, _dry_run, _json_response, _status_success, _warned
+from ganggate.sim.componentbase.featuregate import FeatureGates
+from ganggate.sim.apiserver.requests import (IMMORTAL_NAMESPACES, MAX_UPDATE_ATTEMPTS, USER_INFO, _NAME_ALPHABET,
+                                             ObjectChanged, Target, _dry_run, _json_response, _status_success, _warned)
 
 
 
@@ -35,6 +38,12 @@ class Writes:
     """The write pipeline; mixed into ApiServer, whose store, admission chain and clock it uses."""
 
     _policies: admission_policy.PolicyChain | None = None  # made on first use
+    # What it uses of the ApiServer it is mixed into (set in ApiServer.__init__).
+    store: Store
+    feature_gates: FeatureGates
+
+    def admission(self) -> Any:
+        raise NotImplementedError  # ApiServer's: the mutating admission chain, loaded lazily
 
     # ---- writes: shared pieces ----------------------------------------------------------------------------
     def _check_body(self, target: Target, body: Any, expected_kind: str | None = None) -> dict[str, Any]:
@@ -43,7 +52,7 @@ class Writes:
             raise errors.bad_request("the body of the request must be a JSON object")
         kind = expected_kind or info.kind
         api_version = body.get("apiVersion")
-        expected_version = info.api_version
+        expected_version: str | None = info.api_version
         if expected_kind in ("Binding",):
             expected_version = "v1"
         if expected_kind == "Eviction":
@@ -95,11 +104,12 @@ class Writes:
         except errors.ApiError:
             raise
         except Exception as exc:
-            if isinstance(getattr(exc, "code", None), int) and hasattr(exc, "message"):
+            code = getattr(exc, "code", None)
+            if isinstance(code, int) and hasattr(exc, "message"):
                 # AdmissionDenied: served as the Status the chain describes.
                 details = getattr(exc, "details", None) or {}
                 raise errors.ApiError(
-                    exc.code, str(getattr(exc, "reason", "") or ""), str(exc.message),
+                    code, str(getattr(exc, "reason", "") or ""), str(getattr(exc, "message", "")),
                     name=details.get("name"), group=details.get("group"), kind=details.get("kind"),
                 ) from exc
             raise
@@ -285,7 +295,7 @@ class Writes:
             else:
                 validation.prepare_generic_update(info.kind, new, old)
                 if info.key == "mutatingwebhookconfigurations.admissionregistration.k8s.io":
-                    changed = validation._normal(new.get("webhooks")) != validation._normal(old.get("webhooks"))
+                    changed = semantic.normal(new.get("webhooks")) != semantic.normal(old.get("webhooks"))
                     meta["generation"] = old_meta.get("generation", 1) + (1 if changed else 0)
         validation.drop_empty(new)
         if strategy is not None:
@@ -366,7 +376,7 @@ class Writes:
         if not target_ref.get("name"):
             causes.append(errors.required("target.name"))
         if causes:
-            raise errors.invalid("Binding", name, causes)
+            raise errors.invalid("Binding", name or "", causes)
         stored = self._stored(target)
         pod = stored.obj
         spec = pod.get("spec") or {}
@@ -431,7 +441,7 @@ class Writes:
             accepted = not gone and options.get("orphanDependents") is False  # handlers/delete.go
             return _json_response(obj, status=202 if accepted else 200)
         if dry_run:
-            return _json_response(None, raw=self.store.lookup(info.key, target.namespace or "", target.name or "").raw)
+            return _json_response(None, raw=self._stored(target).raw)
         meta = current["metadata"]
         if (preconditions.get("uid") in (None, meta.get("uid"))
                 and preconditions.get("resourceVersion") in (None, meta.get("resourceVersion")) and info.namespaced):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import aiohttp
 
@@ -138,8 +138,8 @@ class Autoscaler:
         await self._scale_down(nodes, bound, slots)
 
     # ---- ProvisioningRequests -----------------------------------------------------------------
-    async def _provisioning_requests(self, pods: list[Mapping[str, Any]], slots: list[estimator.Slot]) -> None:
-        requests = sorted(self._store("provreqs").values(),
+    async def _provisioning_requests(self, pods: Sequence[Mapping[str, Any]], slots: list[estimator.Slot]) -> None:
+        requests: list[Mapping[str, Any]] = sorted(self._store("provreqs").values(),
                           key=lambda r: ((r.get("metadata") or {}).get("creationTimestamp") or "", object_key(r)))
         templates = self._store("templates")
         consumers: dict[str, int] = {}
@@ -157,8 +157,8 @@ class Autoscaler:
                 if provisioning.booking_expired(request, now_epoch, self.reservation_seconds):
                     await self._set(request, ar.BOOKING_EXPIRED, True, ar.BOOKING_EXPIRED_REASON, ar.BOOKING_EXPIRED_MSG)
                     continue
-                wanted = provisioning.pods_of(request, templates) or []
-                estimator.place(wanted[consumers.get(object_key(request), 0):], slots)
+                booked = provisioning.pods_of(request, templates) or []
+                estimator.place(booked[consumers.get(object_key(request), 0):], slots)
         for request in requests:
             cls = (request.get("spec") or {}).get("provisioningClassName")
             if cls not in ar.CLASSES or not provisioning.is_active(request) or provisioning.is_booked(request):
@@ -201,7 +201,8 @@ class Autoscaler:
         if conditions is None or self._session is None:
             return request
         meta = request.get("metadata") or {}
-        url = f"{self.base_url}/apis/{ar.GROUP}/{ar.VERSION}/namespaces/{meta.get('namespace')}/provisioningrequests/{meta.get('name')}/status"
+        url = (f"{self.base_url}/apis/{ar.GROUP}/{ar.VERSION}/namespaces/{meta.get('namespace')}"
+               f"/provisioningrequests/{meta.get('name')}/status")
         body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"conditions": conditions}}
         async with self._session.patch(url, json=body, headers={"Content-Type": "application/merge-patch+json"}) as response:
             stored = await response.json(content_type=None)
@@ -284,7 +285,7 @@ class Autoscaler:
         now = self.clock.now()
         used = {slot.name for slot in slots if slot.placed}
         for node in list(nodes.values()):
-            name = (node.get("metadata") or {}).get("name")
+            name = str((node.get("metadata") or {}).get("name") or "")
             group = self.groups.get(((node.get("metadata") or {}).get("labels") or {}).get(ar.NODE_GROUP_LABEL, ""))
             if group is None or bound.get(name) or name in used:
                 self._unneeded_since.pop(name, None)

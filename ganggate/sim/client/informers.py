@@ -94,8 +94,8 @@ class Reflector:
         self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         fresh = {object_key(item): item for item in body.get("items") or []}
         for key in [k for k in self.store if k not in fresh]:
-            old = self.store.pop(key)
-            self.handler("DELETED", old, old)
+            gone = self.store.pop(key)
+            self.handler("DELETED", gone, gone)
         for key, item in fresh.items():
             old = self.store.get(key)
             self.store[key] = item
@@ -153,7 +153,7 @@ class Reflector:
             self.handler(kind, obj, old)
 
 
-async def run_synced(first: Reflector, second: Reflector, work: Callable[[], Any], ready: asyncio.Event,
+async def run_synced(first: ReflectorLike, second: ReflectorLike, work: Callable[[], Any], ready: asyncio.Event,
                      also_cancel: Callable[[], list[asyncio.Future]] = list) -> None:
     """A controller's main loop, as kube-controller-manager's run WaitForCacheSync before workers:
     list and watch `first`, then once it has synced `second` and the work loop; set `ready` when both
@@ -195,7 +195,7 @@ class SharedInformers:
 
 
 def reflector_for(session: aiohttp.ClientSession, base_url: str, path: str, handler: Handler,
-                  shared: SharedInformers | None) -> "Reflector | _Handle":
+                  shared: SharedInformers | None) -> ReflectorLike:
     """A Reflector of the controller's own, or its handle on the process's shared one."""
     if shared is None:
         return Reflector(session, base_url, path, handler)
@@ -228,7 +228,7 @@ class _Shared:
         for handler in list(self.handlers):
             try:
                 handler(kind, obj, previous)
-            except Exception as exc:  # noqa: BLE001 - re-raised below, once the others have run
+            except Exception as exc:  # re-raised below, once the others have run
                 failure = failure or exc
         if failure is not None:
             raise failure
@@ -278,3 +278,7 @@ class _Handle:
         await self._shared.synced.wait()
         self.synced.set()
         await asyncio.shield(task)
+
+
+#: What reflector_for gives a controller: its own Reflector, or its handle on a shared one.
+ReflectorLike = Reflector | _Handle

@@ -19,6 +19,7 @@ SchedulerQueueingHints to true: 1.30 here stands for running a 1.30 kube-schedul
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -162,6 +163,7 @@ def parse(text: str | None, version: str = RELEASE) -> FeatureGates:
                                    "invalid syntax")
         enabled = lowered in ("true", "1", "t")
         gate = KNOWN[name].at(version)
+        assert gate is not None  # checked above: the gate is known at this version
         if gate.locked and enabled != gate.default:
             raise FeatureGateError(f"cannot set feature gate {name} to {str(enabled).lower()}, feature is locked "
                                    f"to {str(gate.default).lower()}")
@@ -169,7 +171,7 @@ def parse(text: str | None, version: str = RELEASE) -> FeatureGates:
     return FeatureGates(overrides, version)
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--feature-gates and --scheduler-feature-gates; shared by `sim serve` and `sim up`."""
     parser.add_argument("--feature-gates", metavar="A=true,B=false", default="",
                         help=f"Kubernetes feature gates for every kubesim component, with the real names; "
@@ -182,7 +184,7 @@ def add_arguments(parser) -> None:
                              f"takes (default {RELEASE}; 1.30: no pop from backoff, no QueueingHints)")
 
 
-def from_arguments(args) -> tuple[FeatureGates, FeatureGates]:
+def from_arguments(args: argparse.Namespace) -> tuple[FeatureGates, FeatureGates]:
     """(the cluster's gates, the scheduler's gates) from the two flags; FeatureGateError on a bad one."""
     try:
         cluster = parse(args.feature_gates)

@@ -22,7 +22,7 @@ import logging
 import aiohttp
 
 from ganggate.sim.helpers import disruption
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.workqueue import WorkQueue, put_status
 
 log = logging.getLogger(__name__)
@@ -35,13 +35,19 @@ class DisruptionController:
         self.base_url = base_url.rstrip("/")
         self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self._session: aiohttp.ClientSession | None = None
-        self._pdbs: Reflector | None = None
-        self._pods: Reflector | None = None
+        self._pdbs: ReflectorLike | None = None
+        self._pods: ReflectorLike | None = None
         self._queue = WorkQueue(retry_seconds)
         # (namespace, label, value) -> keys of the pods carrying it (a dict: the store's order)
         self._by_label: dict[tuple[str, str, str], dict[str, None]] = {}
         self.ready = asyncio.Event()
         """Set once the pods and the budgets have been listed."""
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
 
     def enqueue(self, key: str) -> None:
         self._queue.add(key)
@@ -92,7 +98,7 @@ class DisruptionController:
             return
         meta = pdb["metadata"]
         url = f"{self.base_url}/apis/policy/v1/namespaces/{meta['namespace']}/poddisruptionbudgets/{meta['name']}/status"
-        await put_status(self._session, url, pdb, status, key)  # type: ignore[arg-type]
+        await put_status(self._http, url, pdb, status, key)
 
     async def _work(self) -> None:
         await self._queue.run(self.sync, log, "pdb")

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import aiohttp
 
 from ganggate.sim.apimachinery.objectmeta import refers_to
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.restmapper import RESTMapper
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,8 @@ class GarbageCollector:
         self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self._session: aiohttp.ClientSession | None = None
         self._mapper: RESTMapper | None = None
-        self._pods: Reflector | None = None
-        self._jobs: Reflector | None = None
+        self._pods: ReflectorLike | None = None
+        self._jobs: ReflectorLike | None = None
         self._dirty: asyncio.Queue[str] = asyncio.Queue()
         self.deleted = 0
         self.ready = asyncio.Event()
@@ -45,6 +45,8 @@ class GarbageCollector:
         if kind != "DELETED" or self._pods is None:
             return
         uid = (obj.get("metadata") or {}).get("uid")
+        if not uid:
+            return  # (an object the API server stored has one; a pod never refers to none)
         for key, pod in list(self._pods.store.items()):
             if refers_to(pod, uid):
                 self._dirty.put_nowait(key)

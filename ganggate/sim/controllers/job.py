@@ -47,7 +47,7 @@ from typing import Any
 import aiohttp
 
 from ganggate.sim.controllers import job_pods, pod_failure_policy
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.events import EventRecorder
 from ganggate.sim.client.workqueue import ExponentialFailureRateLimiter, WorkQueue, put_status
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
@@ -98,8 +98,8 @@ class JobController:
         self.batch_seconds = batch_seconds
         self.shared = shared  # the process's shared informers (Components), or None: watches of its own
         self._session: aiohttp.ClientSession | None = None
-        self._jobs: Reflector | None = None
-        self._pods: Reflector | None = None
+        self._jobs: ReflectorLike | None = None
+        self._pods: ReflectorLike | None = None
         self._queue = WorkQueue(rate_limiter=ExponentialFailureRateLimiter(
             JOB_API_BACKOFF_SECONDS, MAX_JOB_API_BACKOFF_SECONDS), clock=clock)
         self.recorder = EventRecorder(self.base_url, COMPONENT)
@@ -110,6 +110,12 @@ class JobController:
         """Set once the pods and the Jobs have been listed."""
 
     # -- informer handlers ---------------------------------------------------------------
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
 
     def has_work(self) -> bool:
         """Jobs queued or being synced (a sync creates its pods one request at a time), or pod
@@ -251,7 +257,7 @@ class JobController:
     async def _create(self, key: str, job: dict, index: int | None) -> None:
         pod = job_pods.pod_from_template(job, index)
         url = f"{self.base_url}/api/v1/namespaces/{job['metadata'].get('namespace', 'default')}/pods"
-        async with self._session.post(url, json=pod) as response:  # type: ignore[union-attr]
+        async with self._http.post(url, json=pod) as response:
             body = await response.json(content_type=None)
             if response.status != 201:
                 message = _status_message(body, response.status)
@@ -270,7 +276,7 @@ class JobController:
         meta = pod["metadata"]
         url = f"{self.base_url}/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}"
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta.get("uid")}}
-        async with self._session.delete(url, json=body) as response:  # type: ignore[union-attr]
+        async with self._http.delete(url, json=body) as response:
             answer = await response.json(content_type=None)
             seen = self._pods.store.get(object_key(pod)) if self._pods else None
             if response.status == 200:
@@ -284,7 +290,7 @@ class JobController:
     async def _write_status(self, key: str, job: dict, status: dict[str, Any]) -> None:
         meta = job["metadata"]
         url = f"{self.base_url}/apis/batch/v1/namespaces/{meta.get('namespace')}/jobs/{meta['name']}/status"
-        await put_status(self._session, url, job, status, key)  # type: ignore[arg-type]
+        await put_status(self._http, url, job, status, key)
 
     # -- the loop ------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ annotations and spec from the template, a controller ownerReference with blockOw
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 from ganggate.sim.api.batch import COMPLETION_INDEX
 
@@ -87,18 +87,18 @@ def format_indexes(indexes: Iterable[int]) -> str:
     """Sorted indexes as intervals: {0,1,2,3,5} -> "0-3,5" (indexed_job_utils.go succeededIndexes.String)."""
     ordered = sorted(set(indexes))
     parts: list[str] = []
-    start = prev = None
-    for value in ordered + [None]:  # type: ignore[list-item]
-        if start is not None and (value is None or value != prev + 1):
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if value is not None and start is None:
-            start = value
-        prev = value
+    i = 0
+    while i < len(ordered):
+        start = prev = ordered[i]
+        i += 1
+        while i < len(ordered) and ordered[i] == prev + 1:
+            prev = ordered[i]
+            i += 1
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
     return ",".join(parts)
 
 
-def plan_creates(job: Mapping[str, Any], active: list[Mapping[str, Any]], succeeded_indexes: set[int],
+def plan_creates(job: Mapping[str, Any], active: Sequence[Mapping[str, Any]], succeeded_indexes: set[int],
                  succeeded: int) -> list[int | None]:
     """The pods to create now: indexes for an Indexed job, None for each pod of a NonIndexed one (manageJob)."""
     spec = job.get("spec") or {}
@@ -115,7 +115,10 @@ def plan_creates(job: Mapping[str, Any], active: list[Mapping[str, Any]], succee
     return [None] * max(0, want - len(active))
 
 
-def excess_active(job: Mapping[str, Any], active: list[Mapping[str, Any]], succeeded: int) -> list[Mapping[str, Any]]:
+_Pod = TypeVar("_Pod", bound=Mapping[str, Any])
+
+
+def excess_active(job: Mapping[str, Any], active: Sequence[_Pod], succeeded: int) -> list[_Pod]:
     """Active pods beyond what the job wants (parallelism lowered): highest indexes, or not-ready ones, first."""
     spec = job.get("spec") or {}
     if spec.get("completionMode") == "Indexed":

@@ -29,7 +29,7 @@ import aiohttp
 from ganggate.sim.helpers import taints as tainting
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,9 @@ def desired_taints(node: Mapping, now: str) -> list[dict] | None:
     managed = {NOT_READY, UNREACHABLE}
     kept = [t for t in current if t.get("key") not in managed or (t.get("key"), t.get("effect")) in wanted]
     have = {(t.get("key"), t.get("effect")) for t in kept}
-    added = [dict({"key": k, "effect": e}, **({"timeAdded": now} if e == "NoExecute" else {}))
+    added: list[dict[str, Any]] = [dict({"key": k, "effect": e}, **({"timeAdded": now} if e == "NoExecute" else {}))
              for k, e in sorted(wanted - have)]
-    result = kept + added
+    result: list[dict[str, Any]] = [dict(t) for t in kept] + added
     return None if result == current else result
 
 
@@ -77,10 +77,10 @@ def eviction_delay(pod: Mapping, node_taints: list[Mapping]) -> float | None:
         if not matching:
             return 0.0
         used.extend(matching)
-    seconds = [t.get("tolerationSeconds") for t in used if t.get("tolerationSeconds") is not None]
+    seconds = [int(s) for t in used if (s := t.get("tolerationSeconds")) is not None]
     if not seconds:
         return None
-    return float(max(0, min(int(s) for s in seconds)))
+    return float(max(0, min(seconds)))
 
 
 def disruption_condition(reason: str, message: str, when: str) -> dict:
@@ -99,8 +99,8 @@ class NodeLifecycleController:
         self.clock: Clock = clock if clock is not None else WallClock()
         self.retry_seconds = retry_seconds
         self._session: aiohttp.ClientSession | None = None
-        self._nodes: Reflector | None = None
-        self._pods: Reflector | None = None
+        self._nodes: ReflectorLike | None = None
+        self._pods: ReflectorLike | None = None
         self._node_work: asyncio.Queue[str] = asyncio.Queue()
         self._evictions: dict[str, tuple[asyncio.Task, float, float]] = {}  # pod key -> (task, start, delay)
         self._orphans: dict[str, asyncio.Task] = {}
@@ -111,6 +111,12 @@ class NodeLifecycleController:
         """Set once the nodes and the pods have been listed."""
 
     # -- informer handlers ---------------------------------------------------------------
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
 
     def on_node(self, kind: str, node: dict, old: dict | None) -> None:
         name = node["metadata"]["name"]
@@ -171,7 +177,7 @@ class NodeLifecycleController:
             return
         patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
                  "spec": {"taints": wanted}}  # taints are replaced whole; stale rv is 409, retried
-        async with self._session.patch(f"{self.base_url}/api/v1/nodes/{name}", json=patch,  # type: ignore[union-attr]
+        async with self._http.patch(f"{self.base_url}/api/v1/nodes/{name}", json=patch,
                                        headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
             await response.read()
             if response.status >= 300 and response.status not in (404, 409):
@@ -191,7 +197,7 @@ class NodeLifecycleController:
         await self.clock.sleep_until(self.clock.now() + QUARANTINE_SECONDS)
         while True:
             try:
-                async with self._session.get(f"{self.base_url}/api/v1/nodes/{node_name}") as response:  # type: ignore[union-attr]
+                async with self._http.get(f"{self.base_url}/api/v1/nodes/{node_name}") as response:
                     await response.read()
                     if response.status == 200:
                         self._orphans.pop(key, None)
@@ -218,7 +224,7 @@ class NodeLifecycleController:
         delay = self.retry_seconds
         while True:
             try:
-                async with self._session.patch(path + "/status", json={"status": status},  # type: ignore[union-attr]
+                async with self._http.patch(path + "/status", json={"status": status},
                                                headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
                     await response.read()
                     if response.status == 404:
@@ -229,7 +235,7 @@ class NodeLifecycleController:
                                             "preconditions": {"uid": meta.get("uid")}}
                     if grace is not None:
                         body["gracePeriodSeconds"] = grace
-                    async with self._session.delete(path, json=body) as response:  # type: ignore[union-attr]
+                    async with self._http.delete(path, json=body) as response:
                         await response.read()
                         if response.status < 300:
                             return True

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 import aiohttp
 
 from ganggate.sim.api import resource as api
-from ganggate.sim.client.informers import Reflector, SharedInformers, object_key, reflector_for
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for
 from ganggate.sim.client.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -91,9 +91,9 @@ class ResourceClaimController:
         self.base_url = base_url.rstrip("/")
         self.shared = shared
         self._session: aiohttp.ClientSession | None = None
-        self._pods: Reflector | None = None
-        self._claims: Reflector | None = None
-        self._templates: Reflector | None = None
+        self._pods: ReflectorLike | None = None
+        self._claims: ReflectorLike | None = None
+        self._templates: ReflectorLike | None = None
         # One queue of "pod:" and "claim:" keys (claimKeyPrefix, podKeyPrefix), worked off by
         # CONCURRENT_SYNCS workers, as kube-controller-manager runs the controller.
         self._queue = WorkQueue(retry_seconds)
@@ -101,6 +101,12 @@ class ResourceClaimController:
         self.ready = asyncio.Event()
 
     # -- handlers ------------------------------------------------------------------------------
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
 
     def on_pod(self, kind: str, pod: dict, old: dict | None) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
@@ -170,7 +176,7 @@ class ResourceClaimController:
                     log.info("pod %s: resource claim template %s not found", key, template_name)
                     return  # the template's ADDED event queues the pod again
                 body = claim_from_template(pod, entry, template)
-                async with self._session.post(f"{self.base_url}/apis/{api.API_VERSION}/namespaces/{namespace}/resourceclaims",
+                async with self._http.post(f"{self.base_url}/apis/{api.API_VERSION}/namespaces/{namespace}/resourceclaims",
                                               json=body) as response:
                     created = await response.json(content_type=None)
                     if response.status >= 300:
@@ -180,7 +186,7 @@ class ResourceClaimController:
             added = True
         if added:
             url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status"
-            async with self._session.patch(url, json={"status": {"resourceClaimStatuses": statuses}},
+            async with self._http.patch(url, json={"status": {"resourceClaimStatuses": statuses}},
                                            headers={"Content-Type": MERGE_PATCH}) as response:
                 await response.read()
                 if response.status >= 300 and response.status != 404:
@@ -214,7 +220,7 @@ class ResourceClaimController:
                 if api.FINALIZER in finalizers:  # allocated by the scheduler: "deallocate" by clearing it
                     new_status.pop("allocation", None)
                     new_status.pop("devices", None)  # dropDeallocatedStatusDevices
-            async with self._session.put(f"{url}/status", json=dict(claim, status=new_status)) as response:
+            async with self._http.put(f"{url}/status", json=dict(claim, status=new_status)) as response:
                 updated = await response.json(content_type=None)
                 if response.status in (404, 409):
                     return  # gone, or changed: its next event queues it again
@@ -222,14 +228,14 @@ class ResourceClaimController:
                     raise RuntimeError(f"status of claim {key}: HTTP {response.status}")
             if api.FINALIZER in finalizers and not (updated.get("status") or {}).get("allocation"):
                 meta = dict(updated["metadata"], finalizers=[f for f in finalizers if f != api.FINALIZER])
-                async with self._session.put(url, json=dict(updated, metadata=meta)) as response:
+                async with self._http.put(url, json=dict(updated, metadata=meta)) as response:
                     await response.read()
                     if response.status >= 300 and response.status not in (404, 409):
                         raise RuntimeError(f"finalizer of claim {key}: HTTP {response.status}")
             return  # the update's event queues the claim again for what follows
         owner = owner_pod_uid(claim)
         if owner is not None and pod_done(self._pod_by_uid(owner)) and not keep:
-            async with self._session.delete(url, json={"preconditions": {"uid": claim["metadata"]["uid"]}}) as response:
+            async with self._http.delete(url, json={"preconditions": {"uid": claim["metadata"]["uid"]}}) as response:
                 await response.read()
 
     async def run(self) -> None:

@@ -35,12 +35,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 # ---- which pods a budget covers -------------------------------------------------------------------------
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, Any] | None) -> bool:
     """LabelSelectorAsSelector(...).Matches; in policy/v1 an empty selector matches every pod, a nil one none."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import celpy
 from celpy import celtypes
@@ -44,7 +44,7 @@ def _quantity(text: Any) -> celtypes.IntType:
         raise ValueError(f"invalid quantity {text!r}") from exc
 
 
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[..., Any]] = {
     "quantity": _quantity,
     "semver": lambda text: celtypes.StringType(str(text)),
     "compareTo": _compare,

@@ -17,7 +17,7 @@ Requirement.Matches), as the NodeAffinity filter plugin uses them:
 from __future__ import annotations
 
 import re
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeGuard
 
 Matcher = Callable[[Mapping[str, str]], bool]
 
@@ -39,7 +39,7 @@ def go_parse_int(text: object) -> int | None:
     return number if -(2**63) <= number < 2**63 else None
 
 
-def is_label_key(key: object) -> bool:
+def is_label_key(key: object) -> TypeGuard[str]:
     """validation.IsQualifiedName: [prefix/]name, the prefix a DNS-1123 subdomain."""
     if not isinstance(key, str):
         return False
@@ -91,7 +91,7 @@ def _label_requirement(expr: Mapping) -> Matcher:
 
 def _field_requirement(expr: Mapping) -> Matcher:
     """nodeSelectorRequirementsAsFieldSelector: In/NotIn with one value (fields.Set.Get gives "")."""
-    key, operator, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    key, operator, values = str(expr.get("key") or ""), expr.get("operator"), expr.get("values") or []
     if operator not in ("In", "NotIn") or len(values) != 1:
         raise _Unparseable(expr)
     wanted = values[0]

@@ -25,7 +25,7 @@ from typing import Mapping
 from ganggate.sim.helpers.podrequests import resource_list
 from ganggate.sim.apimachinery.quantity import QuantityError, value
 
-from ganggate.sim.api.gpushare import GPU_COUNT, GPU_MEM  # noqa: E402,F401  (re-exported)
+from ganggate.sim.api.gpushare import GPU_COUNT, GPU_MEM  # re-exported: tests read them here
 WHOLE_GPU = "nvidia.com/gpu"
 CARD_INDEX = "ALIYUN_COM_GPU_MEM_IDX"
 POD_AMOUNT = "ALIYUN_COM_GPU_MEM_POD"

@@ -106,12 +106,18 @@ class GpuDraDriver:
         self._dirty: asyncio.Queue[tuple[str, dict]] = asyncio.Queue()
         self.ready = asyncio.Event()
 
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
+
     def on_node(self, kind: str, node: dict, old: dict | None) -> None:
         if kind == "DELETED" or old is None or (old.get("metadata") or {}).get("labels") != (node.get("metadata") or {}).get("labels"):
             self._dirty.put_nowait((kind, node))
 
     async def _write(self, method: str, path: str, body: Any = None) -> int:
-        async with self._session.request(method, self.base_url + path, json=body) as response:
+        async with self._http.request(method, self.base_url + path, json=body) as response:
             await response.read()
             return response.status
 

@@ -42,15 +42,15 @@ import aiohttp
 
 from ganggate.sim.kubelet import claims
 
+from ganggate.sim.apimachinery.timestamps import now_rfc3339  # (the replay reads it here too)
 from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.kubelet.deviceplugin import ASSIGNED, ASSUME_TIME, REJECT_REASON, CardLedger, shared_amount
-from ganggate.sim.kubelet.status import (  # noqa: F401  (re-exported: the replay and tests use them)
+from ganggate.sim.kubelet.status import (  # re-exported: the replay and tests use them
     FAIL_AFTER_ANNOTATION,
     RUN_SECONDS_ANNOTATION,
     failed_status,
     fail_after_seconds,
     killed_status,
-    now_rfc3339,
     rejected_status,
     restarted_status,
     run_seconds,
@@ -98,6 +98,12 @@ class Kubelet:
         self._node_objects: dict[str, dict] = {}  # node name -> the latest Node seen
         self.cards = CardLedger()  # the device plugins' view: pods admitted per node and card
         self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
 
     @property
     def pods_resource_version(self) -> int:
@@ -172,7 +178,7 @@ class Kubelet:
     async def _start(self, key: str) -> None:
         await self.clock.sleep_until(self.clock.now() + self.start_seconds)
         start = self.clock.now()
-        if not await claims.wait_prepared(self._session, self.base_url,  # DRA: claims allocated and reserved
+        if not await claims.wait_prepared(self._http, self.base_url,  # DRA: claims allocated and reserved
                                           lambda: self._pods.store.get(key) if self._pods else None, asyncio.sleep):
             return
         if not await self._allocate_devices(key):

@@ -14,10 +14,9 @@ from typing import Mapping
 
 from ganggate.sim.client.informers import object_key
 
-from ganggate.sim.api.kubesim import (  # noqa: F401  (re-exported: the kubelet, the replay and tests use them)
+from ganggate.sim.api.kubesim import (  # re-exported: the kubelet, the replay and tests use them
     FAIL_AFTER_ANNOTATION, FAIL_EXIT_CODE_ANNOTATION, FAIL_REASON_ANNOTATION, RUN_SECONDS_ANNOTATION,
 )
-from ganggate.sim.apimachinery.timestamps import now_rfc3339  # noqa: F401
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping, SupportsIndex
 
 import numpy as np
 
@@ -257,13 +257,19 @@ class ClusterCache:
         )
         return json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
 
+    def _node(self, slot: SupportsIndex) -> Mapping[str, Any]:
+        """The node in a slot the index or a mask names (such a slot is never empty)."""
+        node = self.nodes[slot]
+        assert node is not None, f"slot {slot} is empty"
+        return node
+
     def _label_mask(self, key: str, value: str) -> np.ndarray:
         cached = self._label_masks.get((key, value))
         if cached is not None and cached[0] == self.generation:
             return cached[1]
         mask = np.zeros(self._capacity, dtype=bool)
-        for name, slot in self.index.items():
-            labels = (self.nodes[slot].get("metadata") or {}).get("labels") or {}
+        for slot in self.index.values():
+            labels = (self._node(slot).get("metadata") or {}).get("labels") or {}
             if labels.get(key) == value:
                 mask[slot] = True
         if len(self._label_masks) > _MAX_SIGNATURES:
@@ -299,7 +305,7 @@ class ClusterCache:
             counts[UNSCHEDULABLE] = int(np.count_nonzero(cordoned))
             remaining &= ~cordoned
         for slot in np.flatnonzero(remaining & self.tainted):
-            taint = taints.untolerated_taint(taints.node_taints(self.nodes[slot]), tolerations)
+            taint = taints.untolerated_taint(taints.node_taints(self._node(slot)), tolerations)
             if taint is not None:
                 remaining[slot] = False
                 reason = taints.taint_reason(taint)
@@ -311,7 +317,7 @@ class ClusterCache:
         if affinity.has_terms:
             selected = selected.copy()
             for slot in np.flatnonzero(selected):
-                if not affinity.match_terms(self.nodes[slot]):
+                if not affinity.match_terms(self._node(slot)):
                     selected[slot] = False
         counts[AFFINITY] = int(np.count_nonzero(remaining & ~selected))
         return StaticVerdict(ok=selected, counts={k: v for k, v in counts.items() if v})

@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import aiohttp
 import numpy as np
@@ -236,9 +236,10 @@ class DynamicResources:
         for request in requests:
             options = ([(request["name"], request["exactly"])] if request.get("exactly") else
                        [(f"{request['name']}/{sub['name']}", sub) for sub in request.get("firstAvailable") or []])
-            for name, option in options:
+            for option_name, option in options:
                 picked = self._take(option, devices, taken)
                 if picked is not None:
+                    name = option_name  # the request (or its firstAvailable alternative) the devices went to
                     break
             else:
                 return None
@@ -303,7 +304,8 @@ class DynamicResources:
                                          for c, res, req, _ in wanted]}
         return out
 
-    def filter(self, pod: Mapping[str, Any], fits: np.ndarray, names: list, has_resource) -> tuple[np.ndarray, dict[str, int]]:
+    def filter(self, pod: Mapping[str, Any], fits: np.ndarray, names: list, has_resource: Callable[[int], Mapping[str, bool]],
+               ) -> tuple[np.ndarray, dict[str, int]]:
         """Filter over the nodes other filters passed: the mask and the fit-error counts."""
         claims, problem = self.pre_filter(pod)
         if problem is not None:
@@ -349,7 +351,7 @@ class DynamicResources:
             for claim_key in [*plan.allocate, *plan.reserve]:
                 if not await self._write_claim(session, base_url, claim_key, plan.allocate.get(claim_key), ref):
                     return False
-            if plan.extended is not None and not await self._extended_claim(session, base_url, pod, plan, ref):
+            if plan.extended is not None and not await self._extended_claim(session, base_url, pod, plan.extended, ref):
                 return False
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             log.debug("pre-bind %s: %s", key, exc)
@@ -397,7 +399,7 @@ class DynamicResources:
         return False
 
     async def _extended_claim(self, session: aiohttp.ClientSession, base_url: str, pod: Mapping[str, Any],
-                              plan: PodPlan, ref: dict) -> bool:
+                              extended: dict[str, Any], ref: dict) -> bool:
         meta = pod["metadata"]
         namespace = meta.get("namespace", "default")
         body = {"apiVersion": api.API_VERSION, "kind": "ResourceClaim",
@@ -406,7 +408,7 @@ class DynamicResources:
                              "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
                                                   "uid": meta.get("uid", ""), "controller": True,
                                                   "blockOwnerDeletion": True}]},
-                "spec": plan.extended["spec"]}
+                "spec": extended["spec"]}
         async with session.post(f"{base_url}/apis/{api.API_VERSION}/namespaces/{namespace}/resourceclaims",
                                 json=body) as response:
             created = await response.json(content_type=None)
@@ -414,10 +416,10 @@ class DynamicResources:
                 return False
         name = created["metadata"]["name"]
         self.assumed[f"{namespace}/{name}"] = self.assumed.pop(f"{namespace}/{meta['name']}#extended",
-                                                               plan.extended["allocation"])
-        if not await self._write_claim(session, base_url, f"{namespace}/{name}", plan.extended["allocation"], ref):
+                                                               extended["allocation"])
+        if not await self._write_claim(session, base_url, f"{namespace}/{name}", extended["allocation"], ref):
             return False
-        status = {"extendedResourceClaimStatus": {"resourceClaimName": name, "requestMappings": plan.extended["mappings"]}}
+        status = {"extendedResourceClaimStatus": {"resourceClaimName": name, "requestMappings": extended["mappings"]}}
         async with session.patch(f"{base_url}/api/v1/namespaces/{namespace}/pods/{meta['name']}/status",
                                  json={"status": status}, headers={"Content-Type": "application/merge-patch+json"}) as response:
             await response.read()

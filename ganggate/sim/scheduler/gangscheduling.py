@@ -149,6 +149,8 @@ class GangScheduling:
     async def _cycle(self, popped: Any, bind_slots: asyncio.Semaphore) -> None:
         scheduler = self.scheduler
         group = group_key(popped.pod)
+        if group is None:  # (the scheduler hands this cycle only pods of a group)
+            raise ValueError(f"pod {popped.key} is in no pod group")
         needed = self.min_count(group) or 1
         queue = scheduler.queue
         queued = [q for k, q in list(queue.pods.items())

@@ -26,7 +26,7 @@ Nominated pods of equal or higher priority count on their nominated node while f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ganggate.sim.helpers import disruption
 from ganggate.sim.helpers.podrequests import PODS
@@ -89,7 +89,7 @@ def fits(cache: ClusterCache, slot: int, request: Mapping[str, int], removed: It
     return True
 
 
-def pdb_violations(keys: list[str], pods: Mapping[str, Mapping], pdbs: list[Mapping]) -> set[str]:
+def pdb_violations(keys: list[str], pods: Mapping[str, Mapping], pdbs: Sequence[Mapping]) -> set[str]:
     """filterPodsWithPDBViolation: the keys whose eviction would take a budget below zero, in order."""
     allowed = [int((p.get("status") or {}).get("disruptionsAllowed") or 0) for p in pdbs]
     violating = set()
@@ -110,9 +110,11 @@ def pdb_violations(keys: list[str], pods: Mapping[str, Mapping], pdbs: list[Mapp
 
 
 def select_victims_on_node(cache: ClusterCache, slot: int, request: Mapping[str, int], priority: int,
-                           pods: Mapping[str, Mapping], pdbs: list[Mapping]) -> Candidate | None:
+                           pods: Mapping[str, Mapping], pdbs: Sequence[Mapping]) -> Candidate | None:
     """SelectVictimsOnNode: the fewest, least important pods whose removal lets the pod fit."""
     node = cache.names[slot]
+    if node is None:  # (ok_slots name nodes the cache holds)
+        return None
     lower = [key for key in cache.pods_by_node.get(node, ()) if cache.pods[key].priority < priority]
     if not lower or not fits(cache, slot, request, (cache.pods[k] for k in lower)):
         return None
@@ -141,7 +143,7 @@ def pick_one_node(cache: ClusterCache, candidates: list[Candidate], pods: Mappin
         top = highest(c)
         return min(start_time(pods.get(k)) for k in c.victims if cache.pods[k].priority == top)
 
-    steps: list[Callable[[Candidate], object]] = [
+    steps: list[Callable[[Candidate], int]] = [
         lambda c: c.violations,
         highest,
         lambda c: sum(cache.pods[k].priority + MAX_INT32 + 1 for k in c.victims),
@@ -158,10 +160,11 @@ def pick_one_node(cache: ClusterCache, candidates: list[Candidate], pods: Mappin
 
 
 def preempt(cache: ClusterCache, pod: Mapping, request: Mapping[str, int], ok_slots: Iterable[int],
-            pods: Mapping[str, Mapping], pdbs: list[Mapping]) -> Outcome:
+            pods: Mapping[str, Mapping], pdbs: Sequence[Mapping]) -> Outcome:
     """PostFilter: choose a node and victims for a pod that fits nowhere, or say why not."""
     spec = pod.get("spec") or {}
-    priority = spec.get("priority") if isinstance(spec.get("priority"), int) else 0
+    given = spec.get("priority")
+    priority: int = given if isinstance(given, int) else 0
     if spec.get("preemptionPolicy") == "Never":
         return Outcome(None, message=NEVER)
     nominated = (pod.get("status") or {}).get("nominatedNodeName")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from ganggate.sim.scheduler import hints
 from ganggate.sim.scheduler import plugins as sched_filters
 from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
+
+if TYPE_CHECKING:
+    from ganggate.sim.scheduler.dynamicresources import DynamicResources
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Algorithm:
         self.rng = random.Random(seed)
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.next_start_index = 0
-        self.dra = None  # the DynamicResources plugin (ganggate/sim/scheduler/dynamicresources.py), when on
+        self.dra: DynamicResources | None = None  # the DynamicResources plugin (ganggate/sim/scheduler/dynamicresources.py), when on
 
     def feasible_mask(self, pod: Mapping, request: Mapping[str, int]) -> tuple[np.ndarray, dict[str, int]]:
         """Which slots pass every filter, and (for the fit error) the reasons of the others."""
@@ -50,7 +53,7 @@ class Algorithm:
         ok = verdict.ok
         fits = ok & (cache.pod_count + 1 <= cache.pod_limit)
         checks: list[tuple[str, np.ndarray | None, int]] = []
-        mapped = self.dra.mapped_extended() if self.dra is not None else {}
+        mapped: dict[str, str] = self.dra.mapped_extended() if self.dra is not None else {}
         for name, amount in request.items():
             if name == PODS or amount <= 0:
                 continue

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
 
@@ -102,7 +102,8 @@ class Scheduler:
         self.algorithm = Algorithm(self.cache, seed=seed, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
         self.dra = dynamicresources.plugin(self.feature_gates)  # DynamicResources (None when its gate is off)
         self.algorithm.dra = self.dra
-        self.release = tuple(int(part) for part in self.feature_gates.version.split("."))[:2]
+        major, minor = self.feature_gates.version.split(".")[:2]
+        self.release = (int(major), int(minor))
         self.queueing_hints = self.feature_gates.enabled("SchedulerQueueingHints")
         self.queue = SchedulingQueue(
             initial_backoff_seconds=pod_initial_backoff_seconds,
@@ -129,6 +130,12 @@ class Scheduler:
         self.gangs = gangscheduling.GangScheduling(self) if gangscheduling.enabled(self.feature_gates) else None
 
     # -- for drivers (the replay): is there anything left to do? ---------------------------
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The session run() opened (its callers run under run())."""
+        assert self._session is not None, "called before run() opened the session"
+        return self._session
 
     @property
     def pods_resource_version(self) -> int:
@@ -158,7 +165,8 @@ class Scheduler:
 
     # -- informer handlers ---------------------------------------------------------------
 
-    def _move(self, event: hints.ClusterEvent, old: Mapping | None, new: Mapping | None, pre_check=None) -> None:
+    def _move(self, event: hints.ClusterEvent, old: Mapping | None, new: Mapping | None,
+              pre_check: Callable[[Mapping], bool] | None = None) -> None:
         """MoveAllToActiveOrBackoffQueue, and wake the loop when a pod moved."""
         if self.queue.unschedulable and self.queue.move(event, old, new, pre_check):
             self._wake.set()
@@ -168,9 +176,9 @@ class Scheduler:
         rejected, as its EventsToRegister asks (hints.py)."""
         self._move(hints.dra_event(resource, kind), old, None if kind == "DELETED" else obj)
 
-    def _node_pre_check(self, node: Mapping):
+    def _node_pre_check(self, node: Mapping) -> Callable[[Mapping], bool] | None:
         """preCheckForNode: None with QueueingHints, else the fit check against this node."""
-        name = (node.get("metadata") or {}).get("name")
+        name = str((node.get("metadata") or {}).get("name") or "")
         slot = self.cache.index.get(name)
         if self.queueing_hints or slot is None:
             return None
@@ -313,7 +321,7 @@ class Scheduler:
         self._in_flight[queued.key] = queued
         return decision.node
 
-    def _decide(self, queued: QueuedPod, request: Mapping, nonzero: tuple[int, int]):
+    def _decide(self, queued: QueuedPod, request: Mapping, nonzero: tuple[int, int]) -> Decision:
         """Filter and score; the nominated node first (evaluateNominatedNode); PostFilter preemption."""
         nominated = self.nominated.get(queued.key)
         if nominated is not None and nominated.node in self.cache.index:
@@ -353,17 +361,17 @@ class Scheduler:
             namespace, name = key.split("/", 1)
             url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}"
             try:
-                async with self._session.patch(f"{url}/status", json={"status": {"conditions": [condition]}},
+                async with self._http.patch(f"{url}/status", json={"status": {"conditions": [condition]}},
                                                headers={"Content-Type": STRATEGIC_MERGE_PATCH}) as response:
                     await response.read()
-                async with self._session.delete(url) as response:
+                async with self._http.delete(url) as response:
                     await response.read()
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 log.debug("preempting %s: %s", key, exc)
         for key in cleared:
             namespace, name = key.split("/", 1)
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                async with self._session.patch(
+                async with self._http.patch(
                     f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}/status",
                     json={"status": {"nominatedNodeName": None}}, headers={"Content-Type": STRATEGIC_MERGE_PATCH},
                 ) as response:
@@ -404,7 +412,7 @@ class Scheduler:
             if cycles % 16 == 0:
                 await asyncio.sleep(0)  # let the watches deliver
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -421,9 +429,9 @@ class Scheduler:
         }
         status = 0
         try:
-            if not await dynamicresources.pre_bind(self.dra, self._session, self.base_url, queued.pod):
+            if not await dynamicresources.pre_bind(self.dra, self._http, self.base_url, queued.pod):
                 raise aiohttp.ClientError("DynamicResources PreBind failed")
-            async with self._session.post(
+            async with self._http.post(
                 f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}/binding", json=body
             ) as response:
                 status = response.status
@@ -460,7 +468,7 @@ class Scheduler:
         (updatePod with the nominating info)."""
         metadata = pod.get("metadata") or {}
         namespace, name = metadata.get("namespace", "default"), metadata["name"]
-        patch = {
+        patch: dict[str, Any] = {
             "status": {
                 "conditions": [
                     {
@@ -479,7 +487,7 @@ class Scheduler:
         elif clear:
             patch["status"]["nominatedNodeName"] = None
         try:
-            async with self._session.patch(
+            async with self._http.patch(
                 f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}/status",
                 json=patch,
                 headers={"Content-Type": STRATEGIC_MERGE_PATCH},

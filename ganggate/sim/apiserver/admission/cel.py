@@ -85,7 +85,7 @@ def heterogeneous_eq(a: Any, b: Any) -> Any:
     if isinstance(a, _NUMBERS):
         return celtypes.BoolType(_plain_number(a) == _plain_number(b))
     if isinstance(a, celtypes.ListType):
-        return celtypes.BoolType(len(a) == len(b) and all(_is_true(heterogeneous_eq(x, y)) for x, y in zip(a, b)))
+        return celtypes.BoolType(len(a) == len(b) and all(_is_true(heterogeneous_eq(x, y)) for x, y in zip(a, b, strict=True)))
     if isinstance(a, celtypes.MapType):
         if len(a) != len(b) or set(a.keys()) != set(b.keys()):
             return celtypes.BoolType(False)

@@ -166,7 +166,9 @@ class _Compiler:
         return self.compile(_children(tree)[0])
 
     def _literal(self, tree: lark.Tree) -> Fn:
-        return _const(_literal(tree.children[0]))
+        token = tree.children[0]
+        assert isinstance(token, lark.Token)  # the grammar's literal rules hold one terminal
+        return _const(_literal(token))
 
     def _ident(self, tree: lark.Tree) -> Fn:
         name = str(tree.children[0])
@@ -195,7 +197,7 @@ class _Compiler:
 
     def _map_lit(self, tree: lark.Tree) -> Fn:
         flat = [self.compile(c) for c in self._exprs(tree.children[0] if tree.children else None)]
-        pairs = list(zip(flat[0::2], flat[1::2]))
+        pairs = list(zip(flat[0::2], flat[1::2], strict=True))
 
         def build(env: Env) -> Any:
             out: dict[Any, Any] = {}

@@ -64,7 +64,7 @@ def equal(a: Any, b: Any) -> bool:
     if _kind(a) != _kind(b):
         return False
     if isinstance(a, list):
-        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, Mapping):
         if len(a) != len(b):
             return False

@@ -80,7 +80,7 @@ class _MutationCompiler(cel_fast._Compiler):
                 raise CompileError(f"undefined field '{unknown[0]}'")
         if len(set(names)) != len(names):
             raise CompileError("duplicate field in object initializer")
-        pairs = list(zip(names, values))
+        pairs = list(zip(names, values, strict=True))
 
         def build(env: cel_fast.Env) -> ObjectValue:
             return ObjectValue(type_name, {name: value(env) for name, value in pairs})

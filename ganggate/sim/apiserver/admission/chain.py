@@ -23,7 +23,7 @@ import asyncio
 import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import aiohttp
 
@@ -90,7 +90,8 @@ def _rejection(webhook_name: str, status: Mapping[str, Any] | None) -> Admission
         message = f"{denied_by} without explanation"
     code = status.get("code")
     code = code if isinstance(code, int) and code >= 400 else 400
-    details = status.get("details") if isinstance(status.get("details"), dict) else {}
+    given = status.get("details")
+    details: dict[str, Any] = given if isinstance(given, dict) else {}
     return AdmissionDenied(code, str(status.get("reason") or ""), message, **details)
 
 
@@ -125,6 +126,13 @@ class _ReinvokeContext:
     def require_reinvoking_previously_invoked(self) -> None:
         self.reinvoke |= self.previously_invoked
         self.previously_invoked = set()
+
+
+class _Kinded(Protocol):
+    """What _default reads of a request: this chain's own or a mutating policy's (admission.policy.Request)."""
+
+    @property
+    def kind(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -389,7 +397,7 @@ class AdmissionChain:
             raise _internal_error(str(exc)) from None
 
     @staticmethod
-    def _default(request: _Request, patched: dict) -> None:
+    def _default(request: _Kinded, patched: dict) -> None:
         """Default the patched object before the next webhook sees it (callAttrMutatingHook calls
         o.GetObjectDefaulter().Default after decoding the patched JSON). Pods only: kubesim's
         defaulting lives in kubesim/apiserver/validation.py. A patched object that is not a decodable pod

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 
 
@@ -76,7 +76,7 @@ class Webhook:
         return self.spec.get("sideEffects")
 
 
-def webhooks_in_order(configurations: list[Mapping[str, Any]]) -> list[Webhook]:
+def webhooks_in_order(configurations: Sequence[Mapping[str, Any]]) -> list[Webhook]:
     """Every webhook, configurations sorted by name, webhooks in their listed order.
 
     k8s.io/apiserver/pkg/admission/configuration/mutating_webhook_manager.go sorts the

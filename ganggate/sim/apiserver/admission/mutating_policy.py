@@ -89,11 +89,12 @@ class MutatingPolicyChain(PolicyChain):
         if reinvoking and context.last_output is not None and current != context.last_output:
             # The webhooks changed the object since the policies last ran: reinvoke the eligible ones.
             context.require_reinvoking_previously_invoked()
-        result = self._dispatch(request, current, context, reinvoking)
+        result = self._dispatch_mutations(request, current, context, reinvoking)
         context.last_output = result  # every later mutation makes a new object: no copy needed
         return result
 
-    def _dispatch(self, request: Request, current: dict, context: ReinvocationContext, reinvoking: bool) -> dict:
+    def _dispatch_mutations(self, request: Request, current: dict, context: ReinvocationContext,
+                            reinvoking: bool) -> dict:
         bindings: dict[str, list[dict]] = {}
         for binding in sorted(self._list(BINDING_KEY), key=lambda b: b["metadata"]["name"]):
             bindings.setdefault(str((binding.get("spec") or {}).get("policyName", "")), []).append(binding)
@@ -125,7 +126,7 @@ class MutatingPolicyChain(PolicyChain):
             context.should_reinvoke = True
         failing = [p for p in problems if p.fail]
         if failing:
-            raise self._refusal(request, failing)
+            raise self._mutation_refusal(request, failing)
         return current
 
     def _invoke(self, spec: Mapping[str, Any], policy: str, binding: str, request: Request, current: dict,
@@ -172,7 +173,7 @@ class MutatingPolicyChain(PolicyChain):
                        request.name, current, request.old_obj, request.dry_run, request.user_info)
 
     @staticmethod
-    def _refusal(request: Request, failing: list[_PolicyError]) -> errors.ApiError:
+    def _mutation_refusal(request: Request, failing: list[_PolicyError]) -> errors.ApiError:
         """Dispatch's Forbidden: the first error's message and reason, every error as a cause."""
         resource, group = request.resource.get("resource", ""), request.resource.get("group", "")
         meta = (request.obj or {}).get("metadata") or {}

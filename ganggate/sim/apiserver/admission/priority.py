@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, forbidden, not_supported
@@ -40,7 +40,8 @@ SYSTEM_CLASSES: dict[str, tuple[int, str]] = {
     "system-node-critical": (SYSTEM_CRITICAL_PRIORITY + 1000,
                              "Used for system critical pods that must not be moved from their current node."),
     "system-cluster-critical": (SYSTEM_CRITICAL_PRIORITY,
-                                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."),
+                                "Used for system critical pods that must run in the cluster, but can be moved to another "
+                                "node if necessary."),
 }
 
 Obj = dict[str, Any]
@@ -128,7 +129,8 @@ def global_default(classes: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | 
     return found
 
 
-def admit_pod(pod: Obj, lookup, classes) -> None:
+def admit_pod(pod: Obj, lookup: Callable[[str], Mapping[str, Any] | None],
+              classes: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
     """admitPod on CREATE: resolve the class into spec.priority and spec.preemptionPolicy, or refuse.
 
     `lookup(name)` returns the PriorityClass or None; `classes()` lists them all.
@@ -160,7 +162,8 @@ def admit_pod(pod: Obj, lookup, classes) -> None:
     spec["preemptionPolicy"] = policy
 
 
-def admit_priority_class(operation: str, pc: Mapping[str, Any], classes) -> None:
+def admit_priority_class(operation: str, pc: Mapping[str, Any],
+                         classes: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
     """validatePriorityClass: only one globalDefault class may exist."""
     if not pc.get("globalDefault"):
         return

@@ -20,7 +20,7 @@ import json
 import uuid
 from typing import Any, Mapping
 
-from ganggate.sim.api.batch import (  # noqa: F401  (re-exported for the strategies' users)
+from ganggate.sim.api.batch import (  # re-exported for the strategies' users
     COMPLETION_INDEX, CONTROLLER_UID, JOB_NAME, LEGACY_CONTROLLER_UID, LEGACY_JOB_NAME,
 )
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
@@ -134,10 +134,12 @@ def validate(job: Mapping[str, Any]) -> list[Cause]:
         if completions is None:
             causes.append(required("spec.completions", "when completion mode is Indexed"))
         elif isinstance(completions, int) and completions > MAX_INDEXED:
-            causes.append(invalid_value("spec.completions", completions, f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
+            causes.append(invalid_value("spec.completions", completions,
+                                        f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
         parallelism = spec.get("parallelism")
         if isinstance(parallelism, int) and parallelism > MAX_INDEXED:
-            causes.append(invalid_value("spec.parallelism", parallelism, f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
+            causes.append(invalid_value("spec.parallelism", parallelism,
+                                        f"must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"))
     selector = spec.get("selector")
     template = spec.get("template")
     if not isinstance(template, dict):

@@ -70,7 +70,8 @@ def validate(spec: Mapping[str, Any]) -> list[Cause]:
 
 def _container_names(spec: Mapping[str, Any]) -> set[str]:
     pod = (spec.get("template") or {}).get("spec") or {}
-    return {c.get("name") for key in ("containers", "initContainers") for c in pod.get(key) or [] if isinstance(c, dict)}
+    return {name for key in ("containers", "initContainers") for c in pod.get(key) or []
+            if isinstance(c, dict) and isinstance(name := c.get("name"), str)}
 
 
 def _validate_rule(rule: Mapping[str, Any], path: str, spec: Mapping[str, Any], names: set[str]) -> list[Cause]:
@@ -118,7 +119,7 @@ def _validate_exit_codes(requirement: Mapping[str, Any], path: str, names: set[s
         if value in seen:
             causes.append(duplicate(f"{path}.values[{j}]", value))
         seen.add(value)
-    if any(a > b for a, b in zip(values, values[1:])):
+    if any(a > b for a, b in zip(values, values[1:], strict=False)):
         causes.append(invalid_value(f"{path}.values", values, "must be ordered"))
     return causes
 

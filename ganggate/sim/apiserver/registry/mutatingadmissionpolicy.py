@@ -97,7 +97,8 @@ def _validate_mutation(path: str, mutation: Any) -> list[Cause]:
 def validate_policy(policy: Mapping[str, Any]) -> list[Cause]:
     """ValidateMutatingAdmissionPolicy."""
     causes = validate_object_meta(policy, namespaced=False)
-    spec = policy.get("spec") if isinstance(policy.get("spec"), dict) else {}
+    given = policy.get("spec")
+    spec: Mapping[str, Any] = given if isinstance(given, dict) else {}
     failure = spec.get("failurePolicy")
     if failure not in vap.FAILURE_POLICIES:
         causes.append(required("spec.failurePolicy") if failure is None

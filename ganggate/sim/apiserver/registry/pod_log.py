@@ -46,7 +46,7 @@ def _int_option(query: Mapping[str, str], name: str) -> int | None:
 
 def validate_options(name: str, query: Mapping[str, str]) -> dict[str, Any]:
     """The PodLogOptions of the query, or 422 Invalid as ValidatePodLogOptions answers."""
-    options = {"tail": _int_option(query, "tailLines"), "limit": _int_option(query, "limitBytes"),
+    options: dict[str, Any] = {"tail": _int_option(query, "tailLines"), "limit": _int_option(query, "limitBytes"),
                "since_seconds": _int_option(query, "sinceSeconds"), "since_time": query.get("sinceTime") or None}
     causes = []
     if options["tail"] is not None and options["tail"] < 0:

@@ -134,7 +134,7 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
                     causes.append(invalid_value(terms_path, new_terms,
                                                 "no additions/deletions to non-empty NodeSelectorTerms list are allowed"))
                 else:
-                    for index, (new_term, old_term) in enumerate(zip(new_terms, old_terms)):
+                    for index, (new_term, old_term) in enumerate(zip(new_terms, old_terms, strict=True)):
                         if not _term_only_additions(new_term, old_term):
                             causes.append(invalid_value(f"{terms_path}[{index}]", new_term,
                                                         "only additions are allowed (no mutations or deletions)"))

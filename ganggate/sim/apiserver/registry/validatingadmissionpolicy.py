@@ -217,7 +217,8 @@ def _validate_validation(path: str, validation: Any) -> list[Cause]:
 def validate_policy(policy: Mapping[str, Any]) -> list[Cause]:
     """ValidateValidatingAdmissionPolicy."""
     causes = validate_object_meta(policy, namespaced=False)
-    spec = policy.get("spec") if isinstance(policy.get("spec"), dict) else {}
+    given = policy.get("spec")
+    spec: Mapping[str, Any] = given if isinstance(given, dict) else {}
     failure = spec.get("failurePolicy")
     if failure not in FAILURE_POLICIES:
         causes.append(required("spec.failurePolicy") if failure is None else not_supported("spec.failurePolicy", failure, FAILURE_POLICIES))
@@ -257,7 +258,8 @@ def validate_binding_common(binding: Mapping[str, Any]) -> tuple[list[Cause], Ma
     """What a validating and a mutating policy binding share: metadata, policyName, no paramRef,
     matchResources; the causes and the binding's spec."""
     causes = validate_object_meta(binding, namespaced=False)
-    spec = binding.get("spec") if isinstance(binding.get("spec"), dict) else {}
+    given = binding.get("spec")
+    spec: Mapping[str, Any] = given if isinstance(given, dict) else {}
     policy_name = str(spec.get("policyName") or "")
     if not policy_name:
         causes.append(required("spec.policyName"))

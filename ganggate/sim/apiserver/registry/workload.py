@@ -146,7 +146,8 @@ def validate_workload_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> 
     causes = [c for c in validate_workload(new) if not c.field.startswith("metadata.")]
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
     causes += _immutable("spec.controllerRef", new_spec.get("controllerRef"), old_spec.get("controllerRef"))
-    names = lambda spec: sorted(str((t or {}).get("name")) for t in spec.get("podGroupTemplates") or [])  # noqa: E731
+    def names(spec: Mapping[str, Any]) -> list[str]:
+        return sorted(str((t or {}).get("name")) for t in spec.get("podGroupTemplates") or [])
     if names(new_spec) != names(old_spec):
         causes.append(forbidden("spec.podGroupTemplates", "templates may not be added or removed"))
     return causes
