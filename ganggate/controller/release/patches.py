@@ -220,7 +220,7 @@ class Releaser:
         # made (pod key -> node): None when the plan still holds, else why not (then nothing
         # is applied and the nominations are taken back). `Releases.confirm_plan` (release.releases).
         self.confirm: Callable[[ReleaseRequest, dict[str, str]], Awaitable[str | None]] | None = None
-        # Holds a pinned release's DRA devices before any gate goes (controller.release.patches.dra_hold): its
+        # Holds a pinned release's DRA devices before any gate goes (controller.release.dra_hold): its
         # members' template claims allocated on their planned nodes, given back if the release
         # does not go ahead. None: nothing is held.
         self.devices: Any = None

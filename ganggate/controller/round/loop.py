@@ -41,7 +41,7 @@ from ganggate.controller.reporting.events import EventRecorder
 from ganggate.controller.reporting.excess import ExcessReporter
 from ganggate.controller.reporting.waitreport import WaitReport
 from ganggate.controller.round.dra import DraWatches
-from ganggate.controller.release.patches.dra_hold import DeviceHolder
+from ganggate.controller.release.dra_hold import DeviceHolder
 from ganggate.controller.round.informer import Informer
 from ganggate.controller.lifecycle.memberloss import attach_lifecycle
 from ganggate.kube.leader import LeaderElector

@@ -1,6 +1,6 @@
 """The devices a released DRA gang is given before its gates go: each member's claims (made from
 its templates by the resourceclaim controller, gated or not) allocated on the member's planned
-node. Pure: the shell (controller.release.patches.dra_hold) writes what this decides.
+node. Pure: the shell (controller.release.dra_hold) writes what this decides.
 
 Why: kube-scheduler's DynamicResources plugin does not count the claims of a pod nominated to a
 node (its PreFilterExtensions is nil at v1.35), so a nomination holds a member's CPU and memory
