@@ -344,8 +344,8 @@ class Releaser:
         devices = (asyncio.ensure_future(self.devices.hold(req.placement, req.pods))
                    if self.devices is not None and req.pinned else None)
         try:
-            held = await self._each([*(lambda key=key: self._one(req, key, True, check) for key in shapes),
-                                     *(lambda key=key, node=node: self._nominate(key, node) for key, node in holds.items())])
+            held = await self._each([*(functools.partial(self._one, req, key, True, check) for key in shapes),
+                                     *(functools.partial(self._nominate, key, node) for key, node in holds.items())])
         finally:
             lost_devices, allocated = (await devices) if devices is not None else (None, [])
         held_keys = [key for key, ok in zip(holds, held[len(shapes):]) if ok]
@@ -365,7 +365,7 @@ class Releaser:
             if not (check.failed or check.vanished):
                 check.failed = {key: "stopping: not started" for key in keys}
             check.validation_failed = True
-            await self._each([lambda key=key: self._nominate(key, None) for key in held_keys])
+            await self._each([functools.partial(self._nominate, key, None) for key in held_keys])
             if allocated:
                 await self.devices.give_back(allocated)
             return check

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ganggate.controller.release.patches import Releaser, ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ganggate.controller.reporting.ownerevents import OwnerEvents
     from ganggate.controller.round.offloop import ChangeBuffer
     from ganggate.core.state.cluster import ClusterState
+    from ganggate.core.state.pods import PodInfo
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,12 @@ def _decision_of_gang(gang: Any) -> dict | None:
         if pod.member and not pod.gated and isinstance(pod.decision, dict) and pod.decision.get("id"):
             return pod.decision
     return None
+
+
+def _infos(request: ReleaseRequest) -> dict[str, PodInfo]:
+    """The request's pods, which are the controller's PodInfos: a release starts from its picture
+    (a ReleaseRequest may hold pod objects too, for callers other than the controller)."""
+    return cast("dict[str, PodInfo]", request.pods)
 
 
 class Releases:
@@ -134,8 +141,9 @@ class Releases:
             # A gang whose pods have an owner (a Job) tells it, and its first pod; the scheduler's
             # own Scheduled Event names each pod's node. Bare pods each hear it: they have no owner.
             told = outcome.released
-            if told and all(request.pods[k].controller_ref for k in told):
-                told = [min(told, key=lambda k: (request.pods[k].created, k))]
+            infos = _infos(request)
+            if told and all(infos[k].controller_ref for k in told):
+                told = [min(told, key=lambda k: (infos[k].created, k))]
             for pod_key in told:
                 node = request.placement.get(pod_key)
                 where = (f"{' together, this one' if many else ','} onto node {node}" if node and request.pinned
@@ -170,9 +178,10 @@ class Releases:
     async def _await_echo(self, request: ReleaseRequest, released: list[str], limit: float = 30.0) -> None:
         """Wait (bounded) until the watch shows the released pods without their gate."""
         deadline = time.monotonic() + limit
+        infos = _infos(request)
         while time.monotonic() < deadline and not self.stopping():
             pending = [k for k in released if (p := self.state.pods.get(k)) is not None and p.gated
-                       and p.uid == request.pods[k].uid]
+                       and p.uid == infos[k].uid]
             if not pending:
                 return
             await asyncio.sleep(0.02)
