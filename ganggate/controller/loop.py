@@ -23,7 +23,6 @@ preemption, member loss); each part's logic lives in a module of its own, hooked
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import socket
@@ -52,6 +51,7 @@ from ganggate.controller.releasing import Releasing
 from ganggate.controller.topology_view import describe_levels, levels_annotation
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
+from ganggate.controller.collector import Collector
 from ganggate.controller.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
 from ganggate.kube.calls import Backoff
 from ganggate.kube.clock import WALL, Clock
@@ -109,6 +109,7 @@ class Controller(Releasing):
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.memberloss
         self.waits.owners = self.lifecycle.owner_events  # the gang's Events on its Job: controller.ownerevents
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
+        self.collector = Collector()  # the picture kept out of the garbage collector's way (controller.collector)
         self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.excess
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
@@ -254,7 +255,7 @@ class Controller(Releasing):
                     return new
 
                 self.state.adopt(await asyncio.to_thread(rebuild))
-                gc.freeze()  # (see _replace)
+                self.collector.synced()  # (see _replace)
             except BaseException:
                 self._changes.flush()
                 raise
@@ -268,7 +269,7 @@ class Controller(Releasing):
         # The picture a relist builds is long-lived: out of the collector's way (gc.freeze), else
         # every full collection walks all of it, holding the GIL for hundreds of milliseconds at
         # 20,000 nodes and stalling the loop whichever thread plans (bench/bench_loop_stall.py).
-        gc.freeze()
+        self.collector.synced()
 
     def _on_node_event(self, kind: str, node: dict) -> None:
         self._changes.apply(self.state.apply_node, kind, node)
@@ -391,6 +392,7 @@ class Controller(Releasing):
         decisions, waitings, due = plan(self.state, now, **self._plan_settings())
         self.metrics.decide_seconds.observe(time.perf_counter() - started)
         self._after_round(decisions, waitings, due, now)
+        self.collector.settle()  # what the watch and the round left alive, frozen (controller.collector)
 
     async def round_off_loop(self, now: float) -> None:
         """`round`, with `decide()` in a worker thread: the loop stays free while it plans, and
@@ -435,6 +437,7 @@ class Controller(Releasing):
             self._changes.flush()  # at once: nothing held may be lost, even when cancelled
             raise
         await self._changes.drain()
+        self.collector.settle()  # what the watch and the round left alive, frozen (controller.collector)
 
     async def _gauges(self) -> None:
         """Update the gauges (the state's tallies: cheap, on the loop)."""
