@@ -23,7 +23,10 @@ the bytes are made beforehand, so no API server is involved), then the controlle
 rebuilt: `relist` rebuilds it in
 a worker thread (the default, with --planning=thread), `relist-loop` on the loop (the old path). Prints
 the longest and the 99th-percentile stall, the round time, and the load average beside them
-(the machine may be shared).
+(the machine may be shared). The controller's garbage collection is its own
+(controller/collector.py: the picture frozen after lists, what survived frozen after rounds);
+`--collector on off` runs each mode twice, the second without the settles after rounds
+('nosettle', as before them), a baseline in the same run.
 
     .venv/bin/python bench/bench_loop_stall.py [--nodes 20000] [--waiting-pods 100000] [--seconds 10]
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import copy
 import json
 import logging
@@ -99,8 +103,10 @@ async def relist(controller: Controller, pages: list[bytes]) -> None:
 
 
 async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: float,
-                  pages: list[bytes] | None = None) -> dict[str, float]:
-    """Rounds back to back for `seconds` with the feeder and the ticker; the stall figures."""
+                  pages: list[bytes] | None = None, settle: bool = True) -> dict[str, float]:
+    """Rounds back to back for `seconds` with the feeder and the ticker; the stall figures.
+    `settle`: the controller's Collector.settle after rounds (False: the picture frozen after
+    lists alone, as before it, for a baseline)."""
     from kubernetes_asyncio import client
 
     api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))  # never called
@@ -135,6 +141,10 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
 
     protection._create, protection._delete = create_budget, delete_budget
     controller.preemptor._run = carry_out_nothing(controller)  # a plan is made, its evictions not sent
+    if not settle:
+        controller.collector.settle = lambda: None  # type: ignore[method-assign]
+    gc.unfreeze()  # (each run from the same start: the last run's objects may be collected)
+    gc.collect()
     if mode == "thread":
         share_the_gil()  # as Controller.run does when it plans off the loop
     controller._replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p) for p in pods])  # as relists do
@@ -252,12 +262,13 @@ async def main(args: argparse.Namespace) -> None:
           f"{time.perf_counter() - started:.1f} s; load average {load()}", flush=True)
     print("defaults: preemption on (its plans not carried out), a budget per released gang (the API's answers at "
           "once), releases promised and their pods back over the watch bound and running")
-    print(f"{'planning':>11} {'rounds':>7} {'round (median)':>15} {'stall: longest':>15} {'p99/tick':>9} "
+    print(f"{'planning':>16} {'rounds':>7} {'round (median)':>15} {'stall: longest':>15} {'p99/tick':>9} "
           f"{'p99/time':>9} {'time >20ms':>10} {'loop CPU: longest':>18} {'p99':>8} {'held changes':>13}")
     pages = pages_of(pods) if any(p.startswith("relist") for p in args.planning) else None
-    for planning in args.planning:
-        result = await measure(nodes, pods, planning, args.seconds, pages)
-        print(f"{planning:>11} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
+    for planning, settle in [(p, c == "on") for p in args.planning for c in args.collector]:
+        result = await measure(nodes, pods, planning, args.seconds, pages, settle)
+        label = planning if args.collector == ["on"] else f"{planning}{'' if settle else ' nosettle'}"
+        print(f"{label:>16} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
               f"{result['p99'] * 1000:>6.1f} ms {result['weighted p99'] * 1000:>6.1f} ms {result['over 20 ms']:>10.2%} "
               f"{result['loop max'] * 1000:>15.1f} ms {result['loop p99'] * 1000:>5.1f} ms "
               f"{result['held']:>13}", flush=True)
@@ -277,5 +288,9 @@ if __name__ == "__main__":
                         "old path); thread: in a worker thread; relist: rounds in a worker thread, each after a "
                         "relist of every pod (a 410), the relist's time in the 'round' column, its picture rebuilt in a worker "
                         "thread; relist-loop: the same on the event loop, rounds too (the old path) (default: all five)")
+    parser.add_argument("--collector", nargs="+", default=["on"], choices=["on", "off"],
+                        help="on: the controller's Collector settles after rounds (the default); off: as before it, "
+                        "the picture frozen after lists alone ('nosettle'); both: each planning run twice, a baseline "
+                        "in the same run (default: on)")
     logging.basicConfig(level=logging.ERROR)
     asyncio.run(main(parser.parse_args()))
