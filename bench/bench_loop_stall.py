@@ -181,6 +181,18 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
                 controller._on_pod_event("MODIFIED", bound_pod(by_key[key], node))
             await asyncio.sleep(0)
 
+    full_collections: list[float] = []  # how long each generation-2 collection held the GIL
+    collecting: list[float] = []
+
+    def timed_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            collecting[:] = [time.perf_counter()]
+        elif collecting:
+            full_collections.append(time.perf_counter() - collecting.pop())
+
+    gc.callbacks.append(timed_gc)
     tasks = [asyncio.create_task(ticker()), asyncio.create_task(feeder()), asyncio.create_task(binder())]
     await asyncio.sleep(0.2)
     stalls.clear()
@@ -208,6 +220,7 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
         rounds.append(time.perf_counter() - started)
         await asyncio.sleep(0.005)  # a pause between rounds, as the loop's debounce gives
     running = False
+    gc.callbacks.remove(timed_gc)
     await asyncio.gather(*tasks)
     await api.close()
     ordered, on_loop = sorted(stalls), sorted(held)
@@ -215,7 +228,8 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     return {"max": ordered[-1], "p99": ordered[int(0.99 * (len(ordered) - 1))], "rounds": len(rounds),
             "weighted p99": weighted_p99, "over 20 ms": over,
             "loop max": on_loop[-1], "loop p99": on_loop[int(0.99 * (len(on_loop) - 1))],
-            "round": statistics.median(rounds) if rounds else float("nan"), "held": controller._changes.held_total}
+            "round": statistics.median(rounds) if rounds else float("nan"), "held": controller._changes.held_total,
+            "gc": max(full_collections, default=0.0), "gcs": len(full_collections)}
 
 
 def time_weighted(stalls: list[float], limit: float = 0.020) -> tuple[float, float]:
@@ -271,7 +285,7 @@ async def main(args: argparse.Namespace) -> None:
         print(f"{label:>16} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
               f"{result['p99'] * 1000:>6.1f} ms {result['weighted p99'] * 1000:>6.1f} ms {result['over 20 ms']:>10.2%} "
               f"{result['loop max'] * 1000:>15.1f} ms {result['loop p99'] * 1000:>5.1f} ms "
-              f"{result['held']:>13}", flush=True)
+              f"{result['held']:>13} {result['gc'] * 1000:>12.1f} ms ({result['gcs']})", flush=True)
     print(f"load average {load()}")
 
 
