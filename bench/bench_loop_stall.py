@@ -24,9 +24,10 @@ rebuilt: `relist` rebuilds it in
 a worker thread (the default, with --planning=thread), `relist-loop` on the loop (the old path). Prints
 the longest and the 99th-percentile stall, the round time, and the load average beside them
 (the machine may be shared). The controller's garbage collection is its own
-(controller/collector.py: the picture frozen after lists, what survived frozen after rounds);
-`--collector on off` runs each mode twice, the second without the settles after rounds
-('nosettle', as before them), a baseline in the same run.
+(controller/collector.py: no full collection of the collector's own accord, the picture frozen
+after lists, what survived frozen after rounds, everything collected once an hour, which each
+run ends with, timed); `--collector on off` runs each mode twice, the second as before the
+collector ('nosettle': CPython's thresholds, frozen after lists alone), a baseline in the same run.
 
     .venv/bin/python bench/bench_loop_stall.py [--nodes 20000] [--waiting-pods 100000] [--seconds 10]
 """
@@ -141,7 +142,9 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
 
     protection._create, protection._delete = create_budget, delete_budget
     controller.preemptor._run = carry_out_nothing(controller)  # a plan is made, its evictions not sent
-    if not settle:
+    if settle:
+        controller.collector.start()  # as Controller.run does: no full collection of the collector's own accord
+    else:
         controller.collector.settle = lambda: None  # type: ignore[method-assign]
     gc.unfreeze()  # (each run from the same start: the last run's objects may be collected)
     gc.collect()
@@ -221,15 +224,24 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
         await asyncio.sleep(0.005)  # a pause between rounds, as the loop's debounce gives
     running = False
     gc.callbacks.remove(timed_gc)
+    controller.collector.stop()
     await asyncio.gather(*tasks)
     await api.close()
+    # The collector's hourly full collection (everything unfrozen, collected, frozen again), timed
+    # here once, the ticker stopped: how long it holds the GIL, and the garbage cycles it frees.
+    hourly = time.perf_counter()
+    gc.unfreeze()
+    cycles = gc.collect()
+    gc.freeze()
+    hourly = time.perf_counter() - hourly
     ordered, on_loop = sorted(stalls), sorted(held)
     weighted_p99, over = time_weighted(stalls)
     return {"max": ordered[-1], "p99": ordered[int(0.99 * (len(ordered) - 1))], "rounds": len(rounds),
             "weighted p99": weighted_p99, "over 20 ms": over,
             "loop max": on_loop[-1], "loop p99": on_loop[int(0.99 * (len(on_loop) - 1))],
             "round": statistics.median(rounds) if rounds else float("nan"), "held": controller._changes.held_total,
-            "gc": max(full_collections, default=0.0), "gcs": len(full_collections)}
+            "gc": max(full_collections, default=0.0), "gcs": len(full_collections), "hourly": hourly,
+            "cycles": cycles}
 
 
 def time_weighted(stalls: list[float], limit: float = 0.020) -> tuple[float, float]:
@@ -285,7 +297,8 @@ async def main(args: argparse.Namespace) -> None:
         print(f"{label:>16} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
               f"{result['p99'] * 1000:>6.1f} ms {result['weighted p99'] * 1000:>6.1f} ms {result['over 20 ms']:>10.2%} "
               f"{result['loop max'] * 1000:>15.1f} ms {result['loop p99'] * 1000:>5.1f} ms "
-              f"{result['held']:>13} {result['gc'] * 1000:>12.1f} ms ({result['gcs']})", flush=True)
+              f"{result['held']:>13} {result['gc'] * 1000:>12.1f} ms ({result['gcs']}) "
+              f"{result['hourly'] * 1000:>17.0f} ms ({result['cycles']})", flush=True)
     print(f"load average {load()}")
 
 

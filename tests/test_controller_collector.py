@@ -1,6 +1,7 @@
 """The controller keeps its picture of the cluster out of the garbage collector's way
-(controller/collector.py): frozen once listed, what the watch and the rounds leave alive frozen
-after rounds, and everything collected once an hour, cycles that died after being frozen too."""
+(controller/collector.py): no full collection of the collector's own accord while it runs,
+frozen once listed, what the watch and the rounds leave alive frozen after rounds, and
+everything collected once an hour, cycles that died after being frozen too."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import gc
 import weakref
 from typing import Any
 
-from ganggate.controller.collector import Collector
+from ganggate.controller.collector import NO_FULL_COLLECTIONS, Collector
 from tests.controller_support import create_pods, e2e_cluster, gang_pod, wait_for
 
 
@@ -45,11 +46,14 @@ def test_a_settle_freezes_what_survived_and_the_full_collection_frees_cycles_tha
 
 async def test_the_controller_freezes_its_picture_after_the_initial_list_and_after_rounds(tmp_path: Any) -> None:
     gc.unfreeze()
+    thresholds = gc.get_threshold()
     try:
         async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=8) as env:
             controller, _ = await env.start_controller()
             await wait_for(lambda: _true(controller.synced), what="the controller's initial list")
             assert gc.get_freeze_count() > 0  # the listed nodes and pods, out of the collector's way
+            # While it runs, no full collection of the collector's own accord; the young ones as always.
+            assert gc.get_threshold() == (*thresholds[:2], NO_FULL_COLLECTIONS)
             listed = controller.collector.frozen
             assert listed >= 1
             await create_pods(env.core, [gang_pod(f"w-{i}", "job", 2, gpus=4) for i in range(2)])
@@ -60,6 +64,7 @@ async def test_the_controller_freezes_its_picture_after_the_initial_list_and_aft
 
             await wait_for(released, what="the gang released and bound")
             await wait_for(lambda: _true(controller.collector.frozen > listed), what="a settle after a round")
+        assert gc.get_threshold() == thresholds  # stopped: the process's thresholds as they were
     finally:
         gc.unfreeze()
 

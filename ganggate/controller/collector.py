@@ -9,16 +9,23 @@ far more often than they end up in a garbage cycle. So, as long-running Python s
 (`gc.freeze`, the docs' advice for long-lived objects), the controller keeps it out of the
 collector's way:
 
+- while it runs (`start`, from Controller.run), the collector makes no full collection of its
+  own accord: the third threshold (`gc.set_threshold`) is raised out of reach. CPython starts a
+  full collection after every 10 collections of generation 1 once the objects that reached
+  generation 2 since the last one are a quarter of those there before; after a freeze that is
+  almost always, and each one walked everything that reached generation 2 since the freeze: the
+  pods the watch brought after a round's releases (tens of thousands of events at 100,000 pods),
+  up to 600 ms per collection in the worker thread or on the loop (bench/bench_loop_stall.py).
+  The young generations are collected as always (their thresholds are CPython's: 700, 10);
 - after every list (each page, then the picture rebuilt from it: `Informer(freeze_pages=True)`,
   `Controller._replace`), `gc.freeze()` moves everything alive into the permanent generation;
 - after each round, at most once a `settle_seconds`, `Collector.settle` collects the young
-  generations (0 and 1: the cycles that died young, a millisecond's work) and freezes what
-  survived since: the pods the watch brought, the round's kept answers. A full collection then
-  walks only what was made since the last settle, not the picture;
+  generations (the cycles that died young) and freezes what survived since: the pods the watch
+  brought, the round's kept answers;
 - every `full_seconds` (an hour), a settle collects everything instead (`gc.unfreeze`, a full
-  collection, `gc.freeze`): a cycle that became garbage after it was frozen (a finished task's,
-  an exception's traceback) is freed then, and not before. That one collection walks the whole
-  picture (about a second at 100,000 pods), once an hour.
+  collection, `gc.freeze`): a cycle that became garbage after it reached generation 2 (a finished
+  task's, an exception's traceback) is freed then, and not before. That one collection walks the
+  whole picture (about a second at 100,000 pods), once an hour.
 
 Objects frozen and later dropped are freed at once by their reference counts, as any: freezing
 keeps the collector from walking them, not them alive. `frozen` and `full_collections` count
@@ -35,6 +42,11 @@ from typing import Callable
 SETTLE_SECONDS = 1.0
 #: A full collection (everything unfrozen, collected, frozen again) this often.
 FULL_SECONDS = 3600.0
+#: The third gc threshold while a controller runs: no full collection of the collector's own accord.
+NO_FULL_COLLECTIONS = 2**30
+
+_running = 0  # controllers started in this process (the thresholds are the process's)
+_saved: tuple[int, int, int] | None = None
 
 
 class Collector:
@@ -49,6 +61,24 @@ class Collector:
         self._last_full = clock()
         self.frozen = 0  # settles and syncs that froze
         self.full_collections = 0
+
+    def start(self) -> None:
+        """A controller starts running in this process: no full collection of the collector's own
+        accord from now on (the young generations' thresholds kept)."""
+        global _running, _saved
+        if _running == 0:
+            _saved = gc.get_threshold()
+            young, middle, _ = _saved
+            gc.set_threshold(young, middle, NO_FULL_COLLECTIONS)
+        _running += 1
+
+    def stop(self) -> None:
+        """The controller stopped: the thresholds as they were once no other one runs."""
+        global _running, _saved
+        _running = max(0, _running - 1)
+        if _running == 0 and _saved is not None:
+            gc.set_threshold(*_saved)
+            _saved = None
 
     def synced(self) -> None:
         """A list's objects, or a picture rebuilt from one, are alive now: freeze them."""

@@ -318,6 +318,7 @@ class Controller(Releasing):
                  f" lease={self.config.lease_namespace}/{self.config.lease_name}" if self.leader else "",
                  describe_levels(self.config.topology_levels))
         stopper = asyncio.create_task(self._stop_requested.wait())
+        self.collector.start()  # no full collection of the garbage collector's own accord (controller.collector)
         try:
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
             if stopper in done:
@@ -337,6 +338,7 @@ class Controller(Releasing):
             await asyncio.gather(*tasks, *self._release_tasks, return_exceptions=True)
             if runner is not None:
                 await runner.cleanup()
+            self.collector.stop()
             if stopper.done() and not stopper.cancelled():
                 log.info("controller %s stopped", self.identity)
 
