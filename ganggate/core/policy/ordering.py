@@ -331,10 +331,12 @@ class _Leaving:
         freed: list[Resources] = [{}]
         ready = [now]
         room: Resources = {}
-        for i, occupant in enumerate(occupants):
+        latest = -INF
+        for occupant in occupants:
             add_into(room, occupant.request)
             freed.append(dict(room))
-            ready.append(max((o.end for o in occupants[:i + 1]), default=now))
+            latest = max(latest, occupant.end)  # (the latest end of those gone: _ready's max)
+            ready.append(latest)
         self.freed, self.ready = freed, ready
         self._idle: dict[int, tuple[float, float]] = {}
 
