@@ -268,16 +268,8 @@ class _HoldMemo:
         leaving = self.profiles.get(name)
         if leaving is None:
             leaving = self.profiles[name] = _Leaving(self.occupants.get(name, []), self.now)
-        free = capacity.free[name]
-        gone = 0
-        for extra in leaving.freed:  # the fewest leavers, in leave order, after which it fits
-            for resource, amount in asked:
-                if amount > free.get(resource, 0) + extra.get(resource, 0):
-                    break
-            else:
-                break
-            gone += 1
-        else:
+        gone = leaving.gone_for(asked, capacity.free[name])
+        if gone is None:
             return None
         ready = leaving.ready[gone]
         free_gpu = max(0.0, capacity.level[name])  # (level is gpus(free), kept by every take)
@@ -339,6 +331,27 @@ class _Leaving:
             ready.append(latest)
         self.freed, self.ready = freed, ready
         self._idle: dict[int, tuple[float, float]] = {}
+        # No negative request (none is valid): then each resource's freed room only grows with k.
+        self._growing = all(amount >= 0 for occupant in occupants for amount in occupant.request.values())
+        self._by_resource: dict[str, list[int]] = {}
+
+    def gone_for(self, asked: Sequence[tuple[str, int]], free: Mapping[str, int]) -> int | None:
+        """The fewest occupants that must leave, in leave order, for a pod asking `asked` to fit
+        beside `free` (None: never), as _ready finds it. Each resource's room freed after k leave
+        only grows with k, so the k from which the pod fits is the largest of the first k from
+        which each resource fits: a bisect per resource."""
+        if not self._growing:  # (one step at a time, as _ready)
+            for gone, extra in enumerate(self.freed):
+                if all(amount <= free.get(resource, 0) + extra.get(resource, 0) for resource, amount in asked):
+                    return gone
+            return None
+        gone = 0
+        for resource, amount in asked:
+            freed = self._by_resource.get(resource)
+            if freed is None:
+                freed = self._by_resource[resource] = [extra.get(resource, 0) for extra in self.freed]
+            gone = max(gone, bisect.bisect_left(freed, amount - free.get(resource, 0)))
+        return gone if gone < len(self.freed) else None
 
     def idle(self, gone: int, free_gpus: float) -> float:
         """_expected_idle(the first `gone` occupants, free_gpus, now), its free-GPU-independent
