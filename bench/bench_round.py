@@ -22,7 +22,7 @@ bound and running are then applied); then, each --repeat times:
 
 Prints the median CPU time of the whole round and of each part, with, as the baseline of the same
 run, the decision alone (`IncrementalRounds.decide` on the same state, which the round includes)
-and a full `decide()` round, both with the controller's own settings (starvation limits, card
+and a full `decide()` round (on the state the last round of each scenario plans, before it), both with the controller's own settings (starvation limits, card
 policies). Both backlogs are timed, each on a controller of its own: a fresh one (the rounds run
 300 s after the pods were created: no gang starves) and a starving one (2 hours after: every
 waiting gang has waited past the starvation limit, as most have on a busy cluster). Not included: the API calls (releases, Events, evictions are not
@@ -236,6 +236,8 @@ async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N8
         alone: list[float] = []
         for i in range(args.repeat):
             event(i)
+            if i == args.repeat - 1:  # the full round on the state the last round is about to plan
+                full = cpu_ms(lambda: decide(state, NOW, **own))
             if args.verbose:
                 print(name, [w for w in controller.incremental.decide(state, NOW, **settings(controller))[1] if w.gang_key[0] == "arrivals"][-1:])
             parts.spent.clear()
@@ -250,7 +252,6 @@ async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # noqa: N8
             # The baselines plan with the controller's own settings (the incremental rounds would
             # refuse others: planned, they would turn the controller's next round into a full one).
             alone.append(cpu_ms(lambda: controller.incremental.decide(state, NOW, **own)))  # nothing changed since
-        full = cpu_ms(lambda: decide(state, NOW, **own))
         columns[name] = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in ROWS}
         baselines[name] = (statistics.median(alone), full)
         if planned:
