@@ -65,6 +65,7 @@ async def test_the_controller_freezes_its_picture_after_the_initial_list_and_aft
             await wait_for(released, what="the gang released and bound")
             await wait_for(lambda: _true(controller.collector.frozen > listed), what="a settle after a round")
         assert gc.get_threshold() == thresholds  # stopped: the process's thresholds as they were
+        assert gc.get_freeze_count() == 0  # and nothing left frozen
     finally:
         gc.unfreeze()
 

@@ -73,12 +73,15 @@ class Collector:
         _running += 1
 
     def stop(self) -> None:
-        """The controller stopped: the thresholds as they were once no other one runs."""
+        """The controller stopped: once no other one runs in the process, its garbage collection
+        as it was (the thresholds it found; nothing frozen: what the controllers left behind,
+        cycles too, is the collector's again, as for a test session that runs many of them)."""
         global _running, _saved
         _running = max(0, _running - 1)
         if _running == 0 and _saved is not None:
             gc.set_threshold(*_saved)
             _saved = None
+            gc.unfreeze()
 
     def synced(self) -> None:
         """A list's objects, or a picture rebuilt from one, are alive now: freeze them."""
