@@ -2,8 +2,8 @@
 
 CPython's cycle collector walks every object it tracks in the generations it collects, holding
 the GIL, on whichever thread happened to allocate: at 100,000 pods a full (generation 2)
-collection over the picture took 40-160 ms, mostly on the event loop (`gc.callbacks`, during
-bench/bench_loop_stall.py), where it stalls every watch, lease renewal and release. The picture
+collection took 40-600 ms (`gc.callbacks`, during bench/bench_loop_stall.py), on the event loop
+too, where it stalls every watch, lease renewal and release. The picture
 is long-lived: its objects are replaced by watch events (and freed by their reference counts)
 far more often than they end up in a garbage cycle. So, as long-running Python services do
 (`gc.freeze`, the docs' advice for long-lived objects), the controller keeps it out of the
@@ -16,7 +16,7 @@ collector's way:
   almost always, and each one walked everything that reached generation 2 since the freeze: the
   pods the watch brought after a round's releases (tens of thousands of events at 100,000 pods),
   up to 600 ms per collection in the worker thread or on the loop (bench/bench_loop_stall.py).
-  The young generations are collected as always (their thresholds are CPython's: 700, 10);
+  The young generations are collected as always (the thresholds found: CPython's 700 and 10);
 - after every list (each page, then the picture rebuilt from it: `Informer(freeze_pages=True)`,
   `Controller._replace`), `gc.freeze()` moves everything alive into the permanent generation;
 - after each round, at most once a `settle_seconds`, `Collector.settle` collects the young
@@ -25,11 +25,12 @@ collector's way:
 - every `full_seconds` (an hour), a settle collects everything instead (`gc.unfreeze`, a full
   collection, `gc.freeze`): a cycle that became garbage after it reached generation 2 (a finished
   task's, an exception's traceback) is freed then, and not before. That one collection walks the
-  whole picture (about a second at 100,000 pods), once an hour.
+  whole picture, once an hour: seconds at 100,000 pods (1.4-3.3 s in bench_loop_stall's process,
+  which also holds the objects it feeds the controller).
 
 Objects frozen and later dropped are freed at once by their reference counts, as any: freezing
 keeps the collector from walking them, not them alive. `frozen` and `full_collections` count
-what it did (tests, metrics).
+what it did.
 """
 
 from __future__ import annotations
