@@ -254,12 +254,6 @@ class _HoldMemo:
             memo = capacity.memo[cls.KEY] = cls(state, now)
         return memo
 
-    def _profile(self, name: str) -> "_Leaving":
-        found = self.profiles.get(name)
-        if found is None:
-            found = self.profiles[name] = _Leaving(self.occupants.get(name, []), self.now)
-        return found
-
     def rank(self, name: str, asked: Sequence[tuple[str, int]], want: int, capacity: Capacity,
              sticky: frozenset[str]) -> _Rank | None:
         """The node's place in the hold's choice for a pod asking `asked` (its positive amounts)
