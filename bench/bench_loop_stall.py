@@ -23,7 +23,11 @@ the bytes are made beforehand, so no API server is involved), then the controlle
 rebuilt: `relist` rebuilds it in
 a worker thread (the default, with --planning=thread), `relist-loop` on the loop (the old path). Prints
 the longest and the 99th-percentile stall, the round time, and the load average beside them
-(the machine may be shared).
+(the machine may be shared). The controller's garbage collection is its own
+(controller/round/collector.py: no full collection of the collector's own accord, the picture frozen
+after lists, what survived frozen after rounds, everything collected once an hour, which each
+run ends with, timed); `--collector on off` runs each mode twice, the second as before the
+collector ('nosettle': CPython's thresholds, frozen after lists alone), a baseline in the same run.
 
     .venv/bin/python bench/bench_loop_stall.py [--nodes 20000] [--waiting-pods 100000] [--seconds 10]
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import copy
 import json
 import logging
@@ -99,8 +104,10 @@ async def relist(controller: Controller, pages: list[bytes]) -> None:
 
 
 async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: float,
-                  pages: list[bytes] | None = None) -> dict[str, float]:
-    """Rounds back to back for `seconds` with the feeder and the ticker; the stall figures."""
+                  pages: list[bytes] | None = None, settle: bool = True) -> dict[str, float]:
+    """Rounds back to back for `seconds` with the feeder and the ticker; the stall figures.
+    `settle`: the controller's Collector.settle after rounds (False: the picture frozen after
+    lists alone, as before it, for a baseline)."""
     from kubernetes_asyncio import client
 
     api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))  # never called
@@ -135,6 +142,12 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
 
     protection._create, protection._delete = create_budget, delete_budget
     controller.preemptor._run = carry_out_nothing(controller)  # a plan is made, its evictions not sent
+    if settle:
+        controller.collector.start()  # as Controller.run does: no full collection of the collector's own accord
+    else:
+        controller.collector.settle = lambda: None  # type: ignore[method-assign]
+    gc.unfreeze()  # (each run from the same start: the last run's objects may be collected)
+    gc.collect()
     if mode == "thread":
         share_the_gil()  # as Controller.run does when it plans off the loop
     controller._replace([NodeInfo.from_node(n) for n in nodes], [PodInfo.from_pod(p) for p in pods])  # as relists do
@@ -171,6 +184,18 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
                 controller._on_pod_event("MODIFIED", bound_pod(by_key[key], node))
             await asyncio.sleep(0)
 
+    full_collections: list[float] = []  # how long each generation-2 collection held the GIL
+    collecting: list[float] = []
+
+    def timed_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            collecting[:] = [time.perf_counter()]
+        elif collecting:
+            full_collections.append(time.perf_counter() - collecting.pop())
+
+    gc.callbacks.append(timed_gc)
     tasks = [asyncio.create_task(ticker()), asyncio.create_task(feeder()), asyncio.create_task(binder())]
     await asyncio.sleep(0.2)
     stalls.clear()
@@ -198,14 +223,25 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
         rounds.append(time.perf_counter() - started)
         await asyncio.sleep(0.005)  # a pause between rounds, as the loop's debounce gives
     running = False
+    gc.callbacks.remove(timed_gc)
+    controller.collector.stop()
     await asyncio.gather(*tasks)
     await api.close()
+    # The collector's hourly full collection (everything unfrozen, collected, frozen again), timed
+    # here once, the ticker stopped: how long it holds the GIL, and the garbage cycles it frees.
+    hourly = time.perf_counter()
+    gc.unfreeze()
+    cycles = gc.collect()
+    gc.freeze()
+    hourly = time.perf_counter() - hourly
     ordered, on_loop = sorted(stalls), sorted(held)
     weighted_p99, over = time_weighted(stalls)
     return {"max": ordered[-1], "p99": ordered[int(0.99 * (len(ordered) - 1))], "rounds": len(rounds),
             "weighted p99": weighted_p99, "over 20 ms": over,
             "loop max": on_loop[-1], "loop p99": on_loop[int(0.99 * (len(on_loop) - 1))],
-            "round": statistics.median(rounds) if rounds else float("nan"), "held": controller._changes.held_total}
+            "round": statistics.median(rounds) if rounds else float("nan"), "held": controller._changes.held_total,
+            "gc": max(full_collections, default=0.0), "gcs": len(full_collections), "hourly": hourly,
+            "cycles": cycles}
 
 
 def time_weighted(stalls: list[float], limit: float = 0.020) -> tuple[float, float]:
@@ -252,15 +288,17 @@ async def main(args: argparse.Namespace) -> None:
           f"{time.perf_counter() - started:.1f} s; load average {load()}", flush=True)
     print("defaults: preemption on (its plans not carried out), a budget per released gang (the API's answers at "
           "once), releases promised and their pods back over the watch bound and running")
-    print(f"{'planning':>11} {'rounds':>7} {'round (median)':>15} {'stall: longest':>15} {'p99/tick':>9} "
+    print(f"{'planning':>16} {'rounds':>7} {'round (median)':>15} {'stall: longest':>15} {'p99/tick':>9} "
           f"{'p99/time':>9} {'time >20ms':>10} {'loop CPU: longest':>18} {'p99':>8} {'held changes':>13}")
     pages = pages_of(pods) if any(p.startswith("relist") for p in args.planning) else None
-    for planning in args.planning:
-        result = await measure(nodes, pods, planning, args.seconds, pages)
-        print(f"{planning:>11} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
+    for planning, settle in [(p, c == "on") for p in args.planning for c in args.collector]:
+        result = await measure(nodes, pods, planning, args.seconds, pages, settle)
+        label = planning if args.collector == ["on"] else f"{planning}{'' if settle else ' nosettle'}"
+        print(f"{label:>16} {result['rounds']:>7} {result['round'] * 1000:>12.0f} ms {result['max'] * 1000:>12.1f} ms "
               f"{result['p99'] * 1000:>6.1f} ms {result['weighted p99'] * 1000:>6.1f} ms {result['over 20 ms']:>10.2%} "
               f"{result['loop max'] * 1000:>15.1f} ms {result['loop p99'] * 1000:>5.1f} ms "
-              f"{result['held']:>13}", flush=True)
+              f"{result['held']:>13} {result['gc'] * 1000:>12.1f} ms ({result['gcs']}) "
+              f"{result['hourly'] * 1000:>17.0f} ms ({result['cycles']})", flush=True)
     print(f"load average {load()}")
 
 
@@ -277,5 +315,9 @@ if __name__ == "__main__":
                         "old path); thread: in a worker thread; relist: rounds in a worker thread, each after a "
                         "relist of every pod (a 410), the relist's time in the 'round' column, its picture rebuilt in a worker "
                         "thread; relist-loop: the same on the event loop, rounds too (the old path) (default: all five)")
+    parser.add_argument("--collector", nargs="+", default=["on"], choices=["on", "off"],
+                        help="on: the controller's Collector settles after rounds (the default); off: as before it, "
+                        "the picture frozen after lists alone ('nosettle'); both: each planning run twice, a baseline "
+                        "in the same run (default: on)")
     logging.basicConfig(level=logging.ERROR)
     asyncio.run(main(parser.parse_args()))

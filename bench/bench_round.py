@@ -12,14 +12,17 @@ shell promises them, and not sent: no API server is involved; the watch events o
 bound and running are then applied); then, each --repeat times:
 
 - one gang arrives (4 pods x 1 GPU, priority 0);
+- nothing changed (an idle round, as the 1 s tick makes one);
+- one running pod finishes (its watch event: Succeeded): the gangs that may use its node plan
+  again; on the starving backlog each of them that does not fit looks for a hold
+  (`ordering.hold_back`);
 - one gang arrives (8 pods x 8 GPUs, priority 1000, above every other): it does not fit, and the preemption search
   plans the eviction of lower-priority gangs for it (not carried out: the next round searches
-  again);
-- nothing changed (an idle round, as the 1 s tick makes one).
+  again).
 
 Prints the median CPU time of the whole round and of each part, with, as the baseline of the same
 run, the decision alone (`IncrementalRounds.decide` on the same state, which the round includes)
-and a full `decide()` round, both with the controller's own settings (starvation limits, card
+and a full `decide()` round (on the state the last round of each scenario plans, before it), both with the controller's own settings (starvation limits, card
 policies). Both backlogs are timed, each on a controller of its own: a fresh one (the rounds run
 300 s after the pods were created: no gang starves) and a starving one (2 hours after: every
 waiting gang has waited past the starvation limit, as most have on a busy cluster). Not included: the API calls
@@ -68,6 +71,7 @@ BACKLOGS = {
 # The parts, in the order a round runs them (nested ones are also counted in their caller).
 PARTS = ("losses+timeouts", "decide", "  Capacity.from_state", "next-due timers", "releases (promises)",
          "preemption search", "waiting-gang report", "expired promises", "bypass report", "gauges")
+ROWS = ("whole round", "whole round (wall)", *PARTS)  # (wall: ms on the clock, the machine's load included)
 
 
 class Parts:
@@ -152,6 +156,11 @@ def arrive(controller: Controller, name: str, priority: int, pods: int = 4, gpus
                                                    priority=priority))
 
 
+def finish(controller: Controller, pod: dict) -> None:
+    """A running pod's watch event: it succeeded (its node's room is free again)."""
+    controller._on_pod_event("MODIFIED", {**copy.deepcopy(pod), "status": {"phase": "Succeeded"}})
+
+
 def cpu_ms(fn: Callable[[], Any]) -> float:
     start = time.process_time()
     fn()
@@ -204,6 +213,7 @@ async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the benc
         pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
                                                "uid": f"uid-{job}", "controller": True}]
         controller._on_pod_event("MODIFIED", pod)
+    running = [p for p in pods if p["metadata"]["namespace"] == "busy"]
     del nodes, pods, by_key
     settle = cpu_ms(lambda: controller.round(NOW))  # the round after the first's releases are bound
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
@@ -214,6 +224,7 @@ async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the benc
     scenarios: dict[str, Callable[[int], None]] = {
         "one gang arrives (priority 0)": lambda i: arrive(controller, f"new{i}", 0),
         "nothing changed (idle round)": lambda i: None,
+        "one running pod finishes": lambda i: finish(controller, running[i]),
         "one gang arrives, preempting": lambda i: arrive(controller, f"hi{i}", 1000, pods=8, gpus=8),
     }
     own = settings(controller)
@@ -226,26 +237,29 @@ async def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the benc
         alone: list[float] = []
         for i in range(args.repeat):
             event(i)
+            if i == args.repeat - 1:  # the full round on the state the last round is about to plan
+                full = cpu_ms(lambda: decide(state, NOW, **own))
             if args.verbose:
                 waiting = controller.incremental.decide(state, NOW, **settings(controller))[1]
                 print(name, [w for w in waiting if w.gang_key[0] == "arrivals"][-1:])
             parts.spent.clear()
+            wall = time.perf_counter()
             whole = cpu_ms(lambda: controller.round(NOW))
+            wall = (time.perf_counter() - wall) * 1000
             searched = controller.preemptor is not None and controller.preemptor.in_flight is not None
             if searched:
                 planned += 1
                 controller.preemptor.in_flight = None
-            runs.append({"whole round": whole, **{k: v * 1000 for k, v in parts.spent.items()}})
+            runs.append({"whole round": whole, "whole round (wall)": wall, **{k: v * 1000 for k, v in parts.spent.items()}})
             # The baselines plan with the controller's own settings (the incremental rounds would
             # refuse others: planned, they would turn the controller's next round into a full one).
             alone.append(cpu_ms(lambda: controller.incremental.decide(state, NOW, **own)))  # nothing changed since
-        full = cpu_ms(lambda: decide(state, NOW, **own))
-        columns[name] = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in ("whole round", *PARTS)}
+        columns[name] = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in ROWS}
         baselines[name] = (statistics.median(alone), full)
         if planned:
             print(f"{name}: a preemption was planned in {planned} of {args.repeat} rounds")
     print(header)
-    for part in ("whole round", *PARTS):
+    for part in ROWS:
         print(f"{part:24s}" + "".join(f"{columns[name][part]:>33.2f}" for name in scenarios))
     print(f"{'baseline: decide again':24s}" + "".join(f"{baselines[name][0]:>33.2f}" for name in scenarios))
     print(f"{'baseline: full decide()':24s}" + "".join(f"{baselines[name][1]:>33.1f}" for name in scenarios))

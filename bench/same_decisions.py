@@ -23,6 +23,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -56,6 +57,25 @@ def rivals(seed: int, node_count: int) -> list[dict]:
     return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
                      node_selector={"kubernetes.io/hostname": f"node-{rng.randrange(node_count):05d}"})
             for i in range(max(1, node_count // 20))]
+
+
+def with_deadlines(pods: list[dict], seed: int) -> list[dict]:
+    """The same pods, the running ones started at different times before the rounds, two in three
+    with spec.activeDeadlineSeconds (the kubelet ends them by startTime + deadline): holds then
+    have known starts on some nodes and blind ones on others, and rank nodes by both."""
+    rng = random.Random(seed)
+    out = []
+    for pod in pods:
+        if pod["metadata"]["namespace"] == "busy":
+            second = rng.randrange(6 * 3600)  # started up to 6 hours before 2024-01-01T02:00:00Z
+            started = 1704067200 + 7200 - second
+            stamp = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(started))}Z"
+            spec = dict(pod["spec"])
+            if rng.random() < 2 / 3:
+                spec["activeDeadlineSeconds"] = second + rng.randrange(60, 4 * 3600)
+            pod = {**pod, "spec": spec, "status": {**(pod.get("status") or {}), "startTime": stamp}}
+        out.append(pod)
+    return out
 
 
 def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
@@ -105,6 +125,7 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     out["mixed shapes, rivals"] = rows(decide(mixed, now))
     out["mixed shapes, rivals, starving"] = rows(decide(mixed, now, starvation_seconds=0.0))
     out.update(incremental_rows(nodes, pods, rows))
+    out.update(incremental_rows(nodes, with_deadlines(pods, seed), rows, "deadlines, "))
     topo_nodes, topo_pods = with_topology(nodes, pods)
     topo = ClusterState(topology_levels=TOPOLOGY_LEVELS)
     topo.reset(topo_nodes, topo_pods)
@@ -113,10 +134,10 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     return out
 
 
-def incremental_rows(nodes: list[dict], pods: list[dict], rows) -> dict:
+def incremental_rows(nodes: list[dict], pods: list[dict], rows, label: str = "") -> dict:
     """The controller's incremental rounds on a starving backlog (every gang waited 2 hours),
     with its settings, round after round: the first, after its releases are promised, after one
-    gang arrives, after a running pod finishes, and an idle one; each beside the full round on
+    gang arrives, an idle one, and after each of three running pods finishes; each beside the full round on
     the same state (a checkout's incremental rounds must decide as its full rounds, and as the
     other checkout's)."""
     from ganggate.core.incremental import IncrementalRounds  # noqa: PLC0415
@@ -139,8 +160,8 @@ def incremental_rows(nodes: list[dict], pods: list[dict], rows) -> dict:
     out: dict = {}
 
     def both(name: str) -> None:
-        out[f"starving, incremental: {name}"] = rows(rounds.decide(state, now, **settings))
-        out[f"starving, full: {name}"] = rows(decide(state, now, **settings))
+        out[f"{label}starving, incremental: {name}"] = rows(rounds.decide(state, now, **settings))
+        out[f"{label}starving, full: {name}"] = rows(decide(state, now, **settings))
 
     both("first")
     for d in decide(state, now, **settings)[0]:
@@ -151,9 +172,12 @@ def incremental_rows(nodes: list[dict], pods: list[dict], rows) -> dict:
                                           memory="32Gi", created="2024-01-01T01:00:00Z"))
     both("one gang arrives")
     both("nothing changed")
-    busy = next(p for p in pods if p["metadata"]["namespace"] == "busy")
-    state.apply_pod("MODIFIED", {**busy, "status": {"phase": "Succeeded"}})
-    both("a running pod finishes")
+    busy = [p for p in pods if p["metadata"]["namespace"] == "busy"]
+    for i, pod in enumerate(busy[:3]):  # (the first alone: as before; each releases or holds on its node)
+        state.apply_pod("MODIFIED", {**pod, "status": {**(pod.get("status") or {}), "phase": "Succeeded"}})
+        both("a running pod finishes" + (f" ({i + 1})" if i else ""))
+        for d in out[f"{label}starving, full: a running pod finishes" + (f" ({i + 1})" if i else "")]["decisions"]:
+            state.promise(tuple(d[0]), d[1], now + 120)
     return out
 
 
@@ -215,7 +239,7 @@ def main() -> int:
                        "--nodes", str(args.nodes), "--waiting-pods", str(args.waiting_pods)]
             answers.append(json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE).stdout))
         mine, theirs = answers
-        for name in [n for n in mine if n.startswith("starving, incremental: ")]:  # within this checkout too
+        for name in [n for n in mine if "starving, incremental: " in n]:  # within this checkout too
             full = name.replace("incremental", "full")
             same = mine[name] == mine[full]
             differ += not same

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.outcome import Unfit
-from ganggate.core.placement.packing import largest_first, plan_gang
+from ganggate.core.placement.packing import fits_as_planned, largest_first, plan_gang
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.state.snapshot import make_node, make_pod
 
@@ -94,3 +94,22 @@ def test_a_gang_of_one_gpu_pods_fills_each_node_before_the_next() -> None:
     assert isinstance(placement, dict)
     assert [placement[f"ml/p{j:02d}"] for j in range(16)] == ["n1"] * 5 + ["n0"] * 8 + ["n2"] * 3
     assert [capacity.level[n] for n in ("n0", "n1", "n2")] == [0, 0, 5000]
+
+
+@settings(max_examples=400, deadline=None)
+@given(clusters(), st.data())
+def test_fits_as_planned_tells_what_plan_gang_would_answer_without_placing(case, data) -> None:
+    """Where it tells (one shape asking whole GPUs, no cards, no topology), fits_as_planned
+    answers whether plan_gang places the gang, for any number needed, and takes nothing."""
+    state, pods = case
+    need = data.draw(st.integers(0, len(pods)))
+    capacity = Capacity.from_state(state)
+    before = {name: dict(free) for name, free in capacity.free.items()}
+    indexes_before = index_view(capacity, pods[0])
+    told = fits_as_planned(pods, capacity, need)
+    assert capacity.free == before and index_view(capacity, pods[0]) == indexes_before
+    one_shape = len({(p.request.get("nvidia.com/gpu"), p.request.get("cpu"), p.request.get("memory")) for p in pods}) == 1
+    if one_shape and pods[0].gpu > 0:
+        assert told is not None
+    if told is not None:
+        assert told == (not isinstance(plan_gang(pods, capacity, need), Unfit))

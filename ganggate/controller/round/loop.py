@@ -24,7 +24,6 @@ preemption, member loss); each part's logic lives in a module of its own, hooked
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import socket
@@ -54,6 +53,7 @@ from ganggate.controller.release.releases import Releases
 from ganggate.controller.reporting.topology_view import describe_levels, levels_annotation
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.policy.preemption import PreemptionOptions
+from ganggate.controller.round.collector import Collector
 from ganggate.controller.round.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
 from ganggate.kube.calls import Backoff
 from ganggate.kube.clock import WALL, Clock
@@ -112,6 +112,7 @@ class Controller:
         self.lifecycle = attach_lifecycle(self)  # member loss, timeouts, budgets: controller.lifecycle.memberloss
         self.waits.owners = self.lifecycle.owner_events  # the gang's Events on its Job: reporting.ownerevents
         self.bypass = BypassTracker(config.scheduler_names, settle_seconds=config.bypass_settle_seconds)
+        self.collector = Collector()  # the picture kept out of the garbage collector's way (controller.round.collector)
         self.excess = ExcessReporter(self.events)  # pods beyond group-pod-num: controller.reporting.excess
         # No store of objects besides the state (issue #11): a list is read page by page into
         # NodeInfo and PodInfo, and replaces its kind in the state.
@@ -261,7 +262,7 @@ class Controller:
                     return new
 
                 self.state.adopt(await asyncio.to_thread(rebuild))
-                gc.freeze()  # (see _replace)
+                self.collector.synced()  # (see _replace)
             except BaseException:
                 self._changes.flush()
                 raise
@@ -275,7 +276,7 @@ class Controller:
         # The picture a relist builds is long-lived: out of the collector's way (gc.freeze), else
         # every full collection walks all of it, holding the GIL for hundreds of milliseconds at
         # 20,000 nodes and stalling the loop whichever thread plans (bench/bench_loop_stall.py).
-        gc.freeze()
+        self.collector.synced()
 
     def _on_node_event(self, kind: str, node: dict) -> None:
         self._changes.apply(self.state.apply_node, kind, node)
@@ -324,6 +325,7 @@ class Controller:
                  f" lease={self.config.lease_namespace}/{self.config.lease_name}" if self.leader else "",
                  describe_levels(self.config.topology_levels))
         stopper = asyncio.create_task(self._stop_requested.wait())
+        self.collector.start()  # no full collection of the garbage collector's own accord (controller.round.collector)
         try:
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
             if stopper in done:
@@ -343,6 +345,7 @@ class Controller:
             await asyncio.gather(*tasks, *self._release_tasks, return_exceptions=True)
             if runner is not None:
                 await runner.cleanup()
+            self.collector.stop()
             if stopper.done() and not stopper.cancelled():
                 log.info("controller %s stopped", self.identity)
 
@@ -398,6 +401,7 @@ class Controller:
         decisions, waitings, due = plan(self.state, now, **self._plan_settings())
         self.metrics.decide_seconds.observe(time.perf_counter() - started)
         self._after_round(decisions, waitings, due, now)
+        self.collector.settle()  # what the watch and the round left alive, frozen (controller.round.collector)
 
     async def round_off_loop(self, now: float) -> None:
         """`round`, with `decide()` in a worker thread: the loop stays free while it plans, and
@@ -442,6 +446,7 @@ class Controller:
             self._changes.flush()  # at once: nothing held may be lost, even when cancelled
             raise
         await self._changes.drain()
+        self.collector.settle()  # what the watch and the round left alive, frozen (controller.round.collector)
 
     async def _gauges(self) -> None:
         """Update the gauges (the state's tallies: cheap, on the loop)."""

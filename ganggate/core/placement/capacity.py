@@ -137,6 +137,9 @@ class Capacity:
         self.changed: list[tuple[str, int]] = []
         # While set (core.incremental), each node's free before this round first took from it.
         self.before: dict[str, Resources] | None = None
+        # What a policy works out once per round and brings up to date from `changed` (ordering's
+        # holds): emptied when `changed` no longer tells every change (start_round, rewind, set_free).
+        self.memo: dict[str, object] = {}
         # GPU sharing (core.gpushare): the nodes' cards as the round uses them, and the
         # (node, card, amount) chosen per sharing pod.
         self.cards: dict[str, NodeCards] = dict(cards or {})
@@ -327,6 +330,7 @@ class Capacity:
         given back by `rewind` (core.incremental)."""
         self._used_gpus.clear()
         self.changed.clear()
+        self.memo.clear()
         self.before = {}
 
     def rewind(self) -> None:
@@ -335,6 +339,7 @@ class Capacity:
             self.set_free(node, free)
         self.before = None
         self.changed.clear()
+        self.memo.clear()
         self.card_choices.clear()
 
     def indexes_of(self, node: str) -> tuple[NodeIndex, ...]:
@@ -350,6 +355,7 @@ class Capacity:
                        (free.get(CPU, 0), free.get(MEMORY, 0), node), new_level)
         self.free[node], self.level[node] = dict(free), new_level
         self._used_gpus.pop(node, None)
+        self.memo.clear()
 
     def _best_among(
         self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str], at_most: int | None = None

@@ -59,6 +59,24 @@ def plan_gang(
     return plan_flat(pods, candidates, min_count)
 
 
+def fits_as_planned(pods: Sequence[PodInfo], candidates: Capacity, min_count: int | None = None) -> bool | None:
+    """Whether plan_gang would place the gang (True) or answer Unfit (False), without placing
+    it (nothing is taken); None when only placing it would tell. Told for a gang of one shape
+    asking whole GPUs, without topology and without GPU cards: plan_gang then goes to
+    plan_flat, whose answer is _prune's quick no, or else whether one pass of best fit over the
+    index (Capacity.best_fit_run, what _greedy places such a gang with) finds room for `need`
+    of them. For searches that ask "does it fit now?" many times (core.policy.preemption)."""
+    if not pods or candidates.cards or not _repeatable(pods[0]) or not _one_shape(pods):
+        return None
+    if (len(pods) > 1 or candidates.topology_placed) and (candidates.topology_levels or any(gang_topology(pods[:1]))):
+        return None
+    need = _need(pods, min_count)
+    if _prune(pods, candidates, need, True) is not None:
+        return False
+    first = min(pods, key=attrgetter("key"))  # (plan_flat's order for one shape: by key)
+    return sum(copies for _, copies in candidates.best_fit_run(first, len(pods))) >= need
+
+
 def _need(pods: Sequence[PodInfo], min_count: int | None) -> int:
     return len(pods) if min_count is None else max(0, min(min_count, len(pods)))
 

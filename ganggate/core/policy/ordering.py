@@ -19,10 +19,12 @@ gang could start. Without deadlines nothing may use held room, as before.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.nodeindex import NodeIndex
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import Gang
 from ganggate.core.placement.packing import largest_first
@@ -177,7 +179,7 @@ def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant],
     for pod in pods:
         add_into(need, pod.request)
     gone: list[_Occupant] = []
-    for occupant in sorted(occupants, key=lambda o: (o.end, -o.started)):
+    for occupant in sorted(occupants, key=_leave_order):
         if fits(need, room):
             break
         add_into(room, occupant.request)
@@ -186,6 +188,8 @@ def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant],
         return None
     return max((o.end for o in gone), default=now), gone
 
+
+INF = float("inf")
 
 #: The least a pod of unknown end is expected to run on (a pod just started is not about to end).
 MIN_RESIDUAL_SECONDS = 600.0
@@ -205,6 +209,163 @@ def _expected_idle(gone: list[_Occupant], free_gpus: float, now: float) -> float
     return free_gpus * last + sum(gpus(o.request) * (last - r) for r, o in remaining)
 
 
+#: A node's place in a hold's choice: (ready time, not held last, expected idle if blind, pods
+#: that must end, most free GPU, name); see _HoldMemo.rank.
+_Rank = tuple[float, bool, float, int, float, str]
+
+
+@dataclass
+class _Ranking:
+    """The nodes one shape of hold may use, in the order a hold takes them, as of
+    `Capacity.changed[:mark]`."""
+
+    names: Collection[str]
+    mark: int
+    entries: dict[str, _Rank]
+    order: list[_Rank]
+
+
+class _HoldMemo:
+    """What the holds of one round read, worked out once per round instead of once per starving
+    gang (each of thousands of them looked over every node and every pod): the occupants of
+    every node, from one pass over the pods, each node's in the order _ready takes them; and per
+    (node index, first pod's request, sticky nodes, domain) the nodes ranked, brought up to date
+    at each use by ranking again only the nodes a take changed since (`Capacity.changed`).
+    The same ranks in the same order as ranking every node each time: a rank reads only the
+    node's free room, its occupants, the pod and `now`. Kept in `Capacity.memo`, which
+    start_round, rewind and set_free empty; valid for one state (its version) and one `now`."""
+
+    KEY = "ordering.hold_back"
+
+    def __init__(self, state: ClusterState, now: float) -> None:
+        self.seen = (id(state), state.version, now)
+        self.now = now
+        occupants = _occupants(state, set(state.nodes), now)
+        for name, found in occupants.items():
+            found.sort(key=_leave_order)  # (stable: _ready's own sort then keeps this order)
+        self.occupants = occupants
+        self.rankings: dict[tuple[object, ...], _Ranking] = {}
+        self.profiles: dict[str, _Leaving] = {}
+
+    @classmethod
+    def of(cls, capacity: Capacity, state: ClusterState, now: float) -> "_HoldMemo":
+        memo = capacity.memo.get(cls.KEY)
+        if not isinstance(memo, cls) or memo.seen != (id(state), state.version, now):
+            memo = capacity.memo[cls.KEY] = cls(state, now)
+        return memo
+
+    def rank(self, name: str, asked: Sequence[tuple[str, int]], want: int, capacity: Capacity,
+             sticky: frozenset[str]) -> _Rank | None:
+        """The node's place in the hold's choice for a pod asking `asked` (its positive amounts)
+        of which `want` GPU: what _ready and _expected_idle make of it, from the node's _Leaving;
+        None when it never has room."""
+        leaving = self.profiles.get(name)
+        if leaving is None:
+            leaving = self.profiles[name] = _Leaving(self.occupants.get(name, []), self.now)
+        gone = leaving.gone_for(asked, capacity.free[name])
+        if gone is None:
+            return None
+        ready = leaving.ready[gone]
+        free_gpu = max(0.0, capacity.level[name])  # (level is gpus(free), kept by every take)
+        blind = leaving.idle(gone, min(free_gpu, want)) if ready == INF else 0.0
+        return (ready, name not in sticky, blind, gone, -free_gpu, name)
+
+    def ranked(self, capacity: Capacity, index: NodeIndex, first: PodInfo, sticky: frozenset[str],
+               within: frozenset[str] | None) -> list[_Rank]:
+        """The nodes of `index` (within `within`) where a pod like `first` may ever fit, in hold
+        order: sorted ranks."""
+        key = (id(index), tuple(sorted(first.request.items())), sticky, within)
+        want = gpus(first.request)
+        asked = [(resource, amount) for resource, amount in first.request.items() if amount > 0]
+        changed = capacity.changed
+        ranking = self.rankings.get(key)
+        if ranking is None:
+            names: Collection[str] = index.members if within is None else {n for n in index.members if n in within}
+            entries = {}
+            for name in names:
+                found = self.rank(name, asked, want, capacity, sticky)
+                if found is not None:
+                    entries[name] = found
+            ranking = self.rankings[key] = _Ranking(names, len(changed), entries, sorted(entries.values()))
+        elif ranking.mark < len(changed):
+            entries, order, names = ranking.entries, ranking.order, ranking.names
+            for name in {name for name, _ in changed[ranking.mark:]}:
+                if name not in names:
+                    continue
+                new, old = self.rank(name, asked, want, capacity, sticky), entries.get(name)
+                if new == old:
+                    continue
+                if old is not None:
+                    del order[bisect.bisect_left(order, old)]
+                    del entries[name]
+                if new is not None:
+                    bisect.insort(order, new)
+                    entries[name] = new
+            ranking.mark = len(changed)
+        return ranking.order
+
+
+class _Leaving:
+    """A node's occupants leaving in _ready's order, worked out once per round: after the first
+    k have left, the room they free (`freed[k]`, added to the node's free room), the time the
+    node is ready (`ready[k]`: the latest of their ends, now for none), and for a blind hold the
+    GPU-seconds expected idle (`idle`, as _expected_idle). Reads the occupants and `now` alone,
+    not the node's free room, which takes change."""
+
+    def __init__(self, occupants: list[_Occupant], now: float) -> None:
+        self.occupants, self.now = occupants, now
+        freed: list[Resources] = [{}]
+        ready = [now]
+        room: Resources = {}
+        latest = -INF
+        for occupant in occupants:
+            add_into(room, occupant.request)
+            freed.append(dict(room))
+            latest = max(latest, occupant.end)  # (the latest end of those gone: _ready's max)
+            ready.append(latest)
+        self.freed, self.ready = freed, ready
+        self._idle: dict[int, tuple[float, float]] = {}
+        # No negative request (none is valid): then each resource's freed room only grows with k.
+        self._growing = all(amount >= 0 for occupant in occupants for amount in occupant.request.values())
+        self._by_resource: dict[str, list[int]] = {}
+
+    def gone_for(self, asked: Sequence[tuple[str, int]], free: Mapping[str, int]) -> int | None:
+        """The fewest occupants that must leave, in leave order, for a pod asking `asked` to fit
+        beside `free` (None: never), as _ready finds it. Each resource's room freed after k leave
+        only grows with k, so the k from which the pod fits is the largest of the first k from
+        which each resource fits: a bisect per resource."""
+        if not self._growing:  # (one step at a time, as _ready)
+            for gone, extra in enumerate(self.freed):
+                if all(amount <= free.get(resource, 0) + extra.get(resource, 0) for resource, amount in asked):
+                    return gone
+            return None
+        gone = 0
+        for resource, amount in asked:
+            freed = self._by_resource.get(resource)
+            if freed is None:
+                freed = self._by_resource[resource] = [extra.get(resource, 0) for extra in self.freed]
+            gone = max(gone, bisect.bisect_left(freed, amount - free.get(resource, 0)))
+        return gone if gone < len(self.freed) else None
+
+    def idle(self, gone: int, free_gpus: float) -> float:
+        """_expected_idle(the first `gone` occupants, free_gpus, now), its free-GPU-independent
+        part kept: the same sum in the same order, so the same float."""
+        parts = self._idle.get(gone)
+        if parts is None:
+            now = self.now
+            remaining = [(o.end - now if o.end != float("inf") else max(now - o.started, MIN_RESIDUAL_SECONDS), o)
+                         for o in self.occupants[:gone]]
+            last = max((r for r, _ in remaining), default=0.0)
+            parts = self._idle[gone] = (last, sum(gpus(o.request) * (last - r) for r, o in remaining))
+        last, rest = parts
+        return free_gpus * last + rest
+
+
+def _leave_order(occupant: _Occupant) -> tuple[float, float]:
+    """The order _ready sees occupants leave: earliest end first; among those of unknown end, the youngest."""
+    return (occupant.end, -occupant.started)
+
+
 def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: ClusterState, within: set[str] | None,
           now: float, sticky: frozenset[str] = frozenset()) -> Hold | int:
     """hold_back on the given nodes only (None: all)."""
@@ -214,24 +375,14 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
         return 0  # several constraints: keep it simple, no hold
     # Every node the gang may use: one whose room is partly promised to a released pod not yet
     # bound counts too (that pod's end is known when it has a deadline: _occupants).
-    names = {name for name in index.members if within is None or name in within}
-    running = _occupants(state, names, now)
-    want = gpus(order[0].request)
-
-    def free_gpu(name: str) -> float:
-        return max(0.0, gpus(capacity.free[name]))
-
-    ranked = []
-    for name in names:
-        ready = _ready(order[:1], capacity.free[name], running.get(name, []), now)
-        if ready is not None:  # (ready time, held last, expected idle if blind, pods that must end, most free GPU, name)
-            blind = _expected_idle(ready[1], min(free_gpu(name), want), now) if ready[0] == float("inf") else 0.0
-            ranked.append((ready[0], name not in sticky, blind, len(ready[1]), -free_gpu(name), name))
+    memo = _HoldMemo.of(capacity, state, now)
+    running = memo.occupants
+    ranked = memo.ranked(capacity, index, order[0], sticky, None if within is None else frozenset(within))
     plan: list[tuple[str, PodInfo]] = []
     remaining = order
     ready_at: float = now
     waits: list[tuple[float, str]] = []
-    for *_, name in sorted(ranked):
+    for *_, name in ranked:
         if len(plan) >= need or not remaining:
             break
         room = dict(capacity.free[name])

@@ -21,6 +21,7 @@ from ganggate.core.placement.capacity import Capacity
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.placement.explain import plural
+from ganggate.core.placement.packing import fits_as_planned
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.policy.ordering import release_candidates, round_key
 from ganggate.core.state.outcome import Unfit, Waiting
@@ -52,6 +53,22 @@ class Victim:
     created: float
     pods: list[PodInfo]
     freed: list[tuple[str, Resources]] = field(default_factory=list)  # (node, request) it gives back
+    # freed by request: (request, [(node, pods of that request there)]), for Capacity.take_each
+    _by_request: list[tuple[Resources, list[tuple[str, int]]]] | None = field(default=None, repr=False,
+                                                                               compare=False)
+
+    def by_request(self) -> list[tuple[Resources, list[tuple[str, int]]]]:
+        """`freed` grouped by request, then node (worked out once: a VictimMemo keeps the Victim)."""
+        if self._by_request is None:
+            groups: dict[tuple[tuple[str, int], ...], tuple[Resources, dict[str, int]]] = {}
+            for node, request in self.freed:
+                key = tuple(sorted(request.items()))
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = (request, {})
+                group[1][node] = group[1].get(node, 0) + 1
+            self._by_request = [(request, list(nodes.items())) for request, nodes in groups.values()]
+        return self._by_request
 
     @property
     def cost(self) -> tuple[int, int, float, str]:
@@ -176,7 +193,7 @@ def _plan_for(gang: Gang, state: ClusterState, capacity: Capacity, rivals: Rival
         return f"no whole gang of priority below {gang.priority} runs on the nodes it may use"
     chosen: list[Victim] = []
     for victim in candidates:
-        _free(capacity, victim.freed, 1)
+        _free_victim(capacity, victim, 1)
         chosen.append(victim)
         if _fits(pods, capacity, need, rivals):
             break
@@ -185,11 +202,11 @@ def _plan_for(gang: Gang, state: ClusterState, capacity: Capacity, rivals: Rival
                 f"not make room")
     dropped: set[int] = set()
     for victim in sorted(chosen, key=lambda v: v.cost, reverse=True):  # prune, costliest first
-        _free(capacity, victim.freed, -1)
+        _free_victim(capacity, victim, -1)
         if _fits(pods, capacity, need, rivals):
             dropped.add(id(victim))  # (by identity: comparing Victims compares their pods)
         else:
-            _free(capacity, victim.freed, 1)
+            _free_victim(capacity, victim, 1)
     chosen = [v for v in chosen if id(v) not in dropped]
     placement, _ = place_uncontested(pods, capacity, need, rivals)
     assert not isinstance(placement, Unfit)
@@ -285,10 +302,20 @@ def _free(capacity: Capacity, freed: Sequence[tuple[str, Resources]], sign: int)
             capacity.take(node, request, -sign)
 
 
+def _free_victim(capacity: Capacity, victim: Victim, sign: int) -> None:
+    """_free(capacity, victim.freed, sign), each node re-filed once per request (Capacity.take_each):
+    the same room, in fewer steps (the search frees and takes back hundreds of victims)."""
+    free = capacity.free
+    for request, spots in victim.by_request():
+        capacity.take_each(request, [(node, -sign * count) for node, count in spots if node in free])
+
+
 def _fits(pods: Sequence[PodInfo], capacity: Capacity, need: int, rivals: Rivals) -> bool:
     """Whether the gang's plan fits now (nothing stays taken from capacity)."""
     if not _may_fit(pods, capacity, need):
         return False
+    if not rivals and (told := fits_as_planned(pods, capacity, need)) is not None:
+        return told  # (place_uncontested without rivals is plan_gang: its answer, nothing taken and given back)
     result, _ = place_uncontested(pods, capacity, need, rivals)
     if isinstance(result, Unfit):
         return False

@@ -1,0 +1,125 @@
+"""On a starving backlog, the holds a round makes are the holds of the plain rule: every node a
+starving gang may use ranked afresh for it (ready time, held last, expected idle, pods that must
+end, most free GPU, name) over the pods occupying it. A round works the ranking out once per
+shape and brings it up to date from its own takes (`ordering._HoldMemo`): these rounds, full and
+incremental, on random starving clusters (deadlines known and unknown, pods started at different
+times, releases promised, running pods finishing) decide the same, message for message, as
+rounds whose every hold ranks every node again."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+
+from ganggate.core.incremental import IncrementalRounds
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.nodeindex import NodeIndex
+from ganggate.core.planner import decide
+from ganggate.core.policy import ordering
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.pods import PodInfo
+from ganggate.core.state.snapshot import make_node, make_pod
+
+T0 = 1704067200.0
+NOW = T0 + 7200  # every gang waited two hours: all starve
+SETTINGS: dict[str, Any] = {"starvation_seconds": 300.0, "blind_seconds": 6 * 3600.0}  # the controller's
+
+
+def _plain_ranked(self: ordering._HoldMemo, capacity: Capacity, index: NodeIndex, first: PodInfo,
+                  sticky: frozenset[str], within: frozenset[str] | None) -> list[ordering._Rank]:
+    """The plain rule: every node ranked afresh, from its occupants, for this gang alone."""
+    now = self.now
+    names = {name for name in index.members if within is None or name in within}
+    running = ordering._occupants(self.state_for_test, names, now)
+    want = ordering.gpus(first.request)
+    ranked = []
+    for name in names:
+        ready = ordering._ready([first], capacity.free[name], running.get(name, []), now)
+        if ready is not None:
+            free_gpu = max(0.0, ordering.gpus(capacity.free[name]))
+            blind = ordering._expected_idle(ready[1], min(free_gpu, want), now) if ready[0] == float("inf") else 0.0
+            ranked.append((ready[0], name not in sticky, blind, len(ready[1]), -free_gpu, name))
+    return sorted(ranked)
+
+
+def _cluster(seed: int, *, deadlines: bool, nodes: int = 24, waiting_pods: int = 160) -> tuple[list[dict], list[dict]]:
+    """Nodes of 8 GPUs, half partly used by running pods started up to 6 hours ago (with
+    deadlines, two in three of them end by a known time), and gangs of 1-8 pods of 1-8 GPUs."""
+    rng = random.Random(seed)
+    node_list = [make_node(f"n{i:02d}", gpus=8, cpu="96", memory="768Gi") for i in range(nodes)]
+    pods: list[dict] = []
+    for i in range(nodes):
+        for j in range(rng.choice((0, 0, 1, 2))):
+            pod = make_pod(f"run-{i}-{j}", namespace="busy", gpus=rng.choice((1, 2, 3)), cpu="8",
+                           node_name=f"n{i:02d}", phase="Running")
+            second = rng.randrange(6 * 3600)
+            pod["status"]["startTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - second))
+            if deadlines and rng.random() < 2 / 3:
+                pod["spec"]["activeDeadlineSeconds"] = second + rng.randrange(60, 4 * 3600)
+            pods.append(pod)
+    waiting, gang = 0, 0
+    while waiting < waiting_pods:
+        size, gpus = rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 4, 8))
+        created = f"2024-01-01T00:{rng.randrange(4):02d}:{rng.randrange(60):02d}Z"
+        priority = rng.choice((0, 0, 100))
+        pods += [make_pod(f"g{gang}-{j}", namespace="ml", gang=f"g{gang}", pod_num=size, gpus=gpus, cpu="4",
+                          memory="32Gi", created=created, priority=priority) for j in range(size)]
+        waiting, gang = waiting + size, gang + 1
+    return node_list, pods
+
+
+def _rows(out: tuple[list[Any], list[Any]]) -> tuple[list[Any], list[Any]]:
+    decisions, waiting = out
+    return ([(d.gang_key, d.placement, d.reason) for d in decisions],
+            sorted((w.gang_key, w.event_reason, w.message) for w in waiting))
+
+
+def _rounds(nodes: list[dict], pods: list[dict], seed: int, blind: float) -> list[tuple[list[Any], list[Any]]]:
+    """A full and an incremental round after each step: the first round, its releases promised,
+    then running pods finishing one by one (each round's releases promised). Blind holds are
+    made after `blind` seconds of waiting (before: given back, the room named only)."""
+    settings = {**SETTINGS, "blind_seconds": blind}
+    rng = random.Random(seed)
+    state = ClusterState()
+    state.reset(nodes, pods)
+    rounds = IncrementalRounds(**settings)
+    out = []
+    running = [p for p in pods if p["metadata"]["namespace"] == "busy"]
+    rng.shuffle(running)
+    for step in range(6):
+        if step >= 2 and running:
+            pod = running.pop()
+            state.apply_pod("MODIFIED", {**pod, "status": {**pod["status"], "phase": "Succeeded"}})
+        full = decide(state, NOW, **settings)
+        incremental = rounds.decide(state, NOW)
+        assert _rows(incremental) == _rows(full)  # (as always: incremental rounds decide as full ones)
+        out.append(_rows(full))
+        for d in full[0]:
+            state.promise(d.gang_key, d.placement, NOW + 120)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("deadlines", [False, True])
+@pytest.mark.parametrize("blind", [6 * 3600.0, 3600.0])  # the default; and past it: blind holds made
+def test_holds_on_a_starving_backlog_are_those_of_ranking_every_node_for_each_gang(
+        seed: int, deadlines: bool, blind: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes, pods = _cluster(seed, deadlines=deadlines)
+    kept = _rounds(nodes, pods, seed, blind)
+    held = sum("capacity held back" in message or "would be held back" in message
+               for _, waiting in kept for _, _, message in waiting)
+    assert held  # (the clusters do make holds)
+
+    plain_of = ordering._HoldMemo.of.__func__  # type: ignore[attr-defined]
+
+    def of(cls: type[ordering._HoldMemo], capacity: Capacity, state: ClusterState, now: float) -> ordering._HoldMemo:
+        memo: ordering._HoldMemo = plain_of(cls, capacity, state, now)
+        memo.state_for_test = state  # type: ignore[attr-defined]
+        return memo
+
+    monkeypatch.setattr(ordering._HoldMemo, "of", classmethod(of))
+    monkeypatch.setattr(ordering._HoldMemo, "ranked", _plain_ranked)
+    assert _rounds(nodes, pods, seed, blind) == kept
