@@ -153,7 +153,7 @@ def run_backlog(args: argparse.Namespace, NOW: float) -> None:  # the bench's cl
         agree = True
         # On a starving backlog, room freed on a node has every starving gang that may use it
         # (nothing held for one yet: the holds are blind, given back before BLIND_SECONDS) look
-        # for a hold, in the full round and the incremental one alike (ordering.hold_back ranks
+        # for a hold, in the full round and the incremental one alike (holdback.hold_back ranks
         # the nodes once per shape and round, not once per gang).
         for i in range(args.repeat):
             event(i)

@@ -15,7 +15,7 @@ bound and running are then applied); then, each --repeat times:
 - nothing changed (an idle round, as the 1 s tick makes one);
 - one running pod finishes (its watch event: Succeeded): the gangs that may use its node plan
   again; on the starving backlog each of them that does not fit looks for a hold
-  (`ordering.hold_back`);
+  (`holdback.hold_back`);
 - one gang arrives (8 pods x 8 GPUs, priority 1000, above every other): it does not fit, and the preemption search
   plans the eviction of lower-priority gangs for it (not carried out: the next round searches
   again).

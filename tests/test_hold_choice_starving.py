@@ -1,7 +1,7 @@
 """On a starving backlog, the holds a round makes are the holds of the plain rule: every node a
 starving gang may use ranked afresh for it (ready time, held last, expected idle, pods that must
 end, most free GPU, name) over the pods occupying it. A round works the ranking out once per
-shape and brings it up to date from its own takes (`ordering._HoldMemo`): these rounds, full and
+shape and brings it up to date from its own takes (`holdback._HoldMemo`): these rounds, full and
 incremental, on random starving clusters (deadlines known and unknown, pods started at different
 times, releases promised, running pods finishing) decide the same, message for message, as
 rounds whose every hold ranks every node again."""
@@ -18,7 +18,7 @@ from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.nodeindex import NodeIndex
 from ganggate.core.planner import decide
-from ganggate.core.policy import ordering
+from ganggate.core.policy import holdback
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.state.snapshot import make_node, make_pod
@@ -28,19 +28,19 @@ NOW = T0 + 7200  # every gang waited two hours: all starve
 SETTINGS: dict[str, Any] = {"starvation_seconds": 300.0, "blind_seconds": 6 * 3600.0}  # the controller's
 
 
-def _plain_ranked(self: ordering._HoldMemo, capacity: Capacity, index: NodeIndex, first: PodInfo,
-                  sticky: frozenset[str], within: frozenset[str] | None) -> list[ordering._Rank]:
+def _plain_ranked(self: holdback._HoldMemo, capacity: Capacity, index: NodeIndex, first: PodInfo,
+                  sticky: frozenset[str], within: frozenset[str] | None) -> list[holdback._Rank]:
     """The plain rule: every node ranked afresh, from its occupants, for this gang alone."""
     now = self.now
     names = {name for name in index.members if within is None or name in within}
-    running = ordering._occupants(self.state_for_test, names, now)
-    want = ordering.gpus(first.request)
+    running = holdback._occupants(self.state_for_test, names, now)
+    want = holdback.gpus(first.request)
     ranked = []
     for name in names:
-        ready = ordering._ready([first], capacity.free[name], running.get(name, []), now)
+        ready = holdback._ready([first], capacity.free[name], running.get(name, []), now)
         if ready is not None:
-            free_gpu = max(0.0, ordering.gpus(capacity.free[name]))
-            blind = ordering._expected_idle(ready[1], min(free_gpu, want), now) if ready[0] == float("inf") else 0.0
+            free_gpu = max(0.0, holdback.gpus(capacity.free[name]))
+            blind = holdback._expected_idle(ready[1], min(free_gpu, want), now) if ready[0] == float("inf") else 0.0
             ranked.append((ready[0], name not in sticky, blind, len(ready[1]), -free_gpu, name))
     return sorted(ranked)
 
@@ -83,7 +83,10 @@ def _rounds(nodes: list[dict], pods: list[dict], seed: int, blind: float) -> lis
     made after `blind` seconds of waiting (before: given back, the room named only)."""
     settings = {**SETTINGS, "blind_seconds": blind}
     rng = random.Random(seed)
-    state = ClusterState()
+    # Two pictures fed the same events, as two controllers would be: a round leaves memos on its
+    # picture (a starving gang's held nodes), so the full and the incremental round each keep their own.
+    full_state, state = ClusterState(), ClusterState()
+    full_state.reset(nodes, pods)
     state.reset(nodes, pods)
     rounds = IncrementalRounds(**settings)
     out = []
@@ -92,13 +95,15 @@ def _rounds(nodes: list[dict], pods: list[dict], seed: int, blind: float) -> lis
     for step in range(6):
         if step >= 2 and running:
             pod = running.pop()
-            state.apply_pod("MODIFIED", {**pod, "status": {**pod["status"], "phase": "Succeeded"}})
-        full = decide(state, NOW, **settings)
+            for picture in (full_state, state):
+                picture.apply_pod("MODIFIED", {**pod, "status": {**pod["status"], "phase": "Succeeded"}})
+        full = decide(full_state, NOW, **settings)
         incremental = rounds.decide(state, NOW)
         assert _rows(incremental) == _rows(full)  # (as always: incremental rounds decide as full ones)
         out.append(_rows(full))
         for d in full[0]:
-            state.promise(d.gang_key, d.placement, NOW + 120)
+            for picture in (full_state, state):
+                picture.promise(d.gang_key, d.placement, NOW + 120)
     return out
 
 
@@ -113,13 +118,13 @@ def test_holds_on_a_starving_backlog_are_those_of_ranking_every_node_for_each_ga
                for _, waiting in kept for _, _, message in waiting)
     assert held  # (the clusters do make holds)
 
-    plain_of = ordering._HoldMemo.of.__func__  # type: ignore[attr-defined]
+    plain_of = holdback._HoldMemo.of.__func__  # type: ignore[attr-defined]
 
-    def of(cls: type[ordering._HoldMemo], capacity: Capacity, state: ClusterState, now: float) -> ordering._HoldMemo:
-        memo: ordering._HoldMemo = plain_of(cls, capacity, state, now)
+    def of(cls: type[holdback._HoldMemo], capacity: Capacity, state: ClusterState, now: float) -> holdback._HoldMemo:
+        memo: holdback._HoldMemo = plain_of(cls, capacity, state, now)
         memo.state_for_test = state  # type: ignore[attr-defined]
         return memo
 
-    monkeypatch.setattr(ordering._HoldMemo, "of", classmethod(of))
-    monkeypatch.setattr(ordering._HoldMemo, "ranked", _plain_ranked)
+    monkeypatch.setattr(holdback._HoldMemo, "of", classmethod(of))
+    monkeypatch.setattr(holdback._HoldMemo, "ranked", _plain_ranked)
     assert _rounds(nodes, pods, seed, blind) == kept

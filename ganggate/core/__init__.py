@@ -7,7 +7,7 @@ in this list (tests/test_layout.py checks it):
   placement   where one gang goes: capacity, explain, domains, topology, packing, gpushare_fgd,
               gpushare_round; whether it ever can (feasibility: GangCannotFit)
   policy      which gang goes first and what it may take: contention, planloss, lifecycle, ordering,
-              reservation, preemption, budgets, disruption, baseline
+              holdback, holdgain, reservation, preemption, budgets, disruption, baseline
 and on top of them:
   planner     decide(): one round over the cluster; re-exports the public names
   incremental IncrementalRounds: a round that re-plans only the gangs whose inputs changed

@@ -29,7 +29,8 @@ from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
 from ganggate.core.policy.holdgain import Gain, weigh_gang_hold
 from ganggate.core.policy.lifecycle import waits_for_terminating
-from ganggate.core.policy.ordering import Hold, hold_back, release_candidates, release_in_flight, round_key, round_order
+from ganggate.core.policy.holdback import Hold, hold_back
+from ganggate.core.policy.ordering import release_candidates, release_in_flight, round_key, round_order
 from ganggate.core.state.outcome import Decision, Unfit, Waiting
 from ganggate.core.placement.packing import plan_gang
 from ganggate.core.state.pods import PodInfo

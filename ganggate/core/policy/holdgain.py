@@ -1,6 +1,6 @@
 """Whether holding room back for a starving gang brings its start closer (the guard's gain).
 
-A hold (`ordering.hold_back`) keeps the room the starving gang's plan needs on some nodes from the
+A hold (`holdback.hold_back`) keeps the room the starving gang's plan needs on some nodes from the
 gangs behind it, until enough of the pods there have ended. It costs the room it idles meanwhile;
 it pays only when the gang would otherwise start later. Both starts are predicted from what is
 known of when the pods holding room end (`predicted_end`): a pod being deleted ends now, one with
@@ -40,7 +40,7 @@ from typing import Collection, Iterable, Iterator, Mapping, Sequence
 from ganggate.core.fit.resources import Resources, add_into, fits, gpus
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.packing import largest_first
-from ganggate.core.policy.ordering import Hold
+from ganggate.core.policy.holdback import Hold
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import PodInfo
 
@@ -257,7 +257,7 @@ def weigh_hold(taken: Sequence[tuple[str, Mapping[str, int]]], ready_at: float |
 
 def weigh_gang_hold(hold: Hold, pods: Sequence[PodInfo], capacity: Capacity, state: ClusterState, now: float,
                     held_before: bool) -> Gain:
-    """`weigh_hold` for a hold `ordering.hold_back` made for these pods this round."""
+    """`weigh_hold` for a hold `holdback.hold_back` made for these pods this round."""
     nodes = capacity.index(largest_first(pods)[0]).members
     seen = forecast(state, now, {name for name, _ in hold.taken}, sum(gpus(r) for _, r in hold.taken), nodes)
     return weigh_hold(hold.taken, hold.ready_at, nodes, capacity.free, seen, held_before)

@@ -3,7 +3,7 @@
 Before it evicts anything, the controller writes `PREEMPTION_ANNOTATION` on every pod of the
 preemptor: {"id", "time", "until", "nodes": {pod name: node}, "victims": ["ns/gang", ...]}.
 While the gang still waits and `until` has not passed, a round holds its pods' requests on
-those nodes out of every other gang's capacity, as `ordering.hold_back` holds room for a
+those nodes out of every other gang's capacity, as `holdback.hold_back` holds room for a
 starving gang (free goes negative until the victims are gone), and plans the gang itself onto
 them first. Kept in the pods, the reservation outlives a restart and `ganggate status` reads
 it. Pure: no I/O, no clock of its own.

@@ -65,7 +65,7 @@ class Gang:
     #: Bumped by every add and discard: equal values, the same pods (the shell's reports skip
     #: a gang whose pods and message are as when last reported).
     changes: int = field(default=0, compare=False)
-    #: The nodes the last hold for this starving gang drained (ordering.hold_back): a hold stays
+    #: The nodes the last hold for this starving gang drained (holdback.hold_back): a hold stays
     #: on them, so that room it has half emptied is not handed back to be filled again.
     held_nodes: frozenset[str] = field(default=frozenset(), compare=False)
     # Running tallies (see the module docstring).
