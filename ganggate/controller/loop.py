@@ -77,7 +77,7 @@ class Controller(Releasing):
                                   topology_levels=config.topology_levels)
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
                                     metrics=self.metrics, host=self.identity, clock=clock)
-        self.waits = WaitReport()  # the waiting gangs' Events: controller.waitreport
+        self.waits = WaitReport(settle_seconds=config.incomplete_settle_seconds)  # the waiting gangs' Events: controller.waitreport
         self.notifier = self.waits.notifier
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
         self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)
