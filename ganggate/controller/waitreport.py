@@ -149,7 +149,6 @@ class WaitReport:
             emit(pod, waiting.event_reason, waiting.message)
         return True
 
-
     def _settling(self, waiting: Any, gang: Any, now: float) -> bool:
         """True while an incomplete gang's pods still arrive (see the module docstring)."""
         key = waiting.gang_key
