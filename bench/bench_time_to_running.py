@@ -147,8 +147,11 @@ async def watch(session: aiohttp.ClientSession, url: str, namespace: str, batch:
 
 
 async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, size: int, in_flight: int,
-                    gang: bool, limit: float, pid: int = 0) -> Batch:
-    """Create the batch in a fresh namespace, wait until all Running, delete it; what the watch saw."""
+                    gang: bool, limit: float, pid: int = 0, creates_only: bool = False) -> Batch:
+    """Create the batch in a fresh namespace, wait until all Running, delete it; what the watch saw.
+
+    creates_only: pods that never run (plain: a schedulerName nothing serves; gang: a
+    group-pod-num twice the batch, so it never completes); the batch ends 1 s after its last create."""
     async with session.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": namespace}}) as response:
         if response.status != 201:
             raise SystemExit(f"namespace {namespace}: {response.status} {await response.text()}")
@@ -159,8 +162,10 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
 
     async def creator() -> None:
         for i in names:
-            async with session.post(f"{url}/api/v1/namespaces/{namespace}/pods",
-                                    json=pod_body(i, size if gang else None)) as response:
+            body = pod_body(i, (2 * size if creates_only else size) if gang else None)
+            if creates_only and not gang:
+                body["spec"]["schedulerName"] = "no-scheduler"
+            async with session.post(f"{url}/api/v1/namespaces/{namespace}/pods", json=body) as response:
                 if response.status != 201:
                     raise SystemExit(f"create failed: {response.status} {await response.text()}")
 
@@ -168,7 +173,10 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
     await asyncio.gather(*(creator() for _ in range(in_flight)))
     batch.created = time.perf_counter()
     deadline = time.monotonic() + limit
-    while len(batch.running) < size:
+    if creates_only:
+        await asyncio.sleep(1.0)  # (the watch and the controller's round catch up)
+        batch.running = {"": batch.created}
+    while len(batch.running) < size and not creates_only:
         if time.monotonic() > deadline:
             raise SystemExit(f"{namespace}: only {len(batch.running)} of {size} Running after {limit:.0f} s")
         await asyncio.sleep(0.01)
@@ -204,6 +212,10 @@ async def main() -> None:
     parser.add_argument("--gate-by", nargs="+", choices=("webhook", "policy"), default=["webhook", "policy"])
     parser.add_argument("--small", action="store_true", help="a seconds-long run: 16 pods, one pair, the webhook")
     parser.add_argument("--profile", metavar="FILE", help="run sim up under cProfile (FILE.<gate-by>), gangs only")
+    parser.add_argument("--parts", action="store_true",
+                        help="also the CPU of the creates alone, plain and gang, per size and way: what each kind "
+                             "of write costs a pod (create; binding + status; the gate on create; nomination + "
+                             "gate removal)")
     args = parser.parse_args()
     if args.small:
         args.sizes, args.repeat, args.gate_by = [16], 1, ["webhook"]
@@ -231,6 +243,20 @@ async def main() -> None:
                         # create, bind, status (+ nomination, gate removal) per pod, and the Events
                         writes[gang] = size * (5 if gang else 3) + batch.events
                     ratio = times[True] / times.get(False, float("nan"))
+                    if args.parts and not args.profile:
+                        alone = {}
+                        for gang in (False, True):
+                            count += 1
+                            before = cpu_seconds(pid)
+                            done = await one_batch(session, url, f"b{count}", size, args.in_flight, gang, limit, pid,
+                                                   creates_only=True)
+                            alone[gang] = done.cpu_seconds - before
+                        ms = {k: 1000 * v / size for k, v in
+                              (("P", cpu[False]), ("C", alone[False]), ("G", alone[True]), ("T", cpu[True]))}
+                        print(f"{gate_by:>7} {size:5} pods run {run}: CPU ms a pod: plain {ms['P']:.2f} (create {ms['C']:.2f}, "
+                              f"binding + status {ms['P'] - ms['C']:.2f}); gang {ms['T']:.2f} (create {ms['G']:.2f}, of which "
+                              f"the gate {ms['G'] - ms['C']:.2f}; nomination + gate removal + the rest "
+                              f"{ms['T'] - ms['G'] - (ms['P'] - ms['C']):.2f})", flush=True)
                     summary.setdefault((gate_by, size), []).append(ratio)
                     cpu_ratios.setdefault((gate_by, size), []).append(cpu[True] / cpu.get(False, float("nan")))
                     steps = "  ".join(f"{k} {v:5.2f}" for k, v in batch.phases().items())
