@@ -20,8 +20,11 @@ where the gang's time went, from the watch:
 
 And the API writes per second of each batch, counted as a create, a binding and a status per pod
 (plain), plus a nomination and a gate removal per pod (gang), plus the Events the namespace holds
-once all run (the controller's GangReleased, one per released pod): on kubesim, whose one event
+once all run (the controller's GangReleased, on the gang's first pod): on kubesim, whose one event
 loop serves every write, a gang at the plain batch's rate of writes is as fast as it can be.
+And the CPU time `sim up`'s process spent on each batch (from the first create to all Running),
+the gang's against the plain batch's: on a shared machine the CPU a batch costs moves less with
+the other work than its wall time does.
 
 The load average is printed beside each figure: the machine is shared, so compare within a run.
 
@@ -51,6 +54,15 @@ sys.path.insert(0, str(REPO))
 from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) the process has used so far (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pod_body(i: int, gang: int | None) -> dict:
     """One 1-GPU pod; gang (the gang's size) adds the gang annotations."""
     annotations = {GROUP_NAME: "train", GROUP_POD_NUM: str(gang)} if gang else {}
@@ -71,6 +83,7 @@ class Batch:
     ungated: dict[str, float] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
     events: int = 0  # Events in the namespace once all ran (the controller's GangReleased, ...)
+    cpu_seconds: float = 0.0  # sim up's CPU time used so far, read once all ran (before the deletion)
 
     def see(self, pod: dict, now: float) -> None:
         name = pod["metadata"]["name"]
@@ -108,7 +121,7 @@ async def sim_up(nodes: int, gate_by: str, profile: str | None = None):
                 if not line:
                     raise SystemExit("ganggate sim up stopped before it was ready")
             drain = asyncio.create_task(proc.stdout.read())
-            yield yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+            yield yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"], proc.pid
             drain.cancel()
         finally:
             proc.terminate()
@@ -135,8 +148,11 @@ async def watch(session: aiohttp.ClientSession, url: str, namespace: str, batch:
 
 
 async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, size: int, in_flight: int,
-                    gang: bool, limit: float) -> Batch:
-    """Create the batch in a fresh namespace, wait until all Running, delete it; what the watch saw."""
+                    gang: bool, limit: float, pid: int = 0, creates_only: bool = False) -> Batch:
+    """Create the batch in a fresh namespace, wait until all Running, delete it; what the watch saw.
+
+    creates_only: pods that never run (plain: a schedulerName nothing serves; gang: a
+    group-pod-num twice the batch, so it never completes); the batch ends 1 s after its last create."""
     async with session.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": namespace}}) as response:
         if response.status != 201:
             raise SystemExit(f"namespace {namespace}: {response.status} {await response.text()}")
@@ -147,8 +163,10 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
 
     async def creator() -> None:
         for i in names:
-            async with session.post(f"{url}/api/v1/namespaces/{namespace}/pods",
-                                    json=pod_body(i, size if gang else None)) as response:
+            body = pod_body(i, (2 * size if creates_only else size) if gang else None)
+            if creates_only and not gang:
+                body["spec"]["schedulerName"] = "no-scheduler"
+            async with session.post(f"{url}/api/v1/namespaces/{namespace}/pods", json=body) as response:
                 if response.status != 201:
                     raise SystemExit(f"create failed: {response.status} {await response.text()}")
 
@@ -156,10 +174,14 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
     await asyncio.gather(*(creator() for _ in range(in_flight)))
     batch.created = time.perf_counter()
     deadline = time.monotonic() + limit
-    while len(batch.running) < size:
+    if creates_only:
+        await asyncio.sleep(1.0)  # (the watch and the controller's round catch up)
+        batch.running = {"": batch.created}
+    while len(batch.running) < size and not creates_only:
         if time.monotonic() > deadline:
             raise SystemExit(f"{namespace}: only {len(batch.running)} of {size} Running after {limit:.0f} s")
         await asyncio.sleep(0.01)
+    batch.cpu_seconds = cpu_seconds(pid) if pid else float("nan")
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
@@ -191,6 +213,10 @@ async def main() -> None:
     parser.add_argument("--gate-by", nargs="+", choices=("webhook", "policy"), default=["webhook", "policy"])
     parser.add_argument("--small", action="store_true", help="a seconds-long run: 16 pods, one pair, the webhook")
     parser.add_argument("--profile", metavar="FILE", help="run sim up under cProfile (FILE.<gate-by>), gangs only")
+    parser.add_argument("--parts", action="store_true",
+                        help="also the CPU of the creates alone, plain and gang, per size and way: what each kind "
+                             "of write costs a pod (create; binding + status; the gate on create; nomination + "
+                             "gate removal)")
     args = parser.parse_args()
     if args.small:
         args.sizes, args.repeat, args.gate_by = [16], 1, ["webhook"]
@@ -199,31 +225,53 @@ async def main() -> None:
           f"in flight, first create -> all Running; {os.cpu_count()} CPUs shared with other work: compare within a run",
           flush=True)
     summary: dict[tuple[str, int], list[float]] = {}
+    cpu_ratios: dict[tuple[str, int], list[float]] = {}
     for gate_by in args.gate_by:
-        async with sim_up(nodes, gate_by, args.profile and f"{args.profile}.{gate_by}") as url, aiohttp.ClientSession(
+        async with sim_up(nodes, gate_by, args.profile and f"{args.profile}.{gate_by}") as (url, pid), aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=args.in_flight + 4)) as session:
             await one_batch(session, url, "warm", 16, 4, True, 120)  # connections, caches, compiled CEL
             count = 0
             for size in args.sizes:
                 limit = 120 + size * 0.3
                 for run in range(1, args.repeat + 1):
-                    times, writes = {}, {}
+                    times, writes, cpu = {}, {}, {}
                     for gang in ((True,) if args.profile else (False, True)):
                         count += 1
-                        batch = await one_batch(session, url, f"b{count}", size, args.in_flight, gang, limit)
+                        before = cpu_seconds(pid)
+                        batch = await one_batch(session, url, f"b{count}", size, args.in_flight, gang, limit, pid)
+                        cpu[gang] = batch.cpu_seconds - before
                         times[gang] = max(batch.running.values()) - batch.start
                         # create, bind, status (+ nomination, gate removal) per pod, and the Events
                         writes[gang] = size * (5 if gang else 3) + batch.events
                     ratio = times[True] / times.get(False, float("nan"))
+                    if args.parts and not args.profile:
+                        alone = {}
+                        for gang in (False, True):
+                            count += 1
+                            before = cpu_seconds(pid)
+                            done = await one_batch(session, url, f"b{count}", size, args.in_flight, gang, limit, pid,
+                                                   creates_only=True)
+                            alone[gang] = done.cpu_seconds - before
+                        ms = {k: 1000 * v / size for k, v in
+                              (("P", cpu[False]), ("C", alone[False]), ("G", alone[True]), ("T", cpu[True]))}
+                        print(f"{gate_by:>7} {size:5} pods run {run}: CPU ms a pod: plain {ms['P']:.2f} (create {ms['C']:.2f}, "
+                              f"binding + status {ms['P'] - ms['C']:.2f}); gang {ms['T']:.2f} (create {ms['G']:.2f}, of which "
+                              f"the gate {ms['G'] - ms['C']:.2f}; nomination + gate removal + the rest "
+                              f"{ms['T'] - ms['G'] - (ms['P'] - ms['C']):.2f})", flush=True)
                     summary.setdefault((gate_by, size), []).append(ratio)
+                    cpu_ratios.setdefault((gate_by, size), []).append(cpu[True] / cpu.get(False, float("nan")))
                     steps = "  ".join(f"{k} {v:5.2f}" for k, v in batch.phases().items())
                     plain = times.get(False, float('nan'))
+                    plain_cpu = cpu.get(False, float('nan'))
                     print(f"{gate_by:>7} {size:5} pods run {run}: plain {plain:6.2f} s  gang {times[True]:6.2f} s  "
                           f"{ratio:4.2f}x plain  (gang: {steps})  writes/s: plain {writes.get(False, 0) / plain:4.0f} "
-                          f"gang {writes[True] / times[True]:4.0f}  load {os.getloadavg()[0]:.1f}", flush=True)
+                          f"gang {writes[True] / times[True]:4.0f}  sim up CPU: plain {plain_cpu:5.2f} s gang {cpu[True]:5.2f} s "
+                          f"({cpu[True] / plain_cpu:4.2f}x)  load {os.getloadavg()[0]:.1f}", flush=True)
     for (gate_by, size), ratios in summary.items():
+        cpus = cpu_ratios[(gate_by, size)]
         print(f"{gate_by:>7} {size:5} pods: gang/plain median {statistics.median(ratios):4.2f}x "
-              f"(runs: {', '.join(f'{r:.2f}' for r in ratios)})", flush=True)
+              f"(runs: {', '.join(f'{r:.2f}' for r in ratios)}); sim up CPU gang/plain median "
+              f"{statistics.median(cpus):4.2f}x (runs: {', '.join(f'{r:.2f}' for r in cpus)})", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,20 +18,26 @@ async def released_events(env, count):
     return events if len(events) >= count else None
 
 
-async def test_each_gang_released_event_names_the_node_of_its_own_pod(tmp_path):
-    """A gang spread over two nodes: every pod's Event names the node that pod was pinned to."""
+async def test_a_gang_released_is_told_once_on_its_first_pod_and_each_pod_records_its_node(tmp_path):
+    """A gang of bare pods spread over two nodes: one GangReleased, on its first pod, naming that
+    pod's node (not the other's); every pod's decision annotation names the node it was pinned to."""
+    import json
+
+    from ganggate.contract import DECISION_ANNOTATION
+
     async with e2e_cluster(tmp_path, nodes=2, gpus_per_node=4) as env:
         _, patches = await env.start_controller()
         await create_pods(env.core, [gang_pod(f"wide-{i}", "wide", 2, gpus=4) for i in range(2)])
         pods = await wait_for(lambda: bound(env, "wide", 2), what="gang bound")
         node_of = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
         assert len(set(node_of.values())) == 2
-        events = await wait_for(lambda: released_events(env, 2), what="two GangReleased events")
-        for event in events:
-            pod_name = event["involvedObject"]["name"]
-            others = set(node_of.values()) - {node_of[pod_name]}
-            assert f"onto node {node_of[pod_name]}" in event["message"], event["message"]
-            assert not any(f"node {other}" in event["message"] for other in others), event["message"]
+        for pod in pods:
+            decision = json.loads(pod["metadata"]["annotations"][DECISION_ANNOTATION])
+            assert decision["node"] == node_of[pod["metadata"]["name"]] and decision["pods"] == 2, decision
+        (event,) = await wait_for(lambda: released_events(env, 1), what="the GangReleased event")
+        assert event["involvedObject"]["name"] == "wide-0", event
+        assert f"2 pods together, this one onto node {node_of['wide-0']}" in event["message"], event["message"]
+        assert f"node {node_of['wide-1']}" not in event["message"], event["message"]
         await env.check(patches)
 
 

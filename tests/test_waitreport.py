@@ -67,3 +67,34 @@ def test_the_report_in_slices_tells_what_the_report_tells() -> None:
                                               lambda pod, reason, message: sent.append((pod.name, reason)),
                                               slice_seconds=0.0))
     assert sent == _told(WaitReport(), waitings, T0, state)
+
+
+def _incomplete(state: ClusterState) -> Waiting:
+    return Waiting(("ml", "big"), "GangWaiting", state.gangs[("ml", "big")].waiting_message(), "incomplete")
+
+
+def test_an_incomplete_gang_is_told_once_its_pods_stop_arriving() -> None:
+    """While a gang's pods are still being created it is not told it is incomplete; once they stop
+    arriving for settle_seconds, every pod hears it, as before."""
+    state = ClusterState()
+    state.reset([make_node("n0", gpus=1)], [make_pod(f"w-{i}", namespace="ml", gang="big", pod_num=4, gpus=8) for i in range(2)])
+    report = WaitReport(settle_seconds=2.0)
+    assert _told(report, [_incomplete(state)], T0, state) == []
+    state.apply_pod("ADDED", make_pod("w-2", namespace="ml", gang="big", pod_num=4, gpus=8))
+    assert _told(report, [_incomplete(state)], T0 + 1.5, state) == []  # another pod came: it starts again
+    waitings = [_incomplete(state)]
+    assert _told(report, waitings, T0 + 2.5, state) == []
+    assert _told(report, waitings, T0 + 3.5, state) == [  # the same list: the settle falls due
+        ("w-0", "GangWaiting"), ("w-1", "GangWaiting"), ("w-2", "GangWaiting")]
+    assert _told(report, waitings, T0 + 10, state) == []
+
+
+def test_a_gang_that_completes_while_its_pods_arrive_is_never_told_it_was_incomplete() -> None:
+    state = ClusterState()
+    state.reset([make_node("n0", gpus=1)], [make_pod("w-0", namespace="ml", gang="big", pod_num=2, gpus=8)])
+    report = WaitReport(settle_seconds=2.0)
+    assert _told(report, [_incomplete(state)], T0, state) == []
+    state.apply_pod("ADDED", make_pod("w-1", namespace="ml", gang="big", pod_num=2, gpus=8))
+    unfit = Waiting(("ml", "big"), "GangUnschedulable", "needs 8 nvidia.com/gpu on one node")
+    assert _told(report, [unfit], T0 + 0.5, state) == [("w-0", "GangUnschedulable"), ("w-1", "GangUnschedulable")]
+    assert _told(report, [unfit], T0 + 5, state) == []  # no GangWaiting falls due later

@@ -109,6 +109,7 @@ class ControllerConfig:
     event_rate: float = 50.0  # Events per second at most (burst 4x)
     shutdown_grace_seconds: float = 10.0  # on stop(), how long releases being applied may take
     bypass_settle_seconds: float = 2.0  # a gang that bypassed the gate is reported once unchanged this long
+    incomplete_settle_seconds: float = 2.0  # an incomplete gang's GangWaiting, once its pods stop arriving this long
     on_member_loss: str = "restart"  # "restart" | "none" (ganggate.controller.lifecycle.memberloss)
     on_node_drain: str = "restart"  # "restart" | "wait": gangs on cordoned nodes (ganggate.core.policy.drain)
     protect_running_gangs: bool = True  # a PodDisruptionBudget per released gang (controller.lifecycle.protection)

@@ -138,12 +138,13 @@ class Releases:
             log.info("GangReleased %s: %s released by decision %s", request.gang,
                      plural(len(outcome.released), "pod"), request.decision_id)
             many = request.pod_count > 1
-            # A gang whose pods have an owner (a Job) tells it, and its first pod; the scheduler's
-            # own Scheduled Event names each pod's node. Bare pods each hear it: they have no owner.
+            # The gang's first pod hears it (and its owner, a Job, below), not each pod: every
+            # released pod carries the decision (id, node) in its ganggate.io/decision annotation
+            # and the scheduler's Scheduled Event names its node, so an Event per pod would only
+            # repeat them, at one more API write per pod on the path to Running.
             told = outcome.released
-            infos = _infos(request)
-            if told and all(infos[k].controller_ref for k in told):
-                told = [min(told, key=lambda k: (infos[k].created, k))]
+            if told:
+                told = [min(told, key=lambda k: (_infos(request)[k].created, k))]
             for pod_key in told:
                 node = request.placement.get(pod_key)
                 where = (f"{' together, this one' if many else ','} onto node {node}" if node and request.pinned

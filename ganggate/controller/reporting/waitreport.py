@@ -8,6 +8,13 @@ gang nothing changed for (a gang whose pods change is planned again and gets a n
 Waiting told last round and given again is skipped at the price of one lookup; what is new is
 told as before. The notifier's repeat of an unchanged message every `repeat_seconds` comes from
 a heap of the instants it falls due.
+
+A gang still incomplete (GangWaiting, kind "incomplete") is told only once its pods have not
+changed for `settle_seconds`: while a Job's pods are being created its gang is not waiting for
+anything but them, and one Event per arriving pod (a 1,000-pod gang of bare pods: 1,000 API
+writes on the way to its release) would say only that the creates are still coming. A gang that
+completes meanwhile is never told it was incomplete; one whose pods stop arriving short of its
+size is told as before, `settle_seconds` later.
 """
 
 from __future__ import annotations
@@ -31,11 +38,16 @@ GangKey = tuple[str, str]
 class WaitReport:
     """Tells the pods of waiting gangs why they wait (see the module docstring)."""
 
-    def __init__(self, notifier: WaitNotifier | None = None, on_hold: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, notifier: WaitNotifier | None = None, on_hold: Callable[[Any], None] | None = None,
+                 settle_seconds: float = 0.0) -> None:
         self.notifier = notifier or WaitNotifier()
         #: Called with a Waiting whose gang the starvation guard weighed a hold for (`hold_gain`
         #: set), once per change of its kind: a hold taken, refused, taken again (the metrics).
         self.on_hold = on_hold
+        self.settle_seconds = settle_seconds
+        #: incomplete gangs not told yet: gang -> (its Gang.changes, since when unchanged, the Waiting)
+        self._arriving: dict[GangKey, tuple[int, float, Any]] = {}
+        self._settles: list[tuple[float, GangKey]] = []  # (when an arriving gang falls due, gang)
         #: controller.reporting.ownerevents.OwnerEvents: a gang whose pods have an owning controller tells
         #: its owner (once per change) and its oldest pod, not a copy on every pod.
         self.owners: Any = None
@@ -87,7 +99,18 @@ class WaitReport:
         self._repeat(now, gangs, emit)
 
     def _repeat(self, now: float, gangs: Mapping[GangKey, Any], emit: Callable[[Any, str, str], None]) -> None:
-        """Repeat the unchanged messages that fall due (WaitNotifier.repeat_seconds)."""
+        """Repeat the unchanged messages that fall due (WaitNotifier.repeat_seconds), and tell the
+        incomplete gangs whose pods stopped arriving (`settle_seconds`)."""
+        settles = self._settles
+        while settles and settles[0][0] <= now:
+            _, key = heapq.heappop(settles)
+            arriving = self._arriving.get(key)
+            gang = gangs.get(key)
+            if arriving is None or gang is None or gang.changes != arriving[0]:
+                self._arriving.pop(key, None)  # told, gone, or changed since (a fresh Waiting comes with the change)
+                continue
+            if key not in self._told:
+                self._tell(arriving[2], now, gangs, emit)
         told, repeats = self._told, self._repeats
         while repeats and repeats[0][0] <= now:
             _, key = heapq.heappop(repeats)
@@ -105,7 +128,10 @@ class WaitReport:
         gang = gangs.get(key)
         if gang is None:
             self.notifier.forget(key)
+            self._arriving.pop(key, None)
             return False
+        if self._settling(waiting, gang, now):
+            return True  # not told (nor remembered as told) until its pods stop arriving
         self._told[key] = waiting
         self._told_ids[id(waiting)] = waiting
         kind = getattr(waiting, "kind", "")
@@ -134,6 +160,22 @@ class WaitReport:
             heapq.heappush(self._repeats, (now + self.notifier.repeat_seconds, key))
         for pod in notice.pods:
             emit(pod, waiting.event_reason, waiting.message)
+        return True
+
+    def _settling(self, waiting: Any, gang: Any, now: float) -> bool:
+        """True while an incomplete gang's pods still arrive (see the module docstring)."""
+        key = waiting.gang_key
+        if self.settle_seconds <= 0 or getattr(waiting, "kind", "") != "incomplete":
+            self._arriving.pop(key, None)
+            return False
+        arriving = self._arriving.get(key)
+        if arriving is None or arriving[0] != gang.changes:
+            arriving = (gang.changes, now, waiting)
+            heapq.heappush(self._settles, (now + self.settle_seconds, key))
+        elif now - arriving[1] >= self.settle_seconds:
+            del self._arriving[key]
+            return False
+        self._arriving[key] = (arriving[0], arriving[1], waiting)
         return True
 
 

@@ -79,7 +79,8 @@ class Controller:
                                   topology_levels=config.topology_levels)
         self.events = EventRecorder(self.core, rate=config.event_rate, burst=int(config.event_rate * 4),
                                     metrics=self.metrics, host=self.identity, clock=clock)
-        self.waits = WaitReport(on_hold=self.metrics.hold_weighed)  # the waiting gangs' Events: controller.reporting.waitreport
+        # the waiting gangs' Events: controller.reporting.waitreport
+        self.waits = WaitReport(on_hold=self.metrics.hold_weighed, settle_seconds=config.incomplete_settle_seconds)
         self.notifier = self.waits.notifier
         self.card_policy = card_policy_named(config.card_policy)  # GPU sharing: core.gpushare
         self.whole_gpu_policy = whole_gpu_policy_named(config.card_policy)

@@ -196,6 +196,8 @@ class AdmissionChain:
         webhook's rules name the request); raise AdmissionDenied to refuse."""
         configurations = self._list_configurations()
         policies = self._policies if self._policies is not None and self._policies.active() else None
+        if policies is not None and not policies.may_match(operation, resource, sub_resource or None, namespace or ""):
+            policies = None  # no policy's rules name this request: none can apply (PolicyChain.may_match)
         if policies is None and not any(rule_matches(rule, operation=operation, resource=resource, sub_resource=sub_resource or None,
                                 namespace=namespace or "")
                    for config in configurations for spec in config.get("webhooks") or []

@@ -72,6 +72,8 @@ class MutationError(Exception):
 class MutatingPolicyChain(PolicyChain):
     """Evaluates the stored MutatingAdmissionPolicies and bindings over one request."""
 
+    policy_key, binding_key = POLICY_KEY, BINDING_KEY
+
     def __init__(self, list_objects: Callable[[str], list[dict]], count: Callable[[str], int],
                  get_namespace: Callable[[str], dict | None],
                  default: Callable[[Request, dict], None] | None = None) -> None:

@@ -114,6 +114,8 @@ class PolicyChain:
     """Evaluates the stored policies and bindings over one request at a time (synchronously: CEL
     needs no I/O)."""
 
+    policy_key, binding_key = POLICY_KEY, BINDING_KEY  # the stored kinds (MutatingPolicyChain: its own)
+
     def __init__(self, list_objects: Callable[[str], list[dict]], count: Callable[[str], int],
                  get_namespace: Callable[[str], dict | None]) -> None:
         self._list = list_objects
@@ -122,8 +124,8 @@ class PolicyChain:
 
     def validate(self, request: Request) -> list[str]:
         """The warnings to send back; raises errors.ApiError when a Deny decision refuses the request."""
-        if not self._count(BINDING_KEY) or not self._count(POLICY_KEY):
-            return []  # nothing is bound: no policy can apply
+        if not self.may_match(request.operation, request.resource, request.sub_resource, request.namespace):
+            return []  # nothing is bound, or no policy's rules name the request: none can apply
         bindings: dict[str, list[dict]] = {}
         for binding in sorted(self._list(BINDING_KEY), key=lambda b: b["metadata"]["name"]):
             bindings.setdefault(str((binding.get("spec") or {}).get("policyName", "")), []).append(binding)
@@ -237,6 +239,16 @@ class PolicyChain:
         """
         if match is None:
             return binding
+        # The rules before the selectors: matching.go evaluates the selectors first but holds
+        # their errors until the rules matched ("now that we know this applies to this request
+        # otherwise, if there were selector errors, return them"), so a request the rules leave
+        # out does not match whatever the selectors say; checked first, it costs no namespace
+        # lookup (most writes: a status, a binding, an Event).
+        if any(self._rule_matches(rule, request) for rule in match.get("excludeResourceRules") or []):
+            return False
+        rules = match.get("resourceRules") or []
+        if rules and not any(self._rule_matches(rule, request) for rule in rules):
+            return False
         try:
             if not self._namespace_matches(request, match.get("namespaceSelector")):
                 return False
@@ -246,10 +258,20 @@ class PolicyChain:
                 return False
         except (SelectorError, LookupError) as exc:
             return str(exc) if binding else False
-        if any(self._rule_matches(rule, request) for rule in match.get("excludeResourceRules") or []):
+        return True
+
+    def may_match(self, operation: str, resource: Mapping[str, str], sub_resource: str | None, namespace: str) -> bool:
+        """False when no bound policy's matchConstraints rules name the request: then no policy
+        can apply to it (the rules are part of every match, `_matches`), and its admission need
+        not copy the object nor build a request for the policies."""
+        if not self._count(self.binding_key) or not self._count(self.policy_key):
             return False
-        rules = match.get("resourceRules") or []
-        return not rules or any(self._rule_matches(rule, request) for rule in rules)
+        for policy in self._list(self.policy_key):  # (resourceNames and the exclusions left to `_matches`)
+            rules = ((policy.get("spec") or {}).get("matchConstraints") or {}).get("resourceRules") or []
+            if not rules or any(rule_matches(rule, operation=operation, resource=resource, sub_resource=sub_resource,
+                                             namespace=namespace) for rule in rules):
+                return True
+        return False
 
     def _namespace_matches(self, request: Request, selector: Any) -> bool:
         """namespace/matcher.go MatchNamespaceSelector (cluster-scoped objects other than namespaces always match)."""
