@@ -25,9 +25,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.webhook_process import percentile, webhook_process  # noqa: E402
-from ganggate.sim.apiserver.admission.chain import AdmissionChain  # noqa: E402
-from tests.webhook_support import gang_pod  # noqa: E402
+from bench.webhook_process import percentile, webhook_process
+from ganggate.sim.apiserver.admission.chain import AdmissionChain
+from tests.webhook_support import gang_pod
 
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
 POD_RESOURCE = {"group": "", "version": "v1", "resource": "pods"}

@@ -21,11 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_decide import build  # noqa: E402
+from bench_decide import build
 
-from ganggate.core import planner  # noqa: E402
-from ganggate.core.placement import feasibility  # noqa: E402
-from ganggate.core.state.cluster import ClusterState  # noqa: E402
+from ganggate.core import planner
+from ganggate.core.placement import feasibility
+from ganggate.core.state.cluster import ClusterState
 
 
 def _cpu(fn, repeat: int) -> float:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ganggate.core.state.cluster import ClusterState  # noqa: E402
-from ganggate.core.planner import decide  # noqa: E402
-from ganggate.core.state.snapshot import make_node, make_pod  # noqa: E402
+from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.snapshot import make_node, make_pod
 
 NODES = 5000
 WAITING_PODS = 10000

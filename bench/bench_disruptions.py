@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ganggate.replay.run import disruptions, engine  # noqa: E402
-from ganggate.replay.results.report import _duration  # noqa: E402
-from ganggate.replay.traces.synth import SynthConfig, generate  # noqa: E402
-from ganggate.replay.traces.format import load_trace  # noqa: E402
+from ganggate.replay.results.report import _duration
+from ganggate.replay.run import disruptions, engine
+from ganggate.replay.traces.format import load_trace
+from ganggate.replay.traces.synth import SynthConfig, generate
 
 MODES = ("none", "count", "ganggate")
 

@@ -26,16 +26,17 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_decide import build  # noqa: E402
-from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.core.fit.gpushare import cards_of  # noqa: E402
-from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
-from ganggate.core.state.snapshot import make_pod  # noqa: E402
+from bench.bench_decide import build
+from ganggate.controller.round.loop import Controller, ControllerConfig
+from ganggate.core.fit.gpushare import cards_of
+from ganggate.core.state.cluster import NodeInfo, PodInfo
+from ganggate.core.state.snapshot import make_pod
 
 NOW = 1704067200.0 + 300
 GPU = "nvidia.com/gpu"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ganggate.controller.reporting.excess import ExcessReporter  # noqa: E402
-from ganggate.core.state.cluster import ClusterState  # noqa: E402
-from ganggate.core.state.snapshot import make_node, make_pod  # noqa: E402
+from ganggate.controller.reporting.excess import ExcessReporter
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.snapshot import make_node, make_pod
 
 
 class _Quiet:

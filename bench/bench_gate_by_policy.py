@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import json
 import os
 import sys
 import time
@@ -28,10 +27,10 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.webhook_process import percentile, webhook_process  # noqa: E402
-from ganggate.contract import GATE_NAME  # noqa: E402
-from ganggate.local.parts import gate_by_policy_webhook, register_gate_policies, register_policies  # noqa: E402
-from ganggate.sim import Simulator  # noqa: E402
+from bench.webhook_process import percentile, webhook_process
+from ganggate.contract import GATE_NAME
+from ganggate.local.parts import gate_by_policy_webhook, register_gate_policies, register_policies
+from ganggate.sim import Simulator
 
 
 def body(i: int, gang: bool) -> dict:

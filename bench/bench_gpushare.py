@@ -41,28 +41,30 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # Some re-exported (`as`): the tests read them here too.
 from bench.gpushare_trace import (
-    MILLI,
     POPULARITY,
     TRACE,
     Run,
     TracePod,
-    arrivals as arrivals,
-    node_object as node_object,
     pod_info,
-    pod_object,
     read_nodes,
     read_pods,
     run,
     share_everything,
     workload_of,
+)
+from bench.gpushare_trace import (
+    arrivals as arrivals,
+)
+from bench.gpushare_trace import (
+    node_object as node_object,
 )
 
 LISTS = ("default", "gpushare40", "gpushare60", "multigpu20", "multigpu30", "gpushare100")

@@ -35,11 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ganggate.replay.run import engine  # noqa: E402
-from ganggate.replay.traces.alibaba import GANG_WINDOW, load_alibaba_gangs  # noqa: E402
-from ganggate.replay.results.metrics import SIZE_CLASSES  # noqa: E402
-from ganggate.replay.traces.synth import StarveConfig, generate_starving  # noqa: E402
-from ganggate.replay.traces.format import Job, load_trace  # noqa: E402
+from ganggate.replay.results.metrics import SIZE_CLASSES
+from ganggate.replay.run import engine
+from ganggate.replay.traces.alibaba import GANG_WINDOW, load_alibaba_gangs
+from ganggate.replay.traces.format import Job, load_trace
+from ganggate.replay.traces.synth import StarveConfig, generate_starving
 
 GUARD_OFF = {"starvation_seconds": 1e9, "starvation_blind_seconds": 1e9}
 POLICIES = (("default", "ganggate", {}), ("guard off", "ganggate", GUARD_OFF), ("count", "count", {}))

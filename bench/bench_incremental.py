@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import functools
+import gc
 import json
 import os
 import resource
@@ -32,12 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_decide import build  # noqa: E402
-from ganggate.controller.config import BLIND_SECONDS  # noqa: E402
-from ganggate.core.state.cluster import ClusterState  # noqa: E402
-from ganggate.core.incremental import IncrementalRounds  # noqa: E402
-from ganggate.core.planner import decide  # noqa: E402
-from ganggate.core.state.snapshot import make_pod  # noqa: E402
+from bench.bench_decide import build
+from ganggate.controller.config import BLIND_SECONDS
+from ganggate.core.incremental import IncrementalRounds
+from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.snapshot import make_pod
 
 NOW = 1704067200.0 + 300  # nobody has waited 300 s: no gang starves
 # The backlogs timed: when the rounds run after the pods were created (within 4 minutes of 00:00).

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import aiohttp  # noqa: E402
-from kubernetes_asyncio import client  # noqa: E402
+import aiohttp
+from kubernetes_asyncio import client
 
-from ganggate.sim import Simulator  # noqa: E402
-from ganggate.sim.apiserver.requests import Target  # noqa: E402
-from ganggate.sim.apiserver.discovery import by_key  # noqa: E402
+from ganggate.sim import Simulator
+from ganggate.sim.apiserver.discovery import by_key
+from ganggate.sim.apiserver.requests import Target
 
 
 def pod(index: int, namespace: str) -> dict:

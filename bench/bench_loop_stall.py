@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import copy
+import gc
 import json
 import logging
 import os
@@ -49,12 +49,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_decide import build  # noqa: E402
-from ganggate.contract import DECISION_ANNOTATION, GROUP_NAME  # noqa: E402
-from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.controller.round.offloop import share_the_gil  # noqa: E402
-from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
-from ganggate.core.state.snapshot import make_pod  # noqa: E402
+from bench.bench_decide import build
+from ganggate.contract import DECISION_ANNOTATION, GROUP_NAME
+from ganggate.controller.round.loop import Controller, ControllerConfig
+from ganggate.controller.round.offloop import share_the_gil
+from ganggate.core.state.cluster import NodeInfo, PodInfo
+from ganggate.core.state.snapshot import make_pod
 
 TICK = 0.001
 FEED_PER_SECOND = 200

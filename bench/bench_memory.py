@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_decide import build  # noqa: E402
+from bench.bench_decide import build
 
 PAGE_SIZE = 500  # the controller's list page (controller/round/informer.py)
 LEASE = ("ganggate-system", "ganggate-controller")  # the controller's default lease (controller/config.py)

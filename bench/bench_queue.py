@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import aiohttp  # noqa: E402
+import aiohttp
 
-from ganggate.sim import Simulator  # noqa: E402
-from ganggate.sim.componentbase.featuregate import parse  # noqa: E402
+from ganggate.sim import Simulator
+from ganggate.sim.componentbase.featuregate import parse
 
 MERGE, JSON_PATCH = "application/merge-patch+json", "application/json-patch+json"
 PODS = "/api/v1/namespaces/default/pods"

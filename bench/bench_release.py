@@ -49,12 +49,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
-from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.controller.round.informer import Informer  # noqa: E402
-from ganggate.controller.release.patches import build_patch, decision_annotation  # noqa: E402
-from ganggate.kube.calls import call_json  # noqa: E402
-from ganggate.kube.client import make_api_client  # noqa: E402
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from ganggate.controller.release.patches import build_patch, decision_annotation
+from ganggate.controller.round.informer import Informer
+from ganggate.controller.round.loop import Controller, ControllerConfig
+from ganggate.kube.calls import call_json
+from ganggate.kube.client import make_api_client
 
 
 def gated_pod(name: str, group: str, num: int) -> dict:
@@ -103,7 +103,7 @@ async def simulator(nodes: int, in_process: bool, components_process: bool = Fal
             proc.terminate()
             try:
                 await asyncio.wait_for(proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 
@@ -131,7 +131,7 @@ async def sim_up(nodes: int):
             proc.terminate()
             try:
                 await asyncio.wait_for(proc.wait(), 20)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 

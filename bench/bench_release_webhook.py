@@ -41,12 +41,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
-from ganggate.controller.round.informer import Informer  # noqa: E402
-from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.kube.calls import call_json  # noqa: E402
-from ganggate.local.parts import (make_certificates, register_webhook, start_tls_webhook,  # noqa: E402
-                                  webhook_configuration)
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
+from ganggate.controller.round.informer import Informer
+from ganggate.controller.round.loop import Controller, ControllerConfig
+from ganggate.kube.calls import call_json
+from ganggate.local.parts import make_certificates, register_webhook, start_tls_webhook, webhook_configuration
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENT = ROOT / "deploy" / "components" / "webhook-update-check" / "kustomization.yaml"

@@ -22,11 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ganggate.replay.run import engine  # noqa: E402
-
-from ganggate.replay.results import report  # noqa: E402
-from ganggate.replay.traces.synth import SynthConfig, generate  # noqa: E402
-from ganggate.replay.traces.format import load_trace  # noqa: E402
+from ganggate.replay.results import report
+from ganggate.replay.run import engine
+from ganggate.replay.traces.format import load_trace
+from ganggate.replay.traces.synth import SynthConfig, generate
 
 MODES = ("none", "count", "ganggate")
 

@@ -22,7 +22,8 @@ bound and running are then applied); then, each --repeat times:
 
 Prints the median CPU time of the whole round and of each part, with, as the baseline of the same
 run, the decision alone (`IncrementalRounds.decide` on the same state, which the round includes)
-and a full `decide()` round (on the state the last round of each scenario plans, before it), both with the controller's own settings (starvation limits, card
+and a full `decide()` round (on the state the last round of each scenario plans, before it), both with the
+controller's own settings (starvation limits, card
 policies). Both backlogs are timed, each on a controller of its own: a fresh one (the rounds run
 300 s after the pods were created: no gang starves) and a starving one (2 hours after: every
 waiting gang has waited past the starvation limit, as most have on a busy cluster). Not included: the API calls
@@ -36,8 +37,8 @@ sent), the watch events' own cost (applied before the round), the budgets' pass
 from __future__ import annotations
 
 import argparse
-import copy
 import asyncio
+import copy
 import gc
 import json
 import logging
@@ -46,20 +47,21 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_decide import build  # noqa: E402
-from ganggate.contract import DECISION_ANNOTATION, GROUP_NAME  # noqa: E402
-from ganggate.controller.round import offloop  # noqa: E402
-from ganggate.controller.round.loop import Controller, ControllerConfig  # noqa: E402
-from ganggate.core.placement import capacity as capacity_module  # noqa: E402
-from ganggate.core.state.cluster import NodeInfo, PodInfo  # noqa: E402
-from ganggate.core.fit.gpushare import cards_of  # noqa: E402
-from ganggate.core.planner import decide  # noqa: E402
-from ganggate.core.state.snapshot import make_pod  # noqa: E402
+from bench.bench_decide import build
+from ganggate.contract import DECISION_ANNOTATION, GROUP_NAME
+from ganggate.controller.round import offloop
+from ganggate.controller.round.loop import Controller, ControllerConfig
+from ganggate.core.fit.gpushare import cards_of
+from ganggate.core.placement import capacity as capacity_module
+from ganggate.core.planner import decide
+from ganggate.core.state.cluster import NodeInfo, PodInfo
+from ganggate.core.state.snapshot import make_pod
 
 NOW = 1704067200.0 + 300  # nobody has waited 300 s: no gang starves
 # The backlogs timed: when the rounds run after the pods were created (within 4 minutes of 00:00).

@@ -20,11 +20,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import aiohttp  # noqa: E402
+import aiohttp
 
-from ganggate.sim.helpers.podrequests import scheduling_requests  # noqa: E402
-from ganggate.sim.scheduler.schedule_one import Algorithm  # noqa: E402
-from ganggate.sim.scheduler.cache import ClusterCache  # noqa: E402
+from ganggate.sim.helpers.podrequests import scheduling_requests
+from ganggate.sim.scheduler.cache import ClusterCache
+from ganggate.sim.scheduler.schedule_one import Algorithm
 
 GPU = "nvidia.com/gpu"
 

@@ -36,13 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ganggate.replay.run import engine  # noqa: E402
-from ganggate.replay.traces.alibaba import GANG_WINDOW, load_alibaba, load_alibaba_gangs  # noqa: E402
-from ganggate.replay.results.metrics import Summary  # noqa: E402
-from ganggate.replay.results.predictions import score  # noqa: E402
-from ganggate.replay.sweep import judge_default  # noqa: E402
-from ganggate.replay.traces.synth import StarveConfig, SynthConfig, generate, generate_starving  # noqa: E402
-from ganggate.replay.traces.format import load_trace, with_deadlines  # noqa: E402
+from ganggate.replay.results.metrics import Summary
+from ganggate.replay.results.predictions import score
+from ganggate.replay.run import engine
+from ganggate.replay.sweep import judge_default
+from ganggate.replay.traces.alibaba import GANG_WINDOW, load_alibaba, load_alibaba_gangs
+from ganggate.replay.traces.format import load_trace, with_deadlines
+from ganggate.replay.traces.synth import StarveConfig, SynthConfig, generate, generate_starving
 
 NEVER = {"starvation_seconds": 1e9, "starvation_blind_seconds": 1e9}
 OLD = {"starvation_seconds": 300.0, "starvation_blind_seconds": 300.0}

@@ -51,7 +51,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
+from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM
 
 
 def cpu_seconds(pid: int) -> float:
@@ -127,7 +127,7 @@ async def sim_up(nodes: int, gate_by: str, profile: str | None = None):
             proc.terminate()
             try:
                 await asyncio.wait_for(proc.wait(), 20)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 

@@ -21,16 +21,14 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ganggate.replay.run import engine  # noqa: E402
-from ganggate.replay.traces.synth import SynthConfig, generate  # noqa: E402
-from ganggate.replay.results.topology import (  # noqa: E402
+from ganggate.replay.results.topology import (
     TopologySummary,
     markdown_table,
     required_line,
@@ -38,7 +36,9 @@ from ganggate.replay.results.topology import (  # noqa: E402
     summarise_topology,
     topology_nodes,
 )
-from ganggate.sim.topology import parse_shape  # noqa: E402
+from ganggate.replay.run import engine
+from ganggate.replay.traces.synth import SynthConfig, generate
+from ganggate.sim.topology import parse_shape
 
 POLICIES = ("free", "ganggate", "topology")
 #: (column, attribute, digits) of the figures averaged across seeds.

@@ -23,15 +23,15 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from itertools import combinations
 from pathlib import Path
-from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ganggate.core.state.cluster import ClusterState  # noqa: E402
-from ganggate.core.planner import decide  # noqa: E402
-from ganggate.core.state.snapshot import make_node, make_pod  # noqa: E402
+from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.snapshot import make_node, make_pod
 
 ZONE, BLOCK, RACK, HOST = "topology.kubernetes.io/zone", "ganggate.io/block", "ganggate.io/rack", "kubernetes.io/hostname"
 LEVELS = (ZONE, BLOCK, RACK, HOST)

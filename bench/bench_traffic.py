@@ -27,8 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.traffic import MODES, Figures, TrafficConfig, run  # noqa: E402
-from ganggate.sim.componentbase.featuregate import EMULATABLE, parse as parse_gates  # noqa: E402
+from bench.traffic import MODES, Figures, TrafficConfig, run
+from ganggate.sim.componentbase.featuregate import EMULATABLE
+from ganggate.sim.componentbase.featuregate import parse as parse_gates
 
 HEADER = ("| latency | mode | gangs done | partial GPU-s | median window | partial >= 2 s | partial >= 5 s "
           "| longest window | stranded | in pieces | restarted | mean wait | busy | wall |")

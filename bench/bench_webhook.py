@@ -41,8 +41,8 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.webhook_process import percentile, webhook_process  # noqa: E402
-from tests.webhook_support import gang_pod, review  # noqa: E402
+from bench.webhook_process import percentile, webhook_process
+from tests.webhook_support import gang_pod, review
 
 
 def bodies(count: int = 200) -> list[bytes]:

@@ -30,15 +30,15 @@ import math
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_gpushare import PAPER_ALLOC_AT_100, mean, paper_key, read_list  # noqa: E402
-from bench.gpushare_trace import MILLI, TRACE, Run, TracePod, arrivals, read_nodes, workload_of  # noqa: E402
-from ganggate.core.placement.gpushare_fgd import _Model  # noqa: E402
+from bench.bench_gpushare import PAPER_ALLOC_AT_100, mean, paper_key, read_list
+from bench.gpushare_trace import MILLI, TRACE, Run, TracePod, arrivals, read_nodes, workload_of
+from ganggate.core.placement.gpushare_fgd import _Model
 
 TIES = ("name", "random", "best-fit")
 CHECKPOINTS = (80, 85, 90, 95, 100)

@@ -23,16 +23,15 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gpushare_trace import (MILLI, TRACE, TracePod, node_object, pod_info, pod_object, read_pods, run,  # noqa: E402
-                                   workload_of)
-from ganggate.contract import GPUSHARE_CARD_INDEX, GROUP_NAME, GROUP_POD_NUM  # noqa: E402
-from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly  # noqa: E402
+from bench.gpushare_trace import MILLI, TRACE, TracePod, node_object, pod_info, pod_object, read_pods, run, workload_of
+from ganggate.contract import GPUSHARE_CARD_INDEX, GROUP_NAME, GROUP_POD_NUM
+from ganggate.sim.alibaba_nodes import read_node_list, sample_evenly
 
 
 def pod_manifest(pod: TracePod, index: int) -> dict:
@@ -66,8 +65,14 @@ async def run_e2e(nodes: int, fill: float, policy: str, seed: int, pod_list: str
     import aiohttp
 
     from ganggate.controller.config import ControllerConfig
-    from ganggate.local.parts import (make_certificates, register_webhook, start_controller, start_tls_webhook,
-                                      stop_task, webhook_configuration)
+    from ganggate.local.parts import (
+        make_certificates,
+        register_webhook,
+        start_controller,
+        start_tls_webhook,
+        stop_task,
+        webhook_configuration,
+    )
     from ganggate.sim import Simulator
 
     specs = sample_evenly(read_node_list(TRACE / "openb_node_list_gpu_node.csv"), nodes)

@@ -6,25 +6,25 @@ neither imports the other at load time (bench_gpushare calls gpushare_e2e's main
 
 from __future__ import annotations
 
-import dataclasses
 import csv
+import dataclasses
 import random
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ganggate.controller.config import card_policy_named, whole_gpu_policy_named  # noqa: E402
-from ganggate.core.placement.capacity import Capacity  # noqa: E402
-from ganggate.core.fit.gpushare import node_cards, random_fit  # noqa: E402
-from ganggate.core.placement.gpushare_fgd import FGD, target_workload  # noqa: E402
-from ganggate.core.state.outcome import Unfit  # noqa: E402
-from ganggate.core.placement.packing import plan_gang  # noqa: E402
-from ganggate.core.state.pods import PodInfo  # noqa: E402
-from ganggate.core.fit.resources import node_allocatable  # noqa: E402
+from ganggate.controller.config import card_policy_named, whole_gpu_policy_named
+from ganggate.core.fit.gpushare import node_cards, random_fit
+from ganggate.core.fit.resources import node_allocatable
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.gpushare_fgd import FGD, target_workload
+from ganggate.core.placement.packing import plan_gang
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.state.pods import PodInfo
 
 TRACE = ROOT.parent / "shared/traces/alibaba-gpu-v2023"
 MILLI = 1000  # aliyun.com/gpu-mem per card in this benchmark: thousandths of a card

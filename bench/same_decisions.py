@@ -49,9 +49,9 @@ def rivals(seed: int, node_count: int) -> list[dict]:
     """Pending pods without a gate, each pinned to one node, that the scheduler may bind first
     (contention: a gang's plan must leave them their room, or go elsewhere)."""
     try:
-        from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
+        from ganggate.core.state.snapshot import make_pod
     except ImportError:  # a checkout from before the core's layers (#18)
-        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
+        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # the older path
 
     rng = random.Random(seed)
     return [make_pod(f"rival-{i}", namespace="other", gpus=rng.choice((1, 2, 4)), cpu="2", memory="8Gi",
@@ -82,13 +82,13 @@ def dump(root: Path, seed: int, node_count: int, waiting_pods: int) -> dict:
     """Every round's decisions and waitings, as JSON-able lists, with the ganggate (and the
     bench_decide) of the checkout at `root`."""
     sys.path[:0] = [str(root / "bench"), str(root)]
-    from bench_decide import TOPOLOGY_LEVELS, build, with_topology  # noqa: PLC0415
+    from bench_decide import TOPOLOGY_LEVELS, build, with_topology
 
     try:
-        from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
+        from ganggate.core.state.cluster import ClusterState
     except ImportError:  # a checkout from before the core's layers (#18)
-        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
-    from ganggate.core.planner import decide  # noqa: PLC0415
+        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # the older path
+    from ganggate.core.planner import decide
 
     def rows(out) -> dict:
         decisions, waiting = out
@@ -140,14 +140,14 @@ def incremental_rows(nodes: list[dict], pods: list[dict], rows, label: str = "")
     gang arrives, an idle one, and after each of three running pods finishes; each beside the full round on
     the same state (a checkout's incremental rounds must decide as its full rounds, and as the
     other checkout's)."""
-    from ganggate.core.incremental import IncrementalRounds  # noqa: PLC0415
-    from ganggate.core.planner import decide  # noqa: PLC0415
+    from ganggate.core.incremental import IncrementalRounds
+    from ganggate.core.planner import decide
     try:
-        from ganggate.core.state.cluster import ClusterState  # noqa: PLC0415
-        from ganggate.core.state.snapshot import make_pod  # noqa: PLC0415
+        from ganggate.core.state.cluster import ClusterState
+        from ganggate.core.state.snapshot import make_pod
     except ImportError:  # a checkout from before the core's layers (#18)
-        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
-        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # the older path  # noqa: PLC0415
+        from ganggate.core.cluster import ClusterState  # type: ignore[no-redef]  # the older path
+        from ganggate.core.snapshot import make_pod  # type: ignore[no-redef]  # the older path
 
     settings = {"starvation_seconds": 300.0, "blind_seconds": 6 * 3600.0}  # the controller's
     try:

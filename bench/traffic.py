@@ -24,8 +24,9 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 GANG_LABEL = "traffic.ganggate.io/gang"
 SIZE_LABEL = "traffic.ganggate.io/size"
@@ -345,9 +346,8 @@ async def run(config: TrafficConfig, mode: str) -> Figures:
     import aiohttp
 
     from ganggate.replay.run.stack import Stack, start_gate
-    from ganggate.sim.simulator import Simulator
-
     from ganggate.sim.componentbase.featuregate import parse
+    from ganggate.sim.simulator import Simulator
 
     gates = parse(config.scheduler_gates, config.scheduler_version)
     async with Simulator(nodes=config.nodes, gpus_per_node=config.gpus_per_node,

@@ -13,16 +13,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
 
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ganggate.certs.files import generate  # noqa: E402
+from ganggate.certs.files import generate
 
 
 @dataclass

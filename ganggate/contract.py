@@ -8,8 +8,8 @@ reports problems as `ContractError` values that name the annotation, the value a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 GROUP_NAME = "scheduling.k8s.io/group-name"
 GROUP_POD_NUM = "scheduling.k8s.io/group-pod-num"

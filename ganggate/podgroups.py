@@ -22,8 +22,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from ganggate.contract import (GANG_ANNOTATIONS, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED,
-                               has_gang_annotations)
+from ganggate.contract import GANG_ANNOTATIONS, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED, has_gang_annotations
 
 GROUP = "scheduling.k8s.io"
 VERSION = "v1beta1"

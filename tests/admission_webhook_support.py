@@ -9,15 +9,14 @@ import base64
 import datetime as dt
 import ssl
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import pytest
 from aiohttp import web
 
 from ganggate.certs.authority import KeyPair, build_ca, build_serving_cert, cert_pem, key_pem, new_key
-
 
 # --- certificates -------------------------------------------------------------------------
 
@@ -30,7 +29,7 @@ class Tls:
 
 
 def _make_tls(directory: Path, label: str) -> Tls:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = new_key()
     ca = KeyPair(build_ca(ca_key, f"{label}-ca", now, 1), ca_key)
     key = new_key()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 
 @contextlib.asynccontextmanager

@@ -15,13 +15,14 @@ import contextlib
 import json
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
-from ganggate.controller.round.loop import Controller, ControllerConfig
 from ganggate.controller.release.patches import DECISION_ANNOTATION
+from ganggate.controller.round.loop import Controller, ControllerConfig
 from ganggate.kube.calls import Backoff, call_json, with_retries
 
 GPU = "nvidia.com/gpu"
@@ -319,9 +320,9 @@ async def e2e_cluster(tmp_path: Path, *, nodes: int = 2, gpus_per_node: int = 8,
     """kubesim + the real HTTPS webhook registered through a MutatingWebhookConfiguration."""
     from kubernetes_asyncio import client
 
+    from ganggate.admission.server import WebhookConfig, start_webhook
     from ganggate.certs.files import CA_CERT, TLS_CERT, TLS_KEY, generate
     from ganggate.sim import Simulator
-    from ganggate.admission.server import WebhookConfig, start_webhook
 
     certs = tmp_path / "certs"
     generate(certs, "ganggate-webhook", "ganggate-system", ips=("127.0.0.1",))

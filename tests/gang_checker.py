@@ -39,7 +39,7 @@ class GangSampler:
             await self.clock.sleep_until(self.clock.now() + self.interval)
             await asyncio.sleep(0)
 
-    def start(self) -> "GangSampler":
+    def start(self) -> GangSampler:
         self._task = asyncio.create_task(self._run())
         return self
 

@@ -9,12 +9,16 @@ from typing import Any
 
 from ganggate.admission.review import ReviewPolicy, decide_create
 from ganggate.contract import (
-    GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS, GROUP_TOPOLOGY_PREFERRED,
+    GROUP_MIN_AVAILABLE,
+    GROUP_NAME,
+    GROUP_POD_NUM,
+    GROUP_TIMEOUT_SECONDS,
+    GROUP_TOPOLOGY_PREFERRED,
     GROUP_TOPOLOGY_REQUIRED,
 )
 from ganggate.local.parts import gate_by_policy_webhook, gate_policies, webhook_configuration
-from ganggate.sim.apiserver.admission.cel import build_activation, evaluate_conditions
 from ganggate.sim.apimachinery import errors
+from ganggate.sim.apiserver.admission.cel import build_activation, evaluate_conditions
 from ganggate.sim.apiserver.admission.mutating_policy import MutatingPolicyChain, ReinvocationContext
 from ganggate.sim.apiserver.admission.policy import PolicyChain, Request
 from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as map_registry

@@ -44,7 +44,7 @@ def test_sim_ups_copy_is_deploys_base() -> None:
 
 
 @pytest.fixture
-async def policed(sim, api):  # noqa: F811
+async def policed(sim, api):
     await register_policies(api)
     return api
 

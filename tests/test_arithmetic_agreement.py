@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from ganggate.core.fit import nodematch
 from ganggate.core.fit import resources as core
-from ganggate.sim.helpers import podrequests as sim
 from ganggate.sim.apimachinery.quantity import QuantityError, parse_milli
+from ganggate.sim.helpers import podrequests as sim
 from ganggate.sim.scheduler.plugins import node_rejects
 
 GPU = "nvidia.com/gpu"

@@ -9,8 +9,8 @@ import pytest
 
 from ganggate.controller.lifecycle.protection import plan_budgets, preemption_victims
 from ganggate.core.policy.budgets import covers, foreign_budgets_over, is_ours, selector_matches
-from ganggate.core.state.cluster import ClusterState, PodInfo
 from ganggate.core.policy.reservation import annotation_value
+from ganggate.core.state.cluster import ClusterState, PodInfo
 from ganggate.core.state.pods import PREEMPTION_ANNOTATION
 from ganggate.core.state.snapshot import make_node, make_pod
 

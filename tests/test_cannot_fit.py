@@ -4,8 +4,8 @@ each cause, names what to fix, and waits for room again (or goes) once a node th
 from __future__ import annotations
 
 from ganggate.contract import GROUP_TOPOLOGY_REQUIRED
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0

@@ -25,7 +25,7 @@ from ganggate.certs.inject import ca_bundle_patch, check_ca_pem
 from ganggate.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SERVICE_NAMES = {
     "ganggate-webhook",
     "ganggate-webhook.ganggate-system",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.state.cluster import ClusterState, PodInfo
 from ganggate.contract import ContractError
 from ganggate.core.fit.resources import GPU
+from ganggate.core.state.cluster import ClusterState, PodInfo
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
@@ -116,7 +116,7 @@ def test_incremental_use_equals_a_recount_from_the_final_objects(events) -> None
     fresh.reset(list(final_nodes.values()), list(final_pods.values()))
     for node in NODE_NAMES + ["ghost"]:
         assert state.free(node) == fresh.free(node)
-        assert state._used.get(node, {}) == fresh._used.get(node, {})  # noqa: SLF001
+        assert state._used.get(node, {}) == fresh._used.get(node, {})
     assert sorted(state.nodes) == sorted(fresh.nodes)
     for node in state.nodes:
         assert state.nodes[node].used == fresh.nodes[node].used

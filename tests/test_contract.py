@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from ganggate.contract import (
     DEFAULT_MAX_POD_NUM,
     GANG_ANNOTATIONS,
-    IMMUTABLE_ANNOTATIONS,
     GATE_NAME,
     GROUP_MIN_AVAILABLE,
     GROUP_NAME,
     GROUP_POD_NUM,
+    IMMUTABLE_ANNOTATIONS,
     ContractError,
     GangSpec,
     gang_annotations,

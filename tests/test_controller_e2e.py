@@ -7,7 +7,6 @@ partly bound, no pod bound while gated, no pod released by two PATCHes.
 from __future__ import annotations
 
 from ganggate.sim.clock import ManualClock
-
 from tests.controller_support import (
     create_pods,
     decision,

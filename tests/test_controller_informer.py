@@ -3,7 +3,6 @@ resuming after a cut watch, relisting after a 410."""
 
 from __future__ import annotations
 
-
 from kubernetes_asyncio import client
 
 from ganggate.controller.round.informer import Informer

@@ -7,7 +7,6 @@ already schedulable must never be able to take the room a released gang was plan
 from __future__ import annotations
 
 from ganggate.kube.calls import call_json
-
 from tests.controller_support import create_pods, e2e_cluster, gang_pod, is_gated, list_events, wait_for
 
 

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import jsonpatch
 import pytest
 
 from ganggate.contract import GATE_NAME
-from ganggate.controller.round.loop import ControllerConfig
-from ganggate.controller.reporting.events import WaitNotifier, event_name, PodRef
-from ganggate.controller.round.informer import Gone, Informer
 from ganggate.controller.release.patches import (
     DECISION_ANNOTATION,
     build_patch,
     decision_annotation,
     parse_decision,
 )
+from ganggate.controller.reporting.events import PodRef, WaitNotifier, event_name
+from ganggate.controller.round.informer import Gone, Informer
+from ganggate.controller.round.loop import ControllerConfig
 from ganggate.core.fit.nodematch import node_hostname
-from ganggate.kube.calls import ApiCallError, Backoff, with_retries
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.state.snapshot import make_pod
+from ganggate.kube.calls import ApiCallError, Backoff, with_retries
 
 
 def pod(gates=None, node_selector=None, annotations=None, uid="u-1"):

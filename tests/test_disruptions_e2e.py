@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 

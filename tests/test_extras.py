@@ -18,7 +18,8 @@ RUNTIME_MODULES = [
     "ganggate.cli", "ganggate.contract", "ganggate.extras", "ganggate.admission.cli", "ganggate.admission.server",
     "ganggate.admission.review", "ganggate.certs.cli", "ganggate.certs.files", "ganggate.certs.inject",
     "ganggate.controller.cli", "ganggate.controller.round.loop", "ganggate.controller.status.tables",
-    "ganggate.controller.status.plan", "ganggate.controller.reporting.metrics", "ganggate.kube.client", "ganggate.kube.leader", "ganggate.core.planner",
+    "ganggate.controller.status.plan", "ganggate.controller.reporting.metrics", "ganggate.kube.client",
+    "ganggate.kube.leader", "ganggate.core.planner",
 ]
 
 

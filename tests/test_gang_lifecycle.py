@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ganggate.contract import GROUP_TIMEOUT_SECONDS, ContractError, parse_gang, parse_timeout
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.policy.lifecycle import gangs_timed_out, judge_loss
 from ganggate.core.planner import decide
+from ganggate.core.policy.lifecycle import gangs_timed_out, judge_loss
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z

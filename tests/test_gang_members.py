@@ -3,10 +3,10 @@ in every gang state; the pods beyond wait gated, are named, and go when a member
 
 from __future__ import annotations
 
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.placement.explain import excess_note
 from ganggate.core.incremental import IncrementalRounds
+from ganggate.core.placement.explain import excess_note
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z

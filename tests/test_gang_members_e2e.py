@@ -12,8 +12,16 @@ from typing import Any
 from ganggate.contract import GROUP_NAME, GROUP_POD_NUM
 from ganggate.controller.round.informer import Informer
 from ganggate.controller.status.tables import status_text
-from tests.controller_support import GPU, create_pods, e2e_cluster, gang_pod, is_gated, job_cluster, list_events, \
-    wait_for
+from tests.controller_support import (
+    GPU,
+    create_pods,
+    e2e_cluster,
+    gang_pod,
+    is_gated,
+    job_cluster,
+    list_events,
+    wait_for,
+)
 from tests.test_gang_lifecycle_e2e import Env
 
 
@@ -48,7 +56,7 @@ class MostReleased:
                    and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
         self.most[group] = max(self.most.get(group, 0), live)
 
-    async def __aenter__(self) -> "MostReleased":
+    async def __aenter__(self) -> MostReleased:
         self._task = asyncio.create_task(self.informer.run())
         await wait_for(lambda: _value(self.informer.synced), what="the test's pod watch")
         return self

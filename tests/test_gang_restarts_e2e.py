@@ -11,9 +11,8 @@ from typing import Any
 
 import yaml
 
-from tests.controller_support import is_gated, list_events, wait_for
+from tests.controller_support import is_gated, job_cluster, list_events, wait_for
 from tests.test_gang_lifecycle_e2e import Env
-from tests.controller_support import job_cluster
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"

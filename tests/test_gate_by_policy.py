@@ -9,12 +9,21 @@ import copy
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from ganggate.admission.review import ReviewPolicy, decide_create
 from ganggate.contract import (
-    GANG_ANNOTATIONS, GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TIMEOUT_SECONDS,
-    GROUP_TOPOLOGY_PREFERRED, GROUP_TOPOLOGY_REQUIRED, TOPOLOGY_ANNOTATIONS, is_label_key,
+    GANG_ANNOTATIONS,
+    GATE_NAME,
+    GROUP_MIN_AVAILABLE,
+    GROUP_NAME,
+    GROUP_POD_NUM,
+    GROUP_TIMEOUT_SECONDS,
+    GROUP_TOPOLOGY_PREFERRED,
+    GROUP_TOPOLOGY_REQUIRED,
+    TOPOLOGY_ANNOTATIONS,
+    is_label_key,
 )
 from ganggate.local.parts import GATE_KUSTOMIZATION, GATE_POLICIES, gate_policies, gate_policies_text
 from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as map_registry

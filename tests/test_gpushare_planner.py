@@ -15,9 +15,9 @@ from ganggate.contract import (
     SHARED_GPU_COUNT,
     SHARED_GPU_MEMORY,
 )
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.fit.gpushare import random_fit
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z
@@ -260,8 +260,8 @@ def test_an_unknown_card_policy_is_refused_by_the_controller_config() -> None:
 def test_a_card_chosen_after_placement_is_asked_of_the_policy_with_the_pods_cpu() -> None:
     """with_cards (a pod placed without a card, e.g. on a preemptor's reserved node) tells the
     card policy the pod's CPU, as the packer's choice does: FGD weighs it."""
-    from ganggate.core.placement.capacity import Capacity
     from ganggate.core.fit.gpushare import best_fit
+    from ganggate.core.placement.capacity import Capacity
     from ganggate.core.placement.gpushare_round import with_cards
 
     state = cluster([card_node("c0")], [sharing_pod("s", 4, cpu="3")])

@@ -5,14 +5,15 @@ let go once it stops winning; said in the gang's Event, in `ganggate status`, an
 
 from __future__ import annotations
 
+from test_planner import T0, by_gang, cluster, gang, held_on
+from test_starvation_guard import ending
+
 from ganggate.controller.reporting.metrics import Metrics
-from ganggate.controller.status.tables import format_status
 from ganggate.controller.reporting.waitreport import WaitReport
+from ganggate.controller.status.tables import format_status
 from ganggate.core.planner import decide
 from ganggate.core.policy.holdgain import INF, MARGIN_SECONDS, Ending, start_with_hold, start_without_hold, weigh
 from ganggate.core.state.snapshot import make_node
-from test_planner import T0, by_gang, cluster, gang, held_on
-from test_starvation_guard import ending
 
 GPU = "nvidia.com/gpu"
 NOW = T0 + 7200  # the gangs below were created at T0: two hours of waiting, past every limit
@@ -109,7 +110,7 @@ def test_a_running_gang_frees_its_room_at_once_but_pods_started_together_do_not(
     # The two ranks of one running gang end together, and free a whole: the starving gang gets
     # it then, held or not. The hold buys nothing and is refused.
     ranks = gang("run", 2, 4, created=0)
-    for pod, started in zip(ranks, (3600, 3600)):
+    for pod, started in zip(ranks, (3600, 3600), strict=True):
         pod["spec"]["nodeName"] = "a"
         pod["spec"]["schedulingGates"] = []
         pod["status"] = {"phase": "Running", "startTime": ending("x", "a", 1, started=started,

@@ -15,9 +15,9 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0

@@ -726,7 +726,7 @@ def _common_name_only_tls(directory: Path) -> Tls:
     from cryptography.hazmat.primitives import hashes
     from cryptography.x509.oid import NameOID
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = new_key()
     ca_cert = build_ca(ca_key, "cn-only-ca", now, 1)
     key = new_key()

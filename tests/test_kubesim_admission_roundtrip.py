@@ -13,13 +13,13 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ganggate.admission.review import OUTCOMES
+from ganggate.admission.server import WebhookConfig, start_webhook
 from ganggate.certs.files import TLS_CERT, TLS_KEY
 from ganggate.contract import GATE_NAME
 from ganggate.sim import Simulator
 from tests.test_kubesim_admission import add_label
 from tests.webhook_support import gang_pod, make_certs
-from ganggate.admission.review import OUTCOMES
-from ganggate.admission.server import WebhookConfig, start_webhook
 
 REPO = Path(__file__).resolve().parent.parent
 WEBHOOK_NAME = "gang-gate.ganggate.io"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 
-from tests.kubesim_support import eventually
-
 SERVICES = "/api/v1/namespaces/default/services"
 
 

@@ -4,13 +4,14 @@ validation helpers and the Status shapes."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ganggate.sim.apimachinery import errors
-from ganggate.sim.apiserver.requests import decode_continue, encode_continue, parse_bool, parse_target
+from ganggate.sim.apimachinery.selectors import make_predicate, parse_field_selector, parse_label_selector
 from ganggate.sim.apiserver.discovery import human_duration
 from ganggate.sim.apiserver.patch import apply_patch, merge_patch, strategic_merge
-from ganggate.sim.apimachinery.selectors import make_predicate, parse_field_selector, parse_label_selector
+from ganggate.sim.apiserver.requests import decode_continue, encode_continue, parse_bool, parse_target
 from ganggate.sim.apiserver.validation import qualified_name_errors, validate_pod_update
 
 

@@ -7,7 +7,8 @@ The simulator runs on a ManualClock, so every delay is read off the clock exactl
 from __future__ import annotations
 
 import re
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest

@@ -12,8 +12,8 @@ import asyncio
 
 from ganggate.sim.clock import ManualClock
 from tests.kubectl_support import KUBECTL
-from tests.kubesim_support import eventually
 from tests.kubesim_lifecycle_support import gone, pod_where, simulator, sleeper_at
+from tests.kubesim_support import eventually
 from tests.test_kubesim_scheduler_support import pod_manifest
 
 

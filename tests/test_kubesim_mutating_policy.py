@@ -5,7 +5,8 @@ ApplyConfiguration mutations, failurePolicy, bindings, and its order and reinvoc
 from __future__ import annotations
 
 import copy
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ganggate.sim.apiserver import discovery
 
-
 PODS = "/api/v1/namespaces/default/pods"
 
 

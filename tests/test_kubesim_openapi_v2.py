@@ -13,7 +13,6 @@ import yaml
 
 from ganggate.sim.apiserver import discovery, openapi_v2
 
-
 ROOT = Path(__file__).resolve().parents[1]
 PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 
@@ -79,7 +78,7 @@ def test_the_json_document_covers_every_served_kind_and_its_refs_resolve():
     assert definitions["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["$ref"] == "#/definitions/io.k8s.api.core.v1.PodSpec"
 
 
-async def test_content_negotiation_as_kubectl_and_kube_openapi_do(raw):  # noqa: F811
+async def test_content_negotiation_as_kubectl_and_kube_openapi_do(raw):
     status, body, headers = await raw.request("GET", "/openapi/v2")
     assert status == 200 and headers["Content-Type"].startswith("application/json") and body["swagger"] == "2.0"
     async with raw.session.get(raw.base_url + "/openapi/v2", headers={"Accept": PROTOBUF}) as response:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from datetime import UTC
+from typing import Any
 
 import aiohttp
 import pytest
@@ -89,11 +91,11 @@ def test_percentages_and_max_unavailable_need_a_controller_scale() -> None:
 
 def test_recently_evicted_pods_are_not_healthy() -> None:
     # buildDisruptedPodMap: a pod the eviction API just let go does not count while its deletion is pending.
-    from datetime import datetime, timezone
+    from datetime import datetime
     pods = [ready_pod(f"p{i}", {"app": "a"}) for i in range(3)]
     pdb = {"metadata": {"name": "b", "namespace": "default", "generation": 1},
            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}},
-           "status": {"disruptedPods": {"p0": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "status": {"disruptedPods": {"p0": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                                         "gone": "2020-01-01T00:00:00Z"}}}
     status = disruption.compute_status(pdb, pods)
     assert status["currentHealthy"] == 2

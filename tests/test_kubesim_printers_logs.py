@@ -7,7 +7,7 @@ kubectl: tests/test_kubesim_kubectl_logs.py.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -18,7 +18,7 @@ from ganggate.sim.apiserver.registry.pod_log import check_started, pick_containe
 
 
 def _ago(seconds: int) -> str:
-    return (datetime.now(timezone.utc) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_event_table_has_the_columns_kubectl_prints_and_wide_ones_at_priority_1() -> None:

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from ganggate.core.fit.resources import GPU
 from ganggate.core.state.snapshot import make_node, make_pod
-from ganggate.sim.scheduler import plugins as sched_filters
 from ganggate.sim.helpers.podrequests import node_allocatable, pod_requests
-from ganggate.sim.scheduler.schedule_one import Algorithm
+from ganggate.sim.scheduler import plugins as sched_filters
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 from ganggate.sim.scheduler.queue import SchedulingQueue
+from ganggate.sim.scheduler.schedule_one import Algorithm
 
 GI = 2**30 * 1000  # 1Gi in milli-units
 

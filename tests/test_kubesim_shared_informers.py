@@ -59,7 +59,7 @@ async def test_a_handler_that_starts_late_is_told_of_what_is_there_then_of_chang
 
 
 def _pods_target():
-    from ganggate.sim.apiserver.requests import Target
     from ganggate.sim.apiserver.discovery import by_key
+    from ganggate.sim.apiserver.requests import Target
 
     return Target(by_key("pods"), "default", None, None)

@@ -5,7 +5,8 @@ refused by the decoder with the real message (sigs.k8s.io/json UnmarshalTypeErro
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest

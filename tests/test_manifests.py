@@ -14,9 +14,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ganggate.contract import GANG_ANNOTATIONS, GangSpec, parse_gang
 from ganggate.admission.review import ReviewPolicy, decide_create
-from ganggate.admission.templates import WORKLOADS, pod_templates as workload_templates
+from ganggate.admission.templates import WORKLOADS
+from ganggate.admission.templates import pod_templates as workload_templates
+from ganggate.contract import GANG_ANNOTATIONS, GangSpec, parse_gang
 from tests.kubectl_support import KUBECTL
 
 REPO = Path(__file__).resolve().parent.parent

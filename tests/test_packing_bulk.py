@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.packing import fits_as_planned, largest_first, plan_gang
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.outcome import Unfit
-from ganggate.core.placement.packing import fits_as_planned, largest_first, plan_gang
 from ganggate.core.state.pods import PodInfo
 from ganggate.core.state.snapshot import make_node, make_pod
 

@@ -4,9 +4,9 @@ its plan is lost at once (cause PlanLost), and the repair follows the documented
 from __future__ import annotations
 
 from ganggate.controller.status.tables import lifecycle_state
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.lifecycle import judge_loss
 from ganggate.core.policy.planloss import contesting_pods, lost_nodes, plans_lost, unseen_nominations
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ganggate.core.state.cluster import ClusterState, PodInfo
-from ganggate.core.planner import Capacity, Unfit, count_only_fits, decide, plan_gang, totals_only_fits
 from ganggate.core.fit.resources import GPU
+from ganggate.core.planner import Capacity, Unfit, count_only_fits, decide, plan_gang, totals_only_fits
+from ganggate.core.state.cluster import ClusterState, PodInfo
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0  # 2024-01-01T00:00:00Z

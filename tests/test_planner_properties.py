@@ -8,17 +8,16 @@ homogeneous gang that fits.
 
 from __future__ import annotations
 
-import pytest
-
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.fit.nodematch import node_rejects
-from ganggate.core.planner import decide
 from ganggate.core.fit.resources import add_into, fits
+from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0
@@ -177,8 +176,8 @@ terms = st.lists(
 def test_grouped_eligibility_is_node_rejects_node_by_node(nodes, selector, affinity, tolerations) -> None:
     from collections import Counter
 
-    from ganggate.core.state.cluster import PodInfo
     from ganggate.core.planner import Capacity
+    from ganggate.core.state.cluster import PodInfo
 
     raw_nodes = {}
     for i, (zone, size, taints, ready, cordoned) in enumerate(nodes):

@@ -3,8 +3,8 @@ already-schedulable pending pod could take first (that would leave the gang part
 
 from __future__ import annotations
 
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0

@@ -8,8 +8,8 @@ import pytest
 
 from ganggate.admission.review import ALREADY_GATED, DENIED, GATED, NOT_GANG, OTHER_SCHEDULER, ReviewPolicy, decide
 from ganggate.contract import GATE_NAME, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED, GangSpec
-from ganggate.core.state.pods import PodInfo
 from ganggate.controller.status.podgroups import native_rows, project_all
+from ganggate.core.state.pods import PodInfo
 from ganggate.podgroups import condition_patch, ganggate_admits, podgroup_for_gang, project
 from tests.webhook_support import review
 

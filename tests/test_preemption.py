@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.state.outcome import Waiting
 from ganggate.core.planner import decide
 from ganggate.core.policy.preemption import PreemptionOptions, PreemptionPlan, plan_preemption
 from ganggate.core.policy.reservation import annotation_value
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.outcome import Waiting
 from ganggate.core.state.pods import PREEMPTION_ANNOTATION
 from ganggate.core.state.snapshot import make_node, make_pod
 

@@ -3,10 +3,10 @@ from the whole state, and gives back everything it took (the next round sees the
 
 from __future__ import annotations
 
-from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.incremental import IncrementalRounds
+from ganggate.core.placement.capacity import Capacity
 from ganggate.core.policy.preemption import plan_preemption
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 NOW = 1704067200.0 + 60

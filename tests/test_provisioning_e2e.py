@@ -7,7 +7,13 @@ from __future__ import annotations
 from ganggate.core.policy.provisioning import ATOMIC, CONSUME_ANNOTATION
 from ganggate.sim.autoscaler.nodegroups import parse_node_group
 from tests.controller_support import (
-    assert_gangs_whole, create_pods, decision, e2e_cluster, gang_pod, list_events, wait_for,
+    assert_gangs_whole,
+    create_pods,
+    decision,
+    e2e_cluster,
+    gang_pod,
+    list_events,
+    wait_for,
 )
 
 PROVREQS = ("autoscaling.x-k8s.io", "v1", "default", "provisioningrequests")

@@ -122,10 +122,10 @@ def test_replay_quiet_prints_the_table_alone_and_verbose_adds_the_log(tmp_path):
 
 def test_replay_shows_progress_on_a_terminal(tmp_path):
     """Run on a pseudo-terminal, as a person would: a progress bar (tqdm) per mode on stderr."""
+    import fcntl
     import pty
     import struct
     import termios
-    import fcntl
 
     trace = tmp_path / "six.csv"
     trace.write_text(TRACE)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ganggate.replay.run import engine
-from ganggate.replay.traces.alibaba import load_alibaba_gangs
 from ganggate.replay.sweep import GUARD_OFF, judge_default
+from ganggate.replay.traces.alibaba import load_alibaba_gangs
 from ganggate.replay.traces.format import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

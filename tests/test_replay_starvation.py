@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ganggate.replay.run import engine
 from ganggate.replay.results.predictions import score
-from ganggate.replay.traces.synth import StarveConfig, generate_starving
+from ganggate.replay.run import engine
 from ganggate.replay.traces.format import with_deadlines
+from ganggate.replay.traces.synth import StarveConfig, generate_starving
 
 # Short runs (median 10 min, at most 30) so that a CI-size trace spans several drains.
 CONFIG = StarveConfig(jobs=110, nodes=4, every=25, median_run_time=600, max_run_time=1800, gang_run_time=600)

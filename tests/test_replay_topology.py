@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.replay.run import engine
 from ganggate.replay.results.metrics import JobRecord, Summary
-from ganggate.replay.run.stack import topology_settings
 from ganggate.replay.results.topology import markdown_table, pods_fit, span, summarise_topology, topology_nodes
+from ganggate.replay.run import engine
+from ganggate.replay.run.stack import topology_settings
 from ganggate.replay.traces.format import Job
 from ganggate.sim.topology import parse_shape
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from ganggate.sim.apimachinery.quantity import QuantityError
 from ganggate.sim.helpers import podrequests
 from ganggate.sim.helpers.podrequests import node_allocatable, nonzero_requests, pod_requests, scheduling_requests
-from ganggate.sim.apimachinery.quantity import QuantityError
 
 MI = 2**20 * 1000  # 1Mi in milli-units
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ganggate.sim.apiserver import validation
 from ganggate.sim.apimachinery.quantity import QuantityError, milli_value, parse_milli, parse_nanos, value
+from ganggate.sim.apiserver import validation
 
 N = 10**9  # nano-units per unit
 MAX_INT64 = 2**63 - 1

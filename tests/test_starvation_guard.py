@@ -5,16 +5,17 @@ where nothing is free for a younger gang to take."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+
+from test_planner import T0, by_gang, cluster, gang, held_on, running
 
 from ganggate.core.planner import decide
 from ganggate.core.state.snapshot import make_node
-from test_planner import T0, by_gang, cluster, gang, held_on, running
 
 
 def at(seconds: int) -> str:
     """T0 + seconds as a Kubernetes timestamp (before T0 too, unlike test_planner.ts)."""
-    when = datetime.fromtimestamp(T0, timezone.utc) + timedelta(seconds=seconds)
+    when = datetime.fromtimestamp(T0, UTC) + timedelta(seconds=seconds)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -7,8 +7,8 @@ import json
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
 from ganggate.controller.release.patches import DECISION_ANNOTATION
 from ganggate.controller.status.tables import age, format_status, lease_line
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 
 NOW = 1_800_000_000.0
 

@@ -8,8 +8,8 @@ import json
 
 import yaml
 
-from ganggate.controller.status.tables import format_status, gang_rows, node_rows
 from ganggate.controller.status.output import render, status_document, watch
+from ganggate.controller.status.tables import format_status, gang_rows, node_rows
 from ganggate.core.planner import decide
 from ganggate.core.state.cluster import ClusterState
 from tests.test_status import NOW, node, pod

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from ganggate.contract import GROUP_TIMEOUT_SECONDS
 from ganggate.controller.reporting.metrics import Metrics
 from ganggate.controller.round.timers import PAST, next_due
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.policy.lifecycle import gangs_timed_out
-from ganggate.core.state.gangs import waiting_timeout
 from ganggate.core.fit.resources import GPU
+from ganggate.core.policy.lifecycle import gangs_timed_out
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import waiting_timeout
 from ganggate.core.state.snapshot import make_node, make_pod
 
 T0 = 1704067200.0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ganggate.contract import GROUP_TOPOLOGY_PREFERRED, GROUP_TOPOLOGY_REQUIRED
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.snapshot import make_node, make_pod
 
 BLOCK, RACK = "example.com/block", "example.com/rack"

@@ -7,9 +7,9 @@ from collections import defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.planner import decide
 from ganggate.core.placement.domains import domain_of
+from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from tests.test_topology import BLOCK, LEVELS, NOW, RACK, gang, members, node, running
 
 LABEL = st.one_of(st.none(), st.sampled_from(["x", "y", "z"]))

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from ganggate.controller.status.tables import format_status
 from ganggate.controller.reporting.topology_view import gang_domain, levels_annotation, levels_from_lease, node_domain
-from ganggate.core.state.cluster import ClusterState
+from ganggate.controller.status.tables import format_status
 from ganggate.core.planner import decide
+from ganggate.core.state.cluster import ClusterState
 from tests.test_status import NOW, pod
 
 LEVELS = ("topology.kubernetes.io/zone", "ganggate.io/block", "ganggate.io/rack", "kubernetes.io/hostname")

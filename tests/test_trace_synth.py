@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import statistics
 
-from ganggate.replay.traces.synth import SIZE_MIX, SynthConfig, generate, pod_shape
 from ganggate.replay.traces.format import format_trace, read_trace
+from ganggate.replay.traces.synth import SIZE_MIX, SynthConfig, generate, pod_shape
 
 
 def test_same_seed_same_trace_other_seed_other_trace():

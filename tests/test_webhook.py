@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from ganggate.admission.server import Health, Metrics, WebhookConfig, make_app, make_metrics_app
 from ganggate.contract import (
     GATE_NAME,
     GROUP_MIN_AVAILABLE,
@@ -17,7 +18,6 @@ from ganggate.contract import (
     GROUP_TOPOLOGY_REQUIRED,
 )
 from tests.webhook_support import apply_response, decode_patch, gang_pod, gate_count, review
-from ganggate.admission.server import Health, Metrics, WebhookConfig, make_app, make_metrics_app
 
 
 @pytest.fixture

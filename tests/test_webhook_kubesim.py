@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ganggate.admission.server import WebhookConfig, start_webhook
 from ganggate.certs.files import TLS_CERT, TLS_KEY
 from ganggate.certs.inject import inject_ca_bundle
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME
@@ -20,7 +20,6 @@ from ganggate.local.parts import gate_by_policy_webhook, register_gate_policies,
 from tests.gate_contract import DENIED, VAP_PREFIX, WEBHOOK_PREFIX, webhook_message
 from tests.kubectl_support import KUBECTL
 from tests.webhook_support import gang_pod, make_certs
-from ganggate.admission.server import WebhookConfig, start_webhook
 
 pytest.importorskip("ganggate.sim.simulator")
 from kubernetes_asyncio import client

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ganggate.admission.server import WebhookConfig
 from ganggate.certs.files import TLS_CERT, TLS_KEY
 from ganggate.contract import GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GangSpec, parse_gang
 from tests.webhook_support import WebhookThread, apply_response, decode_patch, gang_pod, gate_count, make_certs, review
-from ganggate.admission.server import WebhookConfig
 
 MAX_POD_NUM = 50
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,16 +12,17 @@ import ssl
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import aiohttp
 import pytest
 from cryptography import x509
 
+from ganggate.admission.server import WebhookConfig, start_webhook
 from ganggate.certs import authority
 from ganggate.certs.files import TLS_CERT, TLS_KEY, generate, write_atomic
 from tests.webhook_support import apply_response, gang_pod, gate_count, make_certs, review
-from ganggate.admission.server import WebhookConfig, start_webhook
 
 SERVICE_HOST = "ganggate-webhook.ganggate-system.svc"
 REPO = Path(__file__).resolve().parent.parent
@@ -163,10 +164,10 @@ async def test_a_mismatched_pair_keeps_the_old_cert_until_fixed(cert_dir):
         first, _ = await handshake(running.port, client_context(ca_file))
         # A cert whose key has not been written yet: the reloader must not break TLS.
         ca = authority.load_pair(ca_file.read_bytes(), (cert_dir / "ca.key").read_bytes())
-        from datetime import datetime, timezone
+        from datetime import datetime
         stray = authority.build_serving_cert(ca, authority.new_key(),
                                              authority.service_dns_names("ganggate-webhook", "ganggate-system"),
-                                             [], datetime.now(timezone.utc), 30)
+                                             [], datetime.now(UTC), 30)
         write_atomic(cert_dir / TLS_CERT, authority.cert_pem(stray), 0o644)
         for _ in range(10):  # several reload attempts happen meanwhile
             cert, _ = await handshake(running.port, client_context(ca_file))

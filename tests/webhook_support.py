@@ -126,7 +126,7 @@ class WebhookThread:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.running: Any = None
 
-    def __enter__(self) -> "WebhookThread":
+    def __enter__(self) -> WebhookThread:
         from ganggate.admission.server import start_webhook
 
         self.thread.start()

@@ -8,8 +8,8 @@ aiohttp shell in `webhook/server.py` only moves bytes and counts outcomes.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
@@ -21,9 +21,9 @@ from ganggate.contract import (
     DEFAULT_MAX_POD_NUM,
     DEFAULT_SCHEDULER_NAMES,
     DEFAULT_SHARED_RESOURCES,
-    IMMUTABLE_ANNOTATIONS,
     GATE_NAME,
     GROUP_NAME,
+    IMMUTABLE_ANNOTATIONS,
     ContractError,
     GangSpec,
     gang_annotations,

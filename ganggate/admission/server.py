@@ -15,14 +15,13 @@ import contextlib
 import logging
 import ssl
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
 
 import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
-from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, DEFAULT_SHARED_RESOURCES
 from ganggate.admission.review import (
     DENIED,
     MALFORMED,
@@ -35,6 +34,7 @@ from ganggate.admission.review import (
     response_for,
 )
 from ganggate.admission.tls import CertReloader, file_stamp, make_ssl_context
+from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, DEFAULT_SHARED_RESOURCES
 
 log = logging.getLogger("ganggate.webhook")
 
@@ -267,7 +267,7 @@ class RunningWebhook:
         if self.metrics_runner is not None:
             await self.metrics_runner.cleanup()
 
-    async def __aenter__(self) -> "RunningWebhook":
+    async def __aenter__(self) -> RunningWebhook:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -9,8 +9,8 @@ so the rules and messages are the pod's, by construction. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 #: (API group, kind) -> how to find its pod templates. Kubeflow's training jobs keep one template
 #: per replica role in a map (`<framework>ReplicaSpecs`); JobSet one per replicated Job.

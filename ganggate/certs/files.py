@@ -77,7 +77,7 @@ def generate(
     `renew_before_days` a new serving certificate is always issued (rotation); with it, the
     current one is kept while it is valid for longer than that, for the same names, from this CA.
     """
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     out.mkdir(parents=True, exist_ok=True)
     dns_names = authority.service_dns_names(service, namespace, dns)
     ca = _read_pair(out, CA_CERT, CA_KEY)

@@ -7,7 +7,8 @@ builds the patch and sends it with kubernetes-asyncio.
 from __future__ import annotations
 
 import base64
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cryptography import x509
 

@@ -40,18 +40,19 @@ with the rounds' own. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
+from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.nodeindex import NodeIndex
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.policy.contention import find_rivals
-from ganggate.core.state.gangs import Gang, GangKey
-from ganggate.core.policy.ordering import release_candidates, round_key
-from ganggate.core.state.outcome import Decision, Waiting
-from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy
 from ganggate.core.planner import HoldBack, decide, plan_one, releasable
+from ganggate.core.policy.contention import find_rivals
+from ganggate.core.policy.ordering import release_candidates, round_key
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.outcome import Decision, Waiting
 
 READY_STATES = ("waiting", "partial", "started")
 

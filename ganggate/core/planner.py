@@ -13,30 +13,30 @@ Unfit, Capacity, plan_gang, gpus, count_only_fits, totals_only_fits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Mapping
+from datetime import UTC, datetime
 
-from ganggate.core.policy.baseline import count_only_fits, decide_count, totals_only_fits
+from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
+from ganggate.core.fit.resources import gpus
 from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.placement.domains import placement_domain
 from ganggate.core.placement.explain import contested_message, decision_reason, plural
 from ganggate.core.placement.feasibility import CANNOT_FIT, never_fits
-from ganggate.core.state.gangs import Gang, GangKey
-from ganggate.core.fit.gpushare import CardPolicy, WholeGpuPolicy, Workload
 from ganggate.core.placement.gpushare_round import card_annotations, observed_workload, with_cards
+from ganggate.core.placement.packing import plan_gang
+from ganggate.core.placement.topology import released_nodes
+from ganggate.core.policy.baseline import count_only_fits, decide_count, totals_only_fits
+from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
+from ganggate.core.policy.holdback import Hold, hold_back
 from ganggate.core.policy.holdgain import Gain, weigh_gang_hold
 from ganggate.core.policy.lifecycle import waits_for_terminating
-from ganggate.core.policy.holdback import Hold, hold_back
 from ganggate.core.policy.ordering import release_candidates, release_in_flight, round_key, round_order
-from ganggate.core.state.outcome import Decision, Unfit, Waiting
-from ganggate.core.placement.packing import plan_gang
-from ganggate.core.state.pods import PodInfo
 from ganggate.core.policy.reservation import Reservation, active_reservations, hold, place_reserved
-from ganggate.core.fit.resources import gpus
-from ganggate.core.placement.topology import released_nodes
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.outcome import Decision, Unfit, Waiting
+from ganggate.core.state.pods import PodInfo
 
 __all__ = [
     "POLICIES",
@@ -294,7 +294,7 @@ def start_message(hold: Hold) -> str:
     """When a held gang can start, when the pods it waits for have deadlines."""
     if hold.ready_at is None:
         return ""
-    when = datetime.fromtimestamp(hold.ready_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = datetime.fromtimestamp(hold.ready_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     after = f" after {', '.join(hold.waits_for)} end" if hold.waits_for else ""
     return f"; starts{after}, by {when} at the latest"
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Mapping, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -107,7 +108,7 @@ async def call_json(fn: Callable[..., Awaitable[Any]], *args: Any, verb: str = "
         if metrics is not None:
             metrics.api_error(verb, exc.status)
         raise
-    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+    except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
         if metrics is not None:
             metrics.api_error(verb, 0)
         if _refused(exc):
@@ -148,4 +149,4 @@ async def with_retries(make_call: Callable[[], Awaitable[_Result]], backoff: Bac
 
 
 def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -23,8 +23,9 @@ import logging
 import os
 import random
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from ganggate.kube.calls import ApiCallError, call_json
 
@@ -61,7 +62,7 @@ def missing_namespace_remedy(namespace: str) -> str:
 
 def micro_time(epoch: float | None = None) -> str:
     """metav1.MicroTime in RFC3339 with microseconds."""
-    moment = datetime.fromtimestamp(time.time() if epoch is None else epoch, tz=timezone.utc)
+    moment = datetime.fromtimestamp(time.time() if epoch is None else epoch, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

@@ -24,7 +24,12 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
     up.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default: 8)")
     up.add_argument("--cpu", default="64", help="CPU capacity per node (default: 64)")
     up.add_argument("--memory", default="512Gi", help="memory capacity per node (default: 512Gi)")
-    from ganggate.sim.cli import add_autoscaler_arguments, add_dra_arguments, add_gpushare_arguments, add_topology_arguments
+    from ganggate.sim.cli import (
+        add_autoscaler_arguments,
+        add_dra_arguments,
+        add_gpushare_arguments,
+        add_topology_arguments,
+    )
 
     add_topology_arguments(up)
     add_gpushare_arguments(up)
@@ -58,9 +63,8 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
 def check(args: argparse.Namespace) -> str | None:
     """The first thing wrong with the flags, in one line, or None."""
     from ganggate.core.fit.resources import QuantityError, parse_quantity
-
-    from ganggate.sim.componentbase import featuregate as featuregates
     from ganggate.sim.cli import dra_product, gpushare_nodes, node_groups, topology_shape
+    from ganggate.sim.componentbase import featuregate as featuregates
 
     if args.nodes < 0 or args.gpus_per_node < 0:
         return "--nodes and --gpus-per-node must not be negative"
@@ -114,8 +118,8 @@ def _up(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from ganggate.sim.componentbase import featuregate as featuregates
     from ganggate.sim.cli import dra_product, gpushare_nodes, node_groups, topology_shape
+    from ganggate.sim.componentbase import featuregate as featuregates
 
     shape = topology_shape(args)
     per_card, node_specs = gpushare_nodes(args)

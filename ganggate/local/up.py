@@ -13,10 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ganggate.core.placement.explain import plural
-
-from ganggate.local.parts import (ensure_namespace, gate_by_policy_webhook, make_certificates, register_gate_policies,
-                                  register_webhook, start_controller, start_tls_webhook, stop_task,
-                                  webhook_configuration)
+from ganggate.local.parts import (
+    ensure_namespace,
+    gate_by_policy_webhook,
+    make_certificates,
+    register_gate_policies,
+    register_webhook,
+    start_controller,
+    start_tls_webhook,
+    stop_task,
+    webhook_configuration,
+)
 
 if TYPE_CHECKING:
     from ganggate.sim.simulator import Simulator

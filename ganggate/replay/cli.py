@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def register(subparsers: Any) -> None:
     demo = subparsers.add_parser(
         "demo",
@@ -181,13 +180,13 @@ def _replay(args: argparse.Namespace) -> int:
     import asyncio
 
     from ganggate.core.fit.resources import QuantityError, parse_quantity
-    from ganggate.replay.run import engine
     from ganggate.replay.results import report
     from ganggate.replay.results.plot import plot_modes
-    from ganggate.replay.sweep import parse_sweep
-    from ganggate.replay.traces.synth import StarveConfig, SynthConfig, generate, generate_starving
     from ganggate.replay.results.topology import markdown_table, required_line, summarise_topology, topology_nodes
+    from ganggate.replay.run import engine
+    from ganggate.replay.sweep import parse_sweep
     from ganggate.replay.traces.format import TraceError, load_trace, with_deadlines, write_trace
+    from ganggate.replay.traces.synth import StarveConfig, SynthConfig, generate, generate_starving
     from ganggate.sim.cli import node_groups, topology_shape
 
     try:
@@ -307,7 +306,8 @@ def _replay(args: argparse.Namespace) -> int:
             if mode != "none":
                 say(f"  {mode}: {score(result.events, result.records, result.epoch_offset).describe()}")
     if scenario.node_groups:
-        from ganggate.replay.results.autoscaling import markdown_table as paid_table, paid
+        from ganggate.replay.results.autoscaling import markdown_table as paid_table
+        from ganggate.replay.results.autoscaling import paid
 
         print("\nOn the autoscaled cluster (docs/replay.md):\n")
         print(paid_table([paid(m, r.provisioned, r.samples, r.records, r.end) for m, r in results.items()]))
@@ -330,9 +330,8 @@ def _sweep(sweep: Any, scenario: Any, args: argparse.Namespace, source: str) -> 
     import asyncio
     from dataclasses import replace
 
-    from ganggate.replay.run import engine
-
     from ganggate.replay.results import report
+    from ganggate.replay.run import engine
     from ganggate.replay.sweep import run_sweep
 
     print(f"sweeping {sweep.parameter} over {', '.join(f'{v:g}' for v in sweep.values)} on {source}", flush=True)

@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Loggers that speak per HTTP request: kept at WARNING even when the log is shown, unless DEBUG.
@@ -45,7 +45,7 @@ class ComponentLog:
         self._saved: tuple[list[logging.Handler], int] | None = None
         self._chatty: dict[str, int] = {}
 
-    def __enter__(self) -> "ComponentLog":
+    def __enter__(self) -> ComponentLog:
         root = logging.getLogger()
         self._saved = (root.handlers[:], root.level)
         for handler in root.handlers[:]:

@@ -9,9 +9,9 @@ with the controller's defaults.
 from __future__ import annotations
 
 import csv
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from ganggate.replay.results.metrics import Summary
 

@@ -15,8 +15,9 @@ disclosed models; `model_memory` overrides any of these. Pure apart from reading
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 MODEL_LABEL = "nvidia.com/gpu.product"
 # GiB per card by the trace's model name (see the module docstring for sources and assumptions).

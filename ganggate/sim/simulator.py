@@ -21,14 +21,15 @@ from typing import Any
 from aiohttp import web
 
 from ganggate.sim.apiserver import discovery
+from ganggate.sim.apiserver.faults import FaultInjector
 from ganggate.sim.apiserver.requests import Target
 from ganggate.sim.apiserver.server import ApiServer
+from ganggate.sim.apiserver.store import Store
+from ganggate.sim.componentbase.featuregate import FeatureGates
+from ganggate.sim.componentbase.featuregate import parse as parse_feature_gates
 from ganggate.sim.components import READY_LINE, Components, process_arguments
 from ganggate.sim.helpers.nodes import node_manifest  # tests build nodes with it
-from ganggate.sim.apiserver.faults import FaultInjector
-from ganggate.sim.componentbase.featuregate import FeatureGates, parse as parse_feature_gates
 from ganggate.sim.kubeconfig import write_kubeconfig
-from ganggate.sim.apiserver.store import Store
 from ganggate.sim.topology import parse_shape
 
 log = logging.getLogger("ganggate.sim.simulator")
@@ -124,7 +125,7 @@ class Simulator:
         self.url = ""
         self.kubeconfig = ""
 
-    async def __aenter__(self) -> "Simulator":
+    async def __aenter__(self) -> Simulator:
         try:
             await self.start()
         except BaseException:
@@ -188,7 +189,7 @@ class Simulator:
                 self._process.terminate()
             try:
                 await asyncio.wait_for(self._process.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._process.kill()
                 await self._process.wait()
             self._process = None
@@ -226,8 +227,9 @@ class Simulator:
         return self.store.get("nodes", None, created["metadata"]["name"]) or created
 
     async def _request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        import aiohttp
         import json
+
+        import aiohttp
 
         async with aiohttp.ClientSession() as session:
             async with session.request(method, self.url + path, data=None if body is None else json.dumps(body),

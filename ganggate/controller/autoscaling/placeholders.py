@@ -15,15 +15,19 @@ counted as free for another gang.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from ganggate.controller.autoscaling.provisioner import tell_gang
 from ganggate.core.policy.provisioning import (
-    placeholder_pods, placeholder_priority_class, placement_on_placeholders, wants_room,
+    placeholder_pods,
+    placeholder_priority_class,
+    placement_on_placeholders,
+    wants_room,
 )
 from ganggate.core.state.gangs import GangKey
 from ganggate.core.state.outcome import Decision
-from ganggate.controller.autoscaling.provisioner import tell_gang
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,18 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ganggate.core.policy.provisioning import (
-    condition, consume_annotations, owner_references, pod_sets, request_name, request_outcome, wants_room,
+    condition,
+    consume_annotations,
+    owner_references,
+    pod_sets,
+    request_name,
+    request_outcome,
+    wants_room,
 )
 from ganggate.core.state.gangs import GangKey
 from ganggate.kube.calls import ApiCallError, call_json

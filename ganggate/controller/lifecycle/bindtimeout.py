@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.state.losses import MemberLoss
+from ganggate.controller.lifecycle.restart import delete_member
 from ganggate.controller.reporting.events import EventRecorder
 from ganggate.controller.reporting.metrics import Metrics
-from ganggate.controller.lifecycle.restart import delete_member
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.losses import MemberLoss
 from ganggate.kube.calls import ApiCallError
 
 log = logging.getLogger(__name__)

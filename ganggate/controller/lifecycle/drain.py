@@ -12,7 +12,8 @@ the cordoned nodes and the nodes themselves get one Event per change (`kubectl d
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ganggate.controller.reporting.events import PodRef
 from ganggate.core.policy.drain import DrainMove, plan_drains

@@ -26,19 +26,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from typing import Any, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 
 from ganggate.controller.lifecycle.drain import NodeDrains
-from ganggate.controller.reporting.events import EventRecorder, PodRef
-from ganggate.controller.reporting.ownerevents import OwnerEvents
 from ganggate.controller.lifecycle.owners import OwnerLookup
 from ganggate.controller.lifecycle.protection import Protection
+from ganggate.controller.lifecycle.restart import JobAdvice, delete_member
+from ganggate.controller.reporting.events import EventRecorder, PodRef
+from ganggate.controller.reporting.ownerevents import OwnerEvents
+from ganggate.core.policy.lifecycle import judge_loss, nodes_lost
+from ganggate.core.policy.planloss import plans_lost
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
-from ganggate.controller.lifecycle.restart import JobAdvice, delete_member
-from ganggate.core.policy.lifecycle import judge_loss, nodes_lost
 from ganggate.core.state.losses import MemberLoss
-from ganggate.core.policy.planloss import plans_lost
 from ganggate.kube.calls import ApiCallError
 from ganggate.kube.clock import WALL, Clock
 
@@ -48,7 +49,7 @@ POLICIES = ("restart", "none")
 _REMEMBER = 100_000  # uids of losses and deletions remembered (oldest forgotten first)
 
 
-def attach_lifecycle(controller: Any) -> "GangLifecycle":
+def attach_lifecycle(controller: Any) -> GangLifecycle:
     """The GangLifecycle of a Controller (its budgets too, unless protect_running_gangs is
     off), wired to receive its bind timeouts as losses."""
     config = controller.config

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.kube.calls import ApiCallError, call_json
 

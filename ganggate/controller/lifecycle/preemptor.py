@@ -25,22 +25,28 @@ For one `PreemptionPlan` at a time, in this order:
 
 from __future__ import annotations
 
-import functools
 import asyncio
+import functools
 import logging
 import uuid
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ganggate.contract import GANG_LABEL, gang_label_value
-from ganggate.core.policy.budgets import covers
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.explain import plural
-from ganggate.core.state.outcome import Waiting
-from ganggate.core.state.pods import PodInfo
-from ganggate.core.policy.preemption import (NoPreemption, PreemptionOptions, PreemptionPlan, Victim, VictimMemo,
-                                             plan_preemption)
+from ganggate.core.policy.budgets import covers
+from ganggate.core.policy.preemption import (
+    NoPreemption,
+    PreemptionOptions,
+    PreemptionPlan,
+    Victim,
+    VictimMemo,
+    plan_preemption,
+)
 from ganggate.core.policy.reservation import active_reservations, annotation_value
-from ganggate.core.state.pods import PREEMPTION_ANNOTATION
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.outcome import Waiting
+from ganggate.core.state.pods import PREEMPTION_ANNOTATION, PodInfo
 from ganggate.kube.calls import ApiCallError, Backoff, call_json, rfc3339, with_retries
 
 log = logging.getLogger(__name__)

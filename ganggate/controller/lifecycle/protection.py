@@ -44,14 +44,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Coroutine, Iterable, Mapping
+from typing import Any
 
 from ganggate.contract import GANG_LABEL, gang_label_value
 from ganggate.core.policy.budgets import MANAGED_BY, budget_name, foreign_budgets_over, is_ours
+from ganggate.core.policy.reservation import active_reservations
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import Gang, GangKey
-from ganggate.core.policy.reservation import active_reservations
 from ganggate.kube.calls import ApiCallError, call_json
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from typing import Any, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 
 from ganggate.controller.reporting.events import PodRef
 from ganggate.core.policy.disruption import condition_patch, restart_advice

@@ -66,7 +66,7 @@ class DeviceHolder:
             log.info("the devices of %s are left to the scheduler: %s", pod_key, why)
         keys = sorted(holds.allocate)
         results = await asyncio.gather(*(self._allocate(key, holds.allocate[key]) for key in keys))
-        written = [key for key, (ok, _) in zip(keys, results) if ok]
+        written = [key for key, (ok, _) in zip(keys, results, strict=True) if ok]
         failed = [why for ok, why in results if not ok]
         if failed:
             return failed[0], written

@@ -34,8 +34,9 @@ import asyncio
 import functools
 import json
 import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Mapping
+from typing import Any
 
 from ganggate.contract import DECISION_ANNOTATION, GANG_LABEL, GATE_NAME, gang_label_value
 from ganggate.core.fit.nodematch import HOSTNAME_LABEL
@@ -348,7 +349,7 @@ class Releaser:
                                      *(functools.partial(self._nominate, key, node) for key, node in holds.items())])
         finally:
             lost_devices, allocated = (await devices) if devices is not None else (None, [])
-        held_keys = [key for key, ok in zip(holds, held[len(shapes):]) if ok]
+        held_keys = [key for key, ok in zip(holds, held[len(shapes):], strict=True) if ok]
         if lost_devices is not None and not (check.failed or check.vanished):
             check.plan_lost = f"its devices could not be held: {lost_devices}"
             check.failed = {key: check.plan_lost for key in keys}

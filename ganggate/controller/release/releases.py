@@ -9,7 +9,8 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from ganggate.controller.release.patches import Releaser, ReleaseRequest
 from ganggate.core.fit.gpushare import cards_of

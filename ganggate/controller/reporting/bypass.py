@@ -10,8 +10,9 @@ keeps such pods per gang as pod events arrive and says which gangs are due to be
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ganggate.contract import GATE_NAME, ContractError
 from ganggate.core.placement.explain import plural

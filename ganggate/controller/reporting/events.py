@@ -14,8 +14,9 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
 from ganggate.kube.clock import WALL, Clock
@@ -51,12 +52,12 @@ class PodRef:
     api_version: str = "v1"
 
     @classmethod
-    def from_pod(cls, pod: Mapping[str, Any]) -> "PodRef":
+    def from_pod(cls, pod: Mapping[str, Any]) -> PodRef:
         meta = pod.get("metadata") or {}
         return cls(meta.get("namespace") or "default", meta.get("name") or "", meta.get("uid") or "")
 
     @classmethod
-    def of(cls, pod: "Mapping | PodRef | PodInfo") -> "PodRef":
+    def of(cls, pod: Mapping | PodRef | PodInfo) -> PodRef:
         """The reference to a pod object, a PodInfo of the controller's picture, or a PodRef."""
         if isinstance(pod, PodRef):
             return pod
@@ -106,7 +107,7 @@ class EventRecorder:
         self._sent: dict[tuple[PodRef, str], _Sent] = {}
         self.sent_count = 0
 
-    def emit(self, pod: "Mapping | PodRef | PodInfo", reason: str, message: str, log_it: bool = True) -> None:
+    def emit(self, pod: Mapping | PodRef | PodInfo, reason: str, message: str, log_it: bool = True) -> None:
         """Queue an Event (non-blocking) and log the same line (unless the caller logs it per gang)."""
         ref = PodRef.of(pod)
         if log_it:
@@ -214,7 +215,7 @@ class Notice:
     """What to do about a waiting gang this round: the pods to send its Event to, and whether
     the wait changed in kind (then it is logged at INFO/WARNING; a repeat only at DEBUG)."""
 
-    pods: "list[PodInfo]"
+    pods: list[PodInfo]
     changed: bool
 
 
@@ -253,7 +254,7 @@ class WaitNotifier:
         notice = self._notices.get(gang_key)
         return notice is not None and now - notice.at >= self.repeat_seconds
 
-    def tell(self, gang_key: tuple[str, str], reason: str, message: str, pods: "list[PodInfo]", now: float,
+    def tell(self, gang_key: tuple[str, str], reason: str, message: str, pods: list[PodInfo], now: float,
              kind: str = "", changes: int = -1) -> Notice:
         """The Notice for this wait now; records the sending (and `changes`, the gang's
         Gang.changes, for `quiet`)."""
@@ -262,7 +263,7 @@ class WaitNotifier:
             kept.changes = changes
         return notice
 
-    def _tell(self, gang_key: tuple[str, str], reason: str, message: str, pods: "list[PodInfo]", now: float,
+    def _tell(self, gang_key: tuple[str, str], reason: str, message: str, pods: list[PodInfo], now: float,
               kind: str) -> Notice:
         if not pods:
             return Notice([], False)
@@ -287,7 +288,7 @@ class WaitNotifier:
         return Notice(out, changed)
 
     def targets(self, gang_key: tuple[str, str], reason: str, message: str,
-                pods: "list[PodInfo]", now: float, kind: str = "") -> "list[PodInfo]":
+                pods: list[PodInfo], now: float, kind: str = "") -> list[PodInfo]:
         """The pods to send this (reason, message) to now (possibly none), oldest first."""
         return self.tell(gang_key, reason, message, pods, now, kind).pods
 

@@ -13,8 +13,8 @@ from collections import OrderedDict
 from typing import Any
 
 from ganggate.core.placement.explain import excess_message
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.policy.ordering import release_in_flight
+from ganggate.core.state.cluster import ClusterState
 
 _REMEMBER = 100_000  # pod uids told (oldest forgotten first)
 

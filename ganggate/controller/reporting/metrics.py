@@ -7,7 +7,8 @@ Each Controller owns its own CollectorRegistry, so that several controllers in o
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Union
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -153,7 +154,7 @@ async def serve_metrics(
     metrics: Metrics,
     port: int,
     healthy: Callable[[], bool],
-    ready: Callable[[], Union[bool, str]],
+    ready: Callable[[], bool | str],
     host: str = "0.0.0.0",
 ) -> tuple[web.AppRunner, int]:
     """Start the metrics/health server; returns (runner, bound port). The caller cleans up the runner.

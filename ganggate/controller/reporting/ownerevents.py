@@ -11,7 +11,8 @@ counts move ("room for 2", "room for 3") writes no new owner Event. Pods keep th
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ganggate.controller.reporting.events import PodRef
 

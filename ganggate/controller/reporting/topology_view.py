@@ -7,7 +7,7 @@ shows the domains as the leading controller sees them without the flag repeated.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 LEVELS_ANNOTATION = "ganggate.io/topology-levels"
 HOSTNAME = "kubernetes.io/hostname"

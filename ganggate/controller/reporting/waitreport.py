@@ -23,9 +23,10 @@ import asyncio
 import heapq
 import logging
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import compress
 from operator import not_
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ganggate.controller.reporting.events import WaitNotifier
 from ganggate.core.policy.holdgain import UNBOUNDED_GAIN_SECONDS

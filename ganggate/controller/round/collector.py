@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Callable
+from collections.abc import Callable
 
 #: At most one settle per this many seconds (rounds may come every 50 ms).
 SETTLE_SECONDS = 1.0

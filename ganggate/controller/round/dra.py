@@ -6,7 +6,8 @@ On a cluster without the resource.k8s.io/v1 API the lists fail and are retried; 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ganggate.controller.round.informer import Informer, object_key
 from ganggate.core.state import dra as dra_state

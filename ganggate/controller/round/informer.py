@@ -22,7 +22,8 @@ import inspect
 import logging
 import random
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import orjson
@@ -125,7 +126,7 @@ class Informer:
                 timeout_seconds=self.watch_timeout, _preload_content=False,
                 _request_timeout=aiohttp.ClientTimeout(total=self.watch_timeout + 30, sock_connect=10),
             )
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             if self.metrics is not None:
                 self.metrics.api_error("watch", 0)
             raise ApiCallError(0, type(exc).__name__, str(exc)) from exc
@@ -156,7 +157,7 @@ class Informer:
                         deadline = time.perf_counter() + SLICE_SECONDS
             if buffer.strip():
                 self._handle(orjson.loads(buffer))
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ConnectionError, ValueError) as exc:
             if self.metrics is not None:
                 self.metrics.api_error("watch", 0)
             raise ApiCallError(0, type(exc).__name__, str(exc)) from exc

@@ -29,34 +29,35 @@ import os
 import socket
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
-from ganggate.controller.lifecycle.bindtimeout import BindTimeouts
-from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
-from ganggate.controller.reporting.bypass import BypassTracker, describe
-from ganggate.core.placement.explain import plural
-from ganggate.controller.reporting.events import EventRecorder
-from ganggate.controller.reporting.excess import ExcessReporter
-from ganggate.controller.reporting.waitreport import WaitReport
-from ganggate.controller.round.dra import DraWatches
-from ganggate.controller.release.dra_hold import DeviceHolder
-from ganggate.controller.round.informer import Informer
-from ganggate.controller.lifecycle.memberloss import attach_lifecycle
-from ganggate.kube.leader import LeaderElector
-from ganggate.controller.reporting.metrics import Metrics, serve_metrics
-from ganggate.controller.lifecycle.preemptor import Preemptor
 from ganggate.controller.autoscaling.placeholders import Placeholders
 from ganggate.controller.autoscaling.provisioner import Provisioner
+from ganggate.controller.config import ControllerConfig, card_policy_named, whole_gpu_policy_named
+from ganggate.controller.lifecycle.bindtimeout import BindTimeouts
+from ganggate.controller.lifecycle.memberloss import attach_lifecycle
+from ganggate.controller.lifecycle.preemptor import Preemptor
+from ganggate.controller.release.dra_hold import DeviceHolder
 from ganggate.controller.release.patches import Releaser
 from ganggate.controller.release.releases import Releases
+from ganggate.controller.reporting.bypass import BypassTracker, describe
+from ganggate.controller.reporting.events import EventRecorder
+from ganggate.controller.reporting.excess import ExcessReporter
+from ganggate.controller.reporting.metrics import Metrics, serve_metrics
 from ganggate.controller.reporting.topology_view import describe_levels, levels_annotation
-from ganggate.core.incremental import IncrementalRounds
-from ganggate.core.policy.preemption import PreemptionOptions
+from ganggate.controller.reporting.waitreport import WaitReport
 from ganggate.controller.round.collector import Collector
+from ganggate.controller.round.dra import DraWatches
+from ganggate.controller.round.informer import Informer
 from ganggate.controller.round.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
+from ganggate.core.incremental import IncrementalRounds
+from ganggate.core.placement.explain import plural
+from ganggate.core.policy.preemption import PreemptionOptions
+from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
 from ganggate.kube.calls import Backoff
 from ganggate.kube.clock import WALL, Clock
+from ganggate.kube.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 

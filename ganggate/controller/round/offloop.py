@@ -14,11 +14,11 @@ import asyncio
 import sys
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ganggate.controller.round.timers import next_due
 from ganggate.core.state.cluster import ClusterState
-
 
 # How long a thread may hold the GIL while another waits for it (CPython's default: 5 ms). With
 # a round planned in a worker thread, the event loop waits for the GIL that long at every wake,

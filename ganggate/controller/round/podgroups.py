@@ -16,14 +16,28 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_NAME, GangSpec
 from ganggate.controller.round.informer import Informer
 from ganggate.kube.calls import ApiCallError, call_json, rfc3339
-from ganggate.podgroups import (DROPPED_REASON, GATED_FOR_ANNOTATION, GROUP, MISSING_REASON, PLURAL, VERSIONS,
-                                condition_patch, gang_annotations_of, ganggate_admits,
-                                initially_scheduled, min_count, pod_group_name, podgroup_for_gang, project)
+from ganggate.podgroups import (
+    DROPPED_REASON,
+    GATED_FOR_ANNOTATION,
+    GROUP,
+    MISSING_REASON,
+    PLURAL,
+    VERSIONS,
+    condition_patch,
+    gang_annotations_of,
+    ganggate_admits,
+    initially_scheduled,
+    min_count,
+    pod_group_name,
+    podgroup_for_gang,
+    project,
+)
 
 log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"

@@ -9,11 +9,11 @@ timeout is acted on when it falls due rather than at the next tick.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
+from ganggate.core.policy.lifecycle import node_lost_due
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import GangKey
-from ganggate.core.policy.lifecycle import node_lost_due
 
 # The core's tests are strict ("waited more than"): a round at the due instant itself would not
 # act yet, so the wake-up comes this much after it.

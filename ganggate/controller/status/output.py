@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any
 
 OUTPUTS = ("text", "json", "yaml")
 

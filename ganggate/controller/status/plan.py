@@ -14,8 +14,9 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES
 from ganggate.controller.config import BLIND_SECONDS
@@ -65,8 +66,8 @@ def plan_snapshot(
 ) -> PlanReport:
     """Run one decision round on the snapshot (pure: the snapshot is not changed). `dra`: the
     snapshot's DRA objects, (kind, object) in the order to apply (snapshot.DRA_KINDS)."""
-    from ganggate.core.state.cluster import ClusterState
     from ganggate.core.planner import decide, gpus
+    from ganggate.core.state.cluster import ClusterState
 
     state = ClusterState(scheduler_names=scheduler_names, max_pod_num=max_pod_num, topology_levels=topology_levels)
     for kind, obj in dra:  # before the nodes and pods, as the controller's list does

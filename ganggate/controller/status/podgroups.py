@@ -10,8 +10,16 @@ from collections.abc import Callable
 from typing import Any
 
 from ganggate.controller.round.podgroups import admitted_by_ganggate
-from ganggate.podgroups import (GROUP, INITIALLY_SCHEDULED, PLURAL, VERSIONS, condition_type, min_count,
-                                pod_group_name, project)
+from ganggate.podgroups import (
+    GROUP,
+    INITIALLY_SCHEDULED,
+    PLURAL,
+    VERSIONS,
+    condition_type,
+    min_count,
+    pod_group_name,
+    project,
+)
 
 
 async def list_podgroups(api_client: Any, list_all: Any) -> list[dict]:

@@ -3,7 +3,8 @@ ProvisioningRequests ganggate made (labelled app.kubernetes.io/managed-by=gangga
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ganggate.core.policy.provisioning import condition, request_outcome
 

@@ -8,20 +8,21 @@ some of whose pods bypassed the gate show as `not-gated`.
 
 from __future__ import annotations
 
-import functools
 import argparse
 import asyncio
+import functools
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ganggate.controller.reporting.bypass import BypassTracker, describe
 from ganggate.controller.reporting.topology_view import describe_levels, gang_domain, levels_from_lease, node_domain
-from ganggate.core.placement.explain import excess_note, plural
 from ganggate.controller.round.dra import list_into as list_dra
+from ganggate.core.fit.resources import GPU
+from ganggate.core.placement.explain import excess_note, plural
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import parse_time
-from ganggate.core.fit.resources import GPU
 
 
 @dataclass
@@ -124,11 +125,10 @@ def lifecycle_state(gang: Any, now: float, state: ClusterState | None = None) ->
     """The state column: the gang's state, plus what its life after admission adds:
     "waiting (timed out after 600s)", "running (broken: lost w-0, Failed)", and (given the
     cluster) "released (broken: w-1 pinned to node-3 cannot bind: PlanLost)"."""
+    from ganggate.core.policy.planloss import CAUSE, stranded
+    from ganggate.core.policy.shown_state import shown_state
     from ganggate.core.state.gangs import timed_out
     from ganggate.core.state.losses import losses_after_relist
-    from ganggate.core.policy.planloss import CAUSE, stranded
-
-    from ganggate.core.policy.shown_state import shown_state
 
     base = shown_state(gang)
     timeout = timed_out(gang, now)
@@ -341,10 +341,9 @@ def run_status(args: argparse.Namespace) -> int:
     """The `ganggate status` command."""
     import sys
 
-    from ganggate.kube.client import ConfigError, make_api_client
-    from ganggate.kube.calls import ApiCallError
-
     from ganggate.controller.config import parse_topology_levels
+    from ganggate.kube.calls import ApiCallError
+    from ganggate.kube.client import ConfigError, make_api_client
 
     if getattr(args, "gpus", False) and getattr(args, "output", "text") != "text":
         print("error: --gpus prints a table only: leave out -o/--output", file=sys.stderr)
@@ -362,9 +361,8 @@ def run_status(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         try:
-            from ganggate.kube.leader import lease_namespace
-
             from ganggate.controller.status.output import watch
+            from ganggate.kube.leader import lease_namespace
 
             names = tuple(args.scheduler_name or ["default-scheduler"])
             output = getattr(args, "output", "text")

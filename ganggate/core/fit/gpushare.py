@@ -10,8 +10,9 @@ pods whose ALIYUN_COM_GPU_MEM_IDX names it) and holds the policies that choose a
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from ganggate.contract import (
     GPUSHARE_ASSIGNED,
@@ -104,7 +105,7 @@ class NodeCards:
         """Count `count` more cards as given whole (negative: give them back)."""
         self.whole += count
 
-    def copy(self) -> "NodeCards":
+    def copy(self) -> NodeCards:
         return NodeCards(
             self.node,
             list(self.capacity),

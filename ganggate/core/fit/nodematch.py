@@ -9,9 +9,11 @@ required terms, terms ORed, expressions within a term ANDed, an empty term match
 
 from __future__ import annotations
 
-import re
 import json
-from typing import Any, Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC
+from typing import Any
 
 FILTERING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -31,7 +33,7 @@ def node_is_ready(node: Mapping[str, Any]) -> bool:
 def not_ready_since(node: Mapping[str, Any]) -> float | None:
     """When a node that is not Ready (False or Unknown) stopped being Ready: its Ready condition's
     lastTransitionTime, as Unix seconds; None when it is Ready or the time is not given."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     for condition in (node.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
@@ -41,7 +43,7 @@ def not_ready_since(node: Mapping[str, Any]) -> float | None:
                 moment = datetime.strptime(str(condition.get("lastTransitionTime")), "%Y-%m-%dT%H:%M:%SZ")
             except ValueError:
                 return None
-            return moment.replace(tzinfo=timezone.utc).timestamp()
+            return moment.replace(tzinfo=UTC).timestamp()
     return None
 
 

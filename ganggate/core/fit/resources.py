@@ -18,8 +18,9 @@ nano-units: ParseQuantity rounds up at the nano) and rounded once, per pod and p
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 Resources = dict[str, int]
 """Resource name -> amount in milli-units (non-cpu amounts in whole units, times 1000)."""
@@ -315,7 +316,7 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     total = maximum(total, init_peak)
     # Pod-level requests (KEP-2837, PodLevelResources) replace the containers' sum for the
     # resources they cover: cpu, memory, hugepages-* (helpers.go IsSupportedPodLevelResource).
-    pod_level = _nanos_list(((spec.get("resources") or {}).get("requests")))
+    pod_level = _nanos_list((spec.get("resources") or {}).get("requests"))
     for name, amount in pod_level.items():
         if name in (CPU, MEMORY) or name.startswith("hugepages-"):
             total[name] = amount

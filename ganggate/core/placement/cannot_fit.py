@@ -6,7 +6,8 @@ resource the nodes carry, difflib). `feasibility` decides; this module only says
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ganggate.contract import SHARED_GPU_MEMORY
 from ganggate.core.fit.nodematch import required_node_terms

@@ -16,20 +16,20 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from itertools import islice
-from typing import Any, Collection, Iterable, Mapping
+from typing import Any
 
-from ganggate.core.state.cluster import ClusterState, node_filter_key
 from ganggate.core.fit.gpushare import CardPolicy, NodeCards, WholeGpuPolicy, Workload, best_fit
 from ganggate.core.fit.nodematch import (
     matches_node_selection,
     node_rejects,
     required_node_terms,
 )
-from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, gpus
 from ganggate.core.placement.nodeindex import NodeIndex
-
+from ganggate.core.state.cluster import ClusterState, node_filter_key
+from ganggate.core.state.pods import PodInfo
 
 # A label key no real label can have, standing for matchFields' metadata.name.
 _NAME_FIELD = "\x00metadata.name"
@@ -170,7 +170,7 @@ class Capacity:
         cls, state: ClusterState, *, topology_placed: Mapping[tuple[str, str], frozenset[str]] | None = None,
         cards: Mapping[str, NodeCards] | None = None, card_policy: CardPolicy | None = None,
         whole_gpu_policy: WholeGpuPolicy | None = None, workload: Workload = (),
-    ) -> "Capacity":
+    ) -> Capacity:
         """The state's free capacity, with its topology levels, and its GPU cards
         (`cards_of(state)` unless given); the other arguments as the constructor's."""
         nodes = {name: info.view for name, info in state.nodes.items()}

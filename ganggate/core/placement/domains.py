@@ -11,7 +11,8 @@ that could hold a gang are a bisect. Pure: no I/O.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ganggate.core.placement.capacity import Capacity
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
+from ganggate.core.fit.resources import GPU, PODS, Resources, format_amount, gpus
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.nodeindex import NodeIndex
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.fit.resources import GPU, PODS, Resources, format_amount, gpus
 
 
 def plural(count: int, noun: str) -> str:

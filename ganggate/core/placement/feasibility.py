@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from ganggate.core.state.cluster import ClusterState, NodeInfo
-from ganggate.core.placement.domains import domain_of
-from ganggate.core.fit.nodematch import canonical_json, matches_node_selection, required_node_terms
-from ganggate.core.state.pods import PodInfo
-from ganggate.core.fit.resources import GPU, PODS, Resources, copies_fitting, gpus
 from ganggate.core.fit.gpushare import equal_cards
+from ganggate.core.fit.nodematch import canonical_json, matches_node_selection, required_node_terms
+from ganggate.core.fit.resources import GPU, PODS, Resources, copies_fitting, gpus
 from ganggate.core.placement.cannot_fit import (
     card_size_message,
     cluster_size_message,
@@ -41,7 +39,10 @@ from ganggate.core.placement.cannot_fit import (
     topology_label_message,
     totals_message,
 )
+from ganggate.core.placement.domains import domain_of
 from ganggate.core.placement.topology import gang_request
+from ganggate.core.state.cluster import ClusterState, NodeInfo
+from ganggate.core.state.pods import PodInfo
 
 #: The Event reason of a gang that can never fit the cluster as it is.
 CANNOT_FIT = "GangCannotFit"
@@ -137,7 +138,7 @@ class _Picture:
         return found
 
 
-_PICTURES: "weakref.WeakKeyDictionary[ClusterState, _Picture]" = weakref.WeakKeyDictionary()
+_PICTURES: weakref.WeakKeyDictionary[ClusterState, _Picture] = weakref.WeakKeyDictionary()
 
 
 def _picture(state: ClusterState) -> _Picture:

@@ -31,10 +31,11 @@ then has the last word on the nodes chosen, and the caller falls back (ganggate.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from math import comb
-from typing import Any, Callable, Sequence
+from typing import Any
 
 # The most sets of domains of one wider level compared exactly for one choice (each compared by
 # what it needs below it); above, greedy. The narrowest level's least-waste search is exact up

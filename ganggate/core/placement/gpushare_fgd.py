@@ -49,7 +49,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from ganggate.core.fit.gpushare import NodeCards, PodShape, Workload
 

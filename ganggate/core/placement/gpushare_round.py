@@ -4,15 +4,15 @@ Pure; the per-card fit itself is `capacity.Capacity.shared_node`'s (docs/gpu-sha
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.fit.gpushare import NodeCards, Workload, card_shortfall, decision_annotations
+from ganggate.core.fit.resources import CPU
+from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.gpushare_fgd import target_workload
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.outcome import Unfit
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.fit.resources import CPU
 
 
 def observed_workload(state: ClusterState, cards: Mapping[str, NodeCards], coverage: float = 0.95) -> Workload:

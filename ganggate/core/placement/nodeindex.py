@@ -5,7 +5,7 @@ by (free cpu, free memory, name), so that best fit is a bisect and a short scan.
 from __future__ import annotations
 
 import bisect
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ganggate.core.fit.resources import CPU, MEMORY
 

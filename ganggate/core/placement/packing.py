@@ -12,18 +12,18 @@ The per-node fitting and node choice are `ganggate.core.placement.capacity`'s.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Callable, Sequence
 
+from ganggate.core.fit.gpushare import card_shortfall
+from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, format_amount, gpus
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.explain import gpu_message, no_nodes_message, plural, scope_note, unfit_message
-from ganggate.core.fit.gpushare import card_shortfall
+from ganggate.core.placement.search import search
+from ganggate.core.placement.topology import gang_request as gang_topology
+from ganggate.core.placement.topology import place
 from ganggate.core.state.outcome import Unfit
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, format_amount, gpus
-from ganggate.core.placement.topology import gang_request as gang_topology
-from ganggate.core.placement.search import search
-from ganggate.core.placement.topology import place
 
 
 def largest_first(pods: Sequence[PodInfo]) -> list[PodInfo]:

@@ -9,7 +9,7 @@ Pods of several sizes also need a node slot per big pod (`Rooms.slots_fit`). Pur
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.domains import DomainFree, children_of, domain_free, domains, room

@@ -13,7 +13,8 @@ card policy's). Pure: it reads the capacity and takes nothing unless it finds a 
 from __future__ import annotations
 
 import bisect
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ganggate.core.fit.resources import Resources, add_into, copies_fitting
 from ganggate.core.placement.capacity import Capacity

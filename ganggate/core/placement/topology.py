@@ -16,12 +16,12 @@ first otherwise. Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ganggate.contract import GangSpec
+from ganggate.core.fit.resources import GPU, format_amount
 from ganggate.core.placement import fewest
 from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.domains import (
     domain_free,
     domain_of,
@@ -31,11 +31,11 @@ from ganggate.core.placement.domains import (
     one_node_each,
 )
 from ganggate.core.placement.explain import amount_text, plural
+from ganggate.core.placement.rooms import Rooms, big_pods, chunk
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.outcome import Unfit
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.placement.rooms import Rooms, big_pods, chunk
-from ganggate.core.fit.resources import GPU, format_amount
 
 # Domain tries that the packer turned down (room said yes; CPU, memory or several pod sizes said
 # no), at most, in one round, before gangs go straight to the fewest domains' choice (and the

@@ -6,14 +6,14 @@ the cluster. Both ignore that a pod must fit on one node; kept to measure the pl
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.state.gangs import Gang
-from ganggate.core.policy.ordering import release_candidates, release_in_flight
-from ganggate.core.state.outcome import Decision, Waiting
 from ganggate.core.fit.resources import GPU, Resources, add_into, fits, format_amount, gpus, total
 from ganggate.core.placement.explain import plural
+from ganggate.core.policy.ordering import release_candidates, release_in_flight
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang
+from ganggate.core.state.outcome import Decision, Waiting
 
 
 def count_only_fits(requests: Sequence[Mapping[str, int]], free: Mapping[str, Mapping[str, int]]) -> bool:

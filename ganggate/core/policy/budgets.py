@@ -13,7 +13,8 @@ no budget of its own for a gang some pod of which a budget of someone else cover
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ganggate.contract import GANG_LABEL
 from ganggate.core.state.gangs import Gang

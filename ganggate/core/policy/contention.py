@@ -9,15 +9,16 @@ use a node where some such pod fits now but would not fit once the gang is there
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.placement.explain import contested_message
-from ganggate.core.state.outcome import Unfit
-from ganggate.core.placement.packing import plan_gang
-from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import Resources, add, add_into, fits
+from ganggate.core.placement.capacity import Capacity
+from ganggate.core.placement.explain import contested_message
+from ganggate.core.placement.packing import plan_gang
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.outcome import Unfit
+from ganggate.core.state.pods import PodInfo
 
 # How many times a plan is redone around contested nodes before the gang waits instead.
 CONTEST_RETRIES = 3

@@ -20,7 +20,8 @@ its restarts. Gang preemption evicts through the Eviction API, which writes its 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.core.state.losses import GANGGATE_REASON
 

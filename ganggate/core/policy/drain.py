@@ -27,8 +27,8 @@ ganggate.io/on-node-drain=restart` lets a waiting drain go, the gang restarted a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
 
 from ganggate.core.placement.explain import plural
 from ganggate.core.state.gangs import Gang, GangKey

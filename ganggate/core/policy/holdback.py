@@ -17,8 +17,8 @@ gang could start. Without deadlines nothing may use held room.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Collection, Mapping, Sequence
 
 from ganggate.core.fit.resources import Resources, add_into, fits, gpus
 from ganggate.core.placement.capacity import Capacity
@@ -208,14 +208,14 @@ class _HoldMemo:
         self.seen = (id(state), state.version, now)
         self.now = now
         occupants = _occupants(state, set(state.nodes), now)
-        for name, found in occupants.items():
+        for found in occupants.values():
             found.sort(key=_leave_order)  # (stable: _ready's own sort then keeps this order)
         self.occupants = occupants
         self.rankings: dict[tuple[object, ...], _Ranking] = {}
         self.profiles: dict[str, _Leaving] = {}
 
     @classmethod
-    def of(cls, capacity: Capacity, state: ClusterState, now: float) -> "_HoldMemo":
+    def of(cls, capacity: Capacity, state: ClusterState, now: float) -> _HoldMemo:
         memo = capacity.memo.get(cls.KEY)
         if not isinstance(memo, cls) or memo.seen != (id(state), state.version, now):
             memo = capacity.memo[cls.KEY] = cls(state, now)

@@ -34,8 +34,8 @@ without a hold gets none. Pure, typed: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Collection, Iterable, Iterator, Mapping, Sequence
 
 from ganggate.core.fit.resources import Resources, add_into, fits, gpus
 from ganggate.core.placement.capacity import Capacity

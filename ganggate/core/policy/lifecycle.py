@@ -13,19 +13,20 @@ broken, so that a controller restarted in the middle of one still acts on it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
 from ganggate.core.placement.explain import plural
-from ganggate.core.state.gangs import Gang, GangKey, timed_out
-from ganggate.core.state.losses import MemberLoss, is_below_min, owner_of, survivors
-from ganggate.core.state.outcome import Unfit
 from ganggate.core.placement.packing import plan_gang
 from ganggate.core.policy.planloss import CAUSE as PLAN_LOST
 from ganggate.core.policy.planloss import stranded_members
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang, GangKey, timed_out
+from ganggate.core.state.losses import MemberLoss, is_below_min, owner_of, survivors
+from ganggate.core.state.outcome import Unfit
 from ganggate.core.state.pods import PodInfo
+
 
 @dataclass
 class Breakage:

@@ -6,7 +6,8 @@ needs is held back (`holdback`).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ganggate.core.state.gangs import Gang
 from ganggate.core.state.pods import PodInfo

@@ -22,7 +22,7 @@ Pure: the shell (`ganggate.controller.lifecycle.memberloss`) acts on the losses.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ganggate.core.fit.resources import Resources, add_into, fits
 from ganggate.core.state.cluster import ClusterState

@@ -13,21 +13,21 @@ gang; never for a gang that would fit by waiting for pods already terminating. P
 from __future__ import annotations
 
 import heapq
-from operator import attrgetter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Collection, Iterable, Mapping, Sequence
+from operator import attrgetter
 
+from ganggate.core.fit.resources import GPU, Resources, format_amount, gpus
 from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.placement.explain import plural
 from ganggate.core.placement.packing import fits_as_planned
-from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.policy.contention import Rivals, find_rivals, place_uncontested
 from ganggate.core.policy.ordering import release_candidates, round_key
+from ganggate.core.policy.reservation import Reservation, active_reservations, hold
+from ganggate.core.state.cluster import ClusterState
+from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.state.outcome import Unfit, Waiting
 from ganggate.core.state.pods import PodInfo
-from ganggate.core.policy.reservation import Reservation, active_reservations, hold
-from ganggate.core.fit.resources import GPU, Resources, format_amount, gpus
 
 #: Owners whose pods come straight back where they were: evicting them frees nothing.
 _RETURNING_OWNERS = ("DaemonSet", "Node")

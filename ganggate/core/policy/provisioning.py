@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ganggate.core.fit.resources import CPU, MEMORY, PODS
 from ganggate.core.state.gangs import Gang

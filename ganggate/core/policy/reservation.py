@@ -12,18 +12,20 @@ it. Pure: no I/O, no clock of its own.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from ganggate.core.fit.resources import fits
 from ganggate.core.placement.capacity import Capacity
-from ganggate.core.state.cluster import ClusterState
-from ganggate.core.policy.contention import Rivals, contested_nodes, place_uncontested
 from ganggate.core.placement.explain import plural
+from ganggate.core.policy.contention import Rivals, contested_nodes, place_uncontested
+from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.state.outcome import Unfit
+
 # The annotation's name is defined beside PodInfo, which keeps its value; re-exported here.
 from ganggate.core.state.pods import PodInfo, json_object, parse_time
-from ganggate.core.fit.resources import fits
 
 
 @dataclass(frozen=True)

@@ -20,21 +20,23 @@ reads are updated together by the same events; split apart they could disagree.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ganggate.contract import DEFAULT_MAX_POD_NUM, DEFAULT_SCHEDULER_NAMES, GangSpec
-from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.fit.gpushare import NodeCards, node_cards, node_totals
-from ganggate.core.state.losses import MemberLoss, loss_of, losses_after_relist
 from ganggate.core.fit.nodematch import canonical_json, node_hostname, node_is_cordoned, node_is_ready, not_ready_since
+from ganggate.core.fit.resources import GPU, Resources, add_into, node_allocatable
+from ganggate.core.state import dra as dra_state
+from ganggate.core.state.gangs import Gang, GangKey
+from ganggate.core.state.losses import MemberLoss, loss_of, losses_after_relist
+from ganggate.core.state.pods import PodInfo as PodInfo
+
 # PodInfo lives in pods.py, which gangs and cluster both import, so that gangs need not reach
 # back up into cluster (that was an import cycle); re-exported for callers that use this path.
 from ganggate.core.state.pods import Shared, parse_time
-from ganggate.core.state.pods import PodInfo as PodInfo
-from ganggate.core.fit.resources import GPU, Resources, add_into, node_allocatable
 from ganggate.core.state.tallies import Tallies
-from ganggate.core.state import dra as dra_state
 
 
 @dataclass(slots=True)
@@ -68,7 +70,7 @@ class NodeInfo:
         return labels
 
     @classmethod
-    def from_node(cls, node: Mapping[str, Any]) -> "NodeInfo":
+    def from_node(cls, node: Mapping[str, Any]) -> NodeInfo:
         """Read once per node event; used and promised are the state's to attach."""
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
@@ -264,7 +266,7 @@ class ClusterState:
         self.losses = losses_after_relist(self.gangs)
         self.layout_version += 1
 
-    def rebuilt(self, nodes: Iterable[NodeInfo] | None = None, pods: Iterable[PodInfo] | None = None) -> "ClusterState":
+    def rebuilt(self, nodes: Iterable[NodeInfo] | None = None, pods: Iterable[PodInfo] | None = None) -> ClusterState:
         """The picture `replace(nodes, pods)` would make of this one, as a new ClusterState, this
         one left as it is: it can be built in a worker thread while this one is still read (the
         shell holds every change meanwhile), then taken over with `adopt`."""
@@ -280,7 +282,7 @@ class ClusterState:
                       list(self.pods.values()) if pods is None else pods)
         return other
 
-    def adopt(self, other: "ClusterState") -> None:
+    def adopt(self, other: ClusterState) -> None:
         """Become `other` (a `rebuilt` picture): every holder of this object sees the new one."""
         self.__dict__.update(other.__dict__)
 

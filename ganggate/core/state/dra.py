@@ -18,10 +18,17 @@ pods are not pinned to its node; matchAttribute constraints are not checked.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Iterable, Mapping, Protocol, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from ganggate.core.fit.devices import (
-    CLASS_PREFIX, DEFAULT_GPU_CLASSES, Device, class_resource, device_variable, matches, requests_of, selector_resource,
+    CLASS_PREFIX,
+    DEFAULT_GPU_CLASSES,
+    Device,
+    class_resource,
+    matches,
+    requests_of,
+    selector_resource,
 )
 from ganggate.core.fit.resources import Resources, gpus, subtract
 

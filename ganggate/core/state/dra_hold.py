@@ -27,8 +27,9 @@ admin access, devices it does not see) is left to the scheduler, as before.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ganggate.core.fit.devices import Device, matches
 from ganggate.core.state.dra import DraIndex, allocated_devices, allocation_node
@@ -119,15 +120,15 @@ def _allocate(index: DraIndex, spec: Mapping[str, Any], node: str,
         name = str(request.get("name", ""))
         options = ([(name, request["exactly"])] if request.get("exactly") else
                    [(f"{name}/{sub.get('name', '')}", sub) for sub in request.get("firstAvailable") or []])
-        for option_name, option in options:
-            picked = _take(index, option, node_devices, taken | mine)
-            if picked is not None:
-                break
-        else:
+        # The first option that has devices free (a request's firstAvailable, in order).
+        chosen = next(((option_name, picked) for option_name, option in options
+                       if (picked := _take(index, option, node_devices, taken | mine)) is not None), None)
+        if chosen is None:
             return None
+        request_name, picked = chosen
         for device in picked:
             mine.add(device.id)
-            results.append({"request": option_name, "driver": device.id[0], "pool": device.id[1],
+            results.append({"request": request_name, "driver": device.id[0], "pool": device.id[1],
                             "device": device.id[2]})
     taken |= mine
     return results

@@ -21,8 +21,8 @@ from ganggate.contract import (
     GROUP_TOPOLOGY_REQUIRED,
     GangSpec,
 )
-from ganggate.core.state.pods import PodInfo
 from ganggate.core.fit.resources import GPU
+from ganggate.core.state.pods import PodInfo
 
 GangKey = tuple[str, str]
 

@@ -6,8 +6,8 @@ its gang is `ganggate.core.policy.lifecycle`'s. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ganggate.core.state.gangs import Gang, GangKey
 from ganggate.core.state.pods import PodInfo

@@ -18,10 +18,11 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Callable, Hashable, Mapping, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from ganggate.contract import (
     DECISION_ANNOTATION,
@@ -202,7 +203,7 @@ def _labels(meta: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def _traits(meta: Mapping[str, Any], annotations: Mapping[str, str], owner: Mapping[str, str] | None,
-            facts: "SpecFacts") -> "PodTraits":
+            facts: SpecFacts) -> PodTraits:
     """The pod's PodTraits, shared with every pod that has the same."""
     labels = _labels(meta)
     group_name = annotations.get(GROUP_NAME)
@@ -427,7 +428,7 @@ class PodInfo:
         return self.phase in TERMINATED_PHASES
 
     @classmethod
-    def from_pod(cls, pod: Mapping[str, Any], max_pod_num: int = DEFAULT_MAX_POD_NUM) -> "PodInfo":
+    def from_pod(cls, pod: Mapping[str, Any], max_pod_num: int = DEFAULT_MAX_POD_NUM) -> PodInfo:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         annotations = meta.get("annotations") or {}

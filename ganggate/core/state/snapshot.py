@@ -9,8 +9,9 @@ it reads real ones.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ganggate.contract import DECISION_ANNOTATION, GATE_NAME, GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM
 from ganggate.core.fit.nodematch import HOSTNAME_LABEL

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from typing import Any, Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
-from ganggate.core.state.gangs import Gang, GangKey, timed_out, waiting_timeout
 from ganggate.core.fit.resources import GPU
-
+from ganggate.core.state.gangs import Gang, GangKey, timed_out, waiting_timeout
 
 
 class ClusterState(Protocol):

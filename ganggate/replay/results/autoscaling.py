@@ -5,8 +5,8 @@ provisioned (what the user pays), busy (GPUs of running pods), held by gangs tha
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ganggate.replay.results.metrics import JobRecord, Sample
 

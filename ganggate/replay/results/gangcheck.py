@@ -23,8 +23,8 @@ done its share (a gang finishing pod by pod is not broken).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from ganggate.contract import GROUP_MIN_AVAILABLE, GROUP_NAME, GROUP_POD_NUM, GROUP_TOPOLOGY_REQUIRED
 from ganggate.core.fit.resources import GPU, pod_requests

@@ -24,8 +24,8 @@ instead of vanishing from the figures.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ recorded start (all pods running) is at or before the time promised, within `sla
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
 
 from ganggate.replay.results.metrics import JobRecord
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ganggate.replay.results.metrics import SIZE_CLASSES, ClassWait, JobFigures, JobRecord, Sample, Summary, run_of
 

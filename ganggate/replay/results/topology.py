@@ -18,8 +18,8 @@ CPU and memory are not counted in "fits": the replay's pods are GPU-bound.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ganggate.replay.results.gangcheck import span
 from ganggate.replay.results.metrics import JobRecord, Summary, mean, percentile

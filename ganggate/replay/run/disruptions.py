@@ -22,7 +22,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ganggate.core.fit.resources import GPU
 from ganggate.replay.run.observe import JOB_LABEL

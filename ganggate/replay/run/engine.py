@@ -25,25 +25,42 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 import aiohttp
 
-from ganggate.replay.run.disruptions import Disruptor
 from ganggate.replay.results.metrics import JobRecord, Sample, split_gpus, summarise
-from ganggate.replay.run.observe import JOB_LABEL, PodView, background_pod, event_rows, job_nodes, pod_manifest, progress
+from ganggate.replay.run.disruptions import Disruptor
+from ganggate.replay.run.observe import (
+    JOB_LABEL,
+    PodView,
+    background_pod,
+    event_rows,
+    job_nodes,
+    pod_manifest,
+    progress,
+)
 from ganggate.replay.run.owners import as_rv, create_job, job_controller_busy
 from ganggate.replay.run.podtable import PodTable
 from ganggate.replay.run.scenario import (  # the types also re-exported here, where callers found them first
     Background as Background,
+)
+from ganggate.replay.run.scenario import (
     NodeEvent as NodeEvent,
+)
+from ganggate.replay.run.scenario import (
     NodeSpec as NodeSpec,
+)
+from ganggate.replay.run.scenario import (
     ReplayError,
     RunResult,
     Scenario,
     StepView,
     check_fits,
+)
+from ganggate.replay.run.scenario import (
     uniform_nodes as uniform_nodes,
 )
 from ganggate.replay.run.stack import MODES, SimulatedClock, Stack, start_gate

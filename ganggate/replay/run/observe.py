@@ -7,8 +7,9 @@ scheduler, the kubelet or the gate controller to do at this instant of simulated
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ganggate.contract import (
     GATE_NAME,

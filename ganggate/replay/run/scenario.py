@@ -3,8 +3,9 @@ pods), a step's view and a run's result; plain data, shared by the engine, the d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ganggate.core.fit.resources import parse_quantity
 from ganggate.replay.results.metrics import JobProgress, JobRecord, Sample, Summary

@@ -21,8 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ganggate.local.parts import (make_certificates, register_webhook, start_controller, start_tls_webhook,
-                                  stop_task, webhook_configuration)
+from ganggate.local.parts import (
+    make_certificates,
+    register_webhook,
+    start_controller,
+    start_tls_webhook,
+    stop_task,
+    webhook_configuration,
+)
 
 MODES = ("none", "count", "ganggate", "free", "topology", "provreq", "placeholders")
 

@@ -23,9 +23,9 @@ chance (docs/replay.md gives the figures), as the ranks of one job do.
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 from ganggate.replay.traces.format import Job, TraceError, parse_row
 

@@ -19,9 +19,10 @@ import csv
 import io
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import TextIO
 
 from ganggate.contract import is_label_key
 from ganggate.core.fit.resources import QuantityError, parse_quantity

@@ -17,8 +17,9 @@ Pure functions.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
 
 KILLED_EXIT_CODE = 137  # 128 + SIGKILL, as containerd reports a container killed at the end of its grace period
 
@@ -162,7 +163,7 @@ def _parse(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:
         return None
 

@@ -5,7 +5,8 @@ that kubesim's API server, resourceclaim controller, scheduler and kubelet share
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 GROUP = "resource.k8s.io"
 VERSION = "v1"

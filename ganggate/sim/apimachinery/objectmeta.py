@@ -13,7 +13,8 @@ Every kind kubesim stores goes through these; the per-kind rules build on them.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, required, too_long
 

@@ -11,8 +11,9 @@ label is a 400 `field label not supported: <label>`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import ApiError, bad_request
 

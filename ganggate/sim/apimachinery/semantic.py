@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 _EMPTY: tuple[Any, ...] = (None, {}, [], "", False, 0)
 _KEPT = ("status", "value")  # keys kept even when empty
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def now_rfc3339(epoch: float | None = None) -> str:
     """A timestamp as the API server writes it: RFC3339 in UTC with a `Z`, whole seconds (of
     `epoch`, Unix seconds; default the real time)."""
-    moment = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
+    moment = datetime.now(UTC) if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

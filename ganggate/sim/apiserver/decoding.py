@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ganggate.sim.apiserver import openapi
 from ganggate.sim.apimachinery import errors
+from ganggate.sim.apiserver import openapi
 
 _KINDS = ((bool, "bool"), (int, "number"), (float, "number"), (dict, "object"), (list, "array"))
 
@@ -61,7 +61,7 @@ class _Plan:
 
     go_name: str
     string_maps: list[str] = field(default_factory=list)
-    nested: list[tuple[str, str, "_Plan"]] = field(default_factory=list)  # (field, object|list|map, plan)
+    nested: list[tuple[str, str, _Plan]] = field(default_factory=list)  # (field, object|list|map, plan)
 
 
 _PLANS: dict[str, _Plan | None] = {}

@@ -14,10 +14,13 @@ reads it, after them.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC
+from typing import Any
 
 from ganggate.sim.apimachinery.semantic import equal
 from ganggate.sim.apiserver.watch import clone
+
 
 # ---- defaulting and strategies -------------------------------------------------------------------
 def default_pod(pod: dict[str, Any]) -> None:
@@ -71,9 +74,9 @@ def prepare_pod_create(pod: dict[str, Any], now: str | None = None) -> None:
     reason SchedulingGated unless a PodScheduled condition is already there.
     """
     if now is None:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(pod)}
     pod["status"] = status
     spec = pod.get("spec") or {}

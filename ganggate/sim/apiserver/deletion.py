@@ -15,8 +15,9 @@ MODIFIED, and the object is removed at once only when the grace is 0).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.store import Store
@@ -26,11 +27,11 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def requested_grace(options: Mapping[str, Any], query: Mapping[str, str]) -> int | None:

@@ -9,10 +9,11 @@ Why this module is long: the resource registry and the Table printers of its kin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import json
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 from ganggate.sim.apiserver.printers import MORE_TABLES, age, human_duration  # human_duration: re-exported
 
@@ -298,7 +299,7 @@ def _has_condition(obj: dict[str, Any], kind: str) -> bool:
 
 
 def _stamp(text: str | None) -> datetime | None:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) if text else None
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if text else None
 
 
 def _job_cells(job: dict[str, Any]) -> list[Any]:
@@ -314,7 +315,7 @@ def _job_cells(job: dict[str, Any]) -> list[Any]:
     started, finished = _stamp(status.get("startTime")), _stamp(status.get("completionTime"))
     duration = ""
     if started is not None:
-        duration = human_duration(((finished or datetime.now(timezone.utc)) - started).total_seconds())
+        duration = human_duration(((finished or datetime.now(UTC)) - started).total_seconds())
     containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
     labels = ((spec.get("selector") or {}).get("matchLabels") or {})
     return [_name(job), state, completions, duration, age(job), ",".join(c.get("name", "") for c in containers),

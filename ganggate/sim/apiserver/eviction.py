@@ -22,13 +22,14 @@ Follows pkg/registry/core/pod/storage/eviction.go (EvictionREST.Create):
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
-from ganggate.sim.helpers import disruption
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause
 from ganggate.sim.apiserver.watch import clone
+from ganggate.sim.helpers import disruption
 
 EVICTION_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
@@ -40,7 +41,7 @@ Delete = Callable[[dict[str, Any]], Any]
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def too_many_requests(detail: str, retry_after: int) -> errors.ApiError:

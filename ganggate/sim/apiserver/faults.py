@@ -8,8 +8,9 @@ code (429 TooManyRequests with Retry-After, 409 Conflict, 500 InternalError, ...
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ganggate.sim.apimachinery import errors
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ganggate.sim.apiserver import openapi
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, not_supported
+from ganggate.sim.apiserver import openapi
 
 DIRECTIVES = ["Ignore", "Strict", "Warn"]
 

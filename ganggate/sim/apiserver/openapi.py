@@ -29,8 +29,13 @@ _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "
 @functools.lru_cache(maxsize=1)
 def schemas() -> dict[str, Any]:
     """Every component schema, keyed by definition name."""
-    from ganggate.sim.apiserver import (openapi_crds, openapi_map_schemas, openapi_schemas, openapi_schemas_resource,
-                                        openapi_workload)
+    from ganggate.sim.apiserver import (
+        openapi_crds,
+        openapi_map_schemas,
+        openapi_schemas,
+        openapi_schemas_resource,
+        openapi_workload,
+    )
 
     every = {**openapi_schemas.load(), **openapi_schemas_resource.load(), **openapi_crds.schemas(),
              **openapi_map_schemas.load(), **openapi_workload.schemas()}
@@ -42,7 +47,7 @@ def schemas() -> dict[str, Any]:
     return every
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def schema_name(group: str, version: str, kind: str) -> str | None:
     """The definition name of a kind (by its x-kubernetes-group-version-kind), or None."""
     for name, schema in schemas().items():
@@ -181,7 +186,7 @@ def _reachable(roots: list[str]) -> dict[str, Any]:
     return {name: every[name] for name in reachable(every, roots)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def document_bytes(group: str, version: str) -> bytes | None:
     """The OpenAPI v3 document of one group-version, serialized, or None if kubesim does not serve it."""
     served = [info for info in discovery.RESOURCES if info.group == group and info.version == version]
@@ -202,7 +207,7 @@ def document_bytes(group: str, version: str) -> bytes | None:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def document_hash(group: str, version: str) -> str:
     """The hash in serverRelativeURL: the uppercase hex SHA-512 of the document (handler3.go computeETag)."""
     data = document_bytes(group, version) or b""

@@ -62,7 +62,7 @@ def schema_v2(node: Any) -> Any:
 
 def _parameter_v2(param: dict[str, Any]) -> dict[str, Any]:
     out = {key: value for key, value in param.items() if key != "schema"}
-    out.update((param.get("schema") or {}))
+    out.update(param.get("schema") or {})
     return out
 
 

@@ -13,9 +13,9 @@ k8s.io/apimachinery/pkg/util/duration.HumanDuration renders them.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Callable
-
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 Cells = Callable[[dict[str, Any]], list[Any]]
 _NAME_DOC = "Name must be unique within a namespace."
@@ -48,8 +48,8 @@ def age(obj: dict[str, Any]) -> str:
     stamp = (obj.get("metadata") or {}).get("creationTimestamp")
     if not stamp:
         return "<unknown>"
-    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    return human_duration((datetime.now(timezone.utc) - created).total_seconds())
+    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return human_duration((datetime.now(UTC) - created).total_seconds())
 
 
 def _column(name: str, description: str, *, type_: str = "string", fmt: str = "", priority: int = 0) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def _parse_time(text: str | None) -> datetime | None:
         return None
     for pattern in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"):
         try:
-            return datetime.strptime(text, pattern).replace(tzinfo=timezone.utc)
+            return datetime.strptime(text, pattern).replace(tzinfo=UTC)
         except ValueError:
             continue
     return None
@@ -73,7 +73,7 @@ def _since(text: str | None) -> str:
     when = _parse_time(text)
     if when is None:
         return "<unknown>"
-    return human_duration((datetime.now(timezone.utc) - when).total_seconds())
+    return human_duration((datetime.now(UTC) - when).total_seconds())
 
 
 def _event_fields(event: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ prints them: printResourceClaim (NAME, STATE, AGE; state `pending`, `allocated`,
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Column = dict[str, Any]
 

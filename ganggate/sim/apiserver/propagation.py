@@ -10,7 +10,8 @@ most kinds, is the garbage collector's (ganggate.sim.controllers.garbagecollecto
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, not_supported

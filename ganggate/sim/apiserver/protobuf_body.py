@@ -10,7 +10,8 @@ or a field it does not decode, is refused with 415 rather than dropped.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 PREFIX = b"k8s\x00"

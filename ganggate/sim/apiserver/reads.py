@@ -8,13 +8,21 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim.apiserver import discovery
 from ganggate.sim.apimachinery import errors, selectors
+from ganggate.sim.apiserver import discovery
+from ganggate.sim.apiserver.requests import (
+    DEFAULT_WATCH_SECONDS,
+    JSON,
+    Target,
+    _json_response,
+    _requested_rv,
+    decode_continue,
+    encode_continue,
+    parse_bool,
+    wants_table,
+)
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import dumps, event_line
-from ganggate.sim.apiserver.requests import (DEFAULT_WATCH_SECONDS, JSON, Target, _json_response, _requested_rv,
-                                             decode_continue, encode_continue, parse_bool, wants_table)
-
 
 
 def include_object(query: dict[str, str]) -> str:

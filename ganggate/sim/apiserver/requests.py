@@ -11,12 +11,11 @@ from typing import Any
 
 from aiohttp import web
 
+from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver import discovery, fieldvalidation
 from ganggate.sim.apiserver.admission import policy as admission_policy
-from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.discovery import ResourceInfo
 from ganggate.sim.apiserver.watch import dumps
-
 
 JSON = "application/json"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

@@ -16,7 +16,6 @@ resourceVersion they are given and serve the latest state (always "not older tha
 
 from __future__ import annotations
 
-
 import asyncio
 import json
 import logging
@@ -24,24 +23,32 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim.apiserver import discovery, openapi, openapi_v2, patch as patching, protobuf_body
-from ganggate.sim.apiserver.registry import pod_log, service as services
 from ganggate.sim.apimachinery import errors
-from ganggate.sim.apiserver.admission import policy as admission_policy, priority
-from ganggate.sim.apiserver import validation
+from ganggate.sim.apiserver import discovery, openapi, openapi_v2, protobuf_body, validation
 from ganggate.sim.apiserver import faults as faults_module
-from ganggate.sim.apiserver.hangup import ClientGone, client_hung_up, read_body
+from ganggate.sim.apiserver import patch as patching
+from ganggate.sim.apiserver.admission import policy as admission_policy
+from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver.faults import FaultInjector
+from ganggate.sim.apiserver.hangup import ClientGone, client_hung_up, read_body
+from ganggate.sim.apiserver.reads import Reads
+from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as mutating_policy
+from ganggate.sim.apiserver.registry import pod_log
+from ganggate.sim.apiserver.registry import service as services
+from ganggate.sim.apiserver.requests import (
+    DEFAULT_NAMESPACES,
+    JSON,
+    _json_response,
+    _not_found_path,
+    error_response,
+    parse_target,
+    verb_of,
+    wants_table,
+)
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import clone
-from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as mutating_policy
-from ganggate.sim.apiserver.requests import (
-    DEFAULT_NAMESPACES, JSON, _json_response, _not_found_path, error_response, parse_target, verb_of, wants_table,
-)
-
-from ganggate.sim.apiserver.reads import Reads
-from ganggate.sim.componentbase.featuregate import FeatureGates
 from ganggate.sim.apiserver.writes import Writes
+from ganggate.sim.componentbase.featuregate import FeatureGates
 
 log = logging.getLogger("ganggate.sim.apiserver.server")
 

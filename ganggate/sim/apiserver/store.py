@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ganggate.sim.apimachinery import errors
+from ganggate.sim.apimachinery.timestamps import now_rfc3339
 from ganggate.sim.apiserver.discovery import ResourceInfo, by_key
 from ganggate.sim.apiserver.watch import Event, Stored, WatchHub, clone
-from ganggate.sim.apimachinery.timestamps import now_rfc3339
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""

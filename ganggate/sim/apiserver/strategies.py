@@ -8,19 +8,22 @@ PrepareForUpdate (main resource and status), Validate, ValidateUpdate.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from ganggate.sim.apiserver.admission import priority
-from ganggate.sim.apiserver.registry import job as job_strategy, poddisruptionbudget as disruption, service as services
-from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
-from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as map_
-from ganggate.sim.apiserver.registry import provisioningrequest as provreq
-from ganggate.sim.apiserver.registry import workload
-from ganggate.sim.api import scheduling
-from ganggate.sim.apiserver.registry import resource as dra
 from ganggate.sim.api import resource as dra_api
+from ganggate.sim.api import scheduling
 from ganggate.sim.apimachinery.errors import Cause
+from ganggate.sim.apiserver.admission import priority
+from ganggate.sim.apiserver.registry import job as job_strategy
+from ganggate.sim.apiserver.registry import mutatingadmissionpolicy as map_
+from ganggate.sim.apiserver.registry import poddisruptionbudget as disruption
+from ganggate.sim.apiserver.registry import provisioningrequest as provreq
+from ganggate.sim.apiserver.registry import resource as dra
+from ganggate.sim.apiserver.registry import service as services
+from ganggate.sim.apiserver.registry import validatingadmissionpolicy as vap
+from ganggate.sim.apiserver.registry import workload
 
 Obj = dict[str, Any]
 

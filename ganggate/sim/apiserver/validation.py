@@ -25,21 +25,9 @@ The names the API server and the other strategies use are re-exported here.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ganggate.sim.apiserver.defaulting import (
-    SCHEDULING_GATED_MESSAGE,
-    default_namespace,
-    default_node,
-    default_pod,
-    default_toleration_seconds,
-    drop_empty,
-    prepare_generic_update,
-    prepare_pod_create,
-    prepare_pod_update,
-    prepare_status_update,
-    qos_class,
-)
 from ganggate.sim.apimachinery.errors import Cause, duplicate, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import (
     DNS1123_LABEL_ERROR,
@@ -53,9 +41,30 @@ from ganggate.sim.apimachinery.objectmeta import (
     validate_object_meta,
     validate_object_meta_update,
 )
-from ganggate.sim.apiserver.registry.pod_update import UPDATABLE_POD_SPEC_FIELDS, validate_pod_status_update, validate_pod_update
-from ganggate.sim.apiserver.registry.pod_validation import (validate_pod, validate_pod_create, validate_scheduling_gates,
-                                                            validate_tolerations)
+from ganggate.sim.apiserver.defaulting import (
+    SCHEDULING_GATED_MESSAGE,
+    default_namespace,
+    default_node,
+    default_pod,
+    default_toleration_seconds,
+    drop_empty,
+    prepare_generic_update,
+    prepare_pod_create,
+    prepare_pod_update,
+    prepare_status_update,
+    qos_class,
+)
+from ganggate.sim.apiserver.registry.pod_update import (
+    UPDATABLE_POD_SPEC_FIELDS,
+    validate_pod_status_update,
+    validate_pod_update,
+)
+from ganggate.sim.apiserver.registry.pod_validation import (
+    validate_pod,
+    validate_pod_create,
+    validate_scheduling_gates,
+    validate_tolerations,
+)
 
 __all__ = [
     "DNS1123_LABEL_ERROR", "DNS1123_SUBDOMAIN_ERROR", "QUALIFIED_NAME_ERROR", "SCHEDULING_GATED_MESSAGE",

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import expired
 

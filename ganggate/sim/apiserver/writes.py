@@ -16,22 +16,32 @@ from typing import Any
 
 from aiohttp import web
 
-from ganggate.sim.apiserver.registry import resource as resource_strategy
-from ganggate.sim.apiserver import propagation as gc
-from ganggate.sim.apiserver import decoding, deletion, discovery, fieldvalidation, patch as patching
-from ganggate.sim.apiserver.registry import service as services
-from ganggate.sim.apiserver.registry import workload
 from ganggate.sim.api import scheduling
 from ganggate.sim.apimachinery import errors, selectors, semantic
-from ganggate.sim.apiserver.admission import policy as admission_policy, priority
-from ganggate.sim.apiserver import eviction, strategies, validation
+from ganggate.sim.apiserver import decoding, deletion, discovery, eviction, fieldvalidation, strategies, validation
+from ganggate.sim.apiserver import patch as patching
+from ganggate.sim.apiserver import propagation as gc
+from ganggate.sim.apiserver.admission import policy as admission_policy
+from ganggate.sim.apiserver.admission import priority
 from ganggate.sim.apiserver.discovery import ResourceInfo
+from ganggate.sim.apiserver.registry import resource as resource_strategy
+from ganggate.sim.apiserver.registry import service as services
+from ganggate.sim.apiserver.registry import workload
+from ganggate.sim.apiserver.requests import (
+    _NAME_ALPHABET,
+    IMMORTAL_NAMESPACES,
+    MAX_UPDATE_ATTEMPTS,
+    USER_INFO,
+    ObjectChanged,
+    Target,
+    _dry_run,
+    _json_response,
+    _status_success,
+    _warned,
+)
 from ganggate.sim.apiserver.store import Store
 from ganggate.sim.apiserver.watch import Stored, clone, dumps
 from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.apiserver.requests import (IMMORTAL_NAMESPACES, MAX_UPDATE_ATTEMPTS, USER_INFO, _NAME_ALPHABET,
-                                             ObjectChanged, Target, _dry_run, _json_response, _status_success, _warned)
-
 
 
 class Writes:

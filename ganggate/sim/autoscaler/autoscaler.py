@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -102,7 +103,7 @@ class Autoscaler:
                     self._working += 1
                     try:
                         await self.scan()
-                    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                         log.debug("autoscaler: %s; next loop", exc)
                     finally:
                         self._working -= 1

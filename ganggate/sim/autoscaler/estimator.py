@@ -7,8 +7,9 @@ resources, node affinity and taints, as the scheduler's predicates the simulator
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ganggate.sim.helpers import nodeaffinity, taints
 from ganggate.sim.helpers.podrequests import node_allocatable, pod_requests

@@ -5,8 +5,9 @@ conditions/conditions.go, checkcapacity/, besteffortatomic/provisioning_class.go
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from ganggate.sim.api import autoscaling as ar
 
@@ -54,7 +55,7 @@ def is_booked(request: Mapping[str, Any]) -> bool:
 def _seconds_since(stamp: str | None, now: float) -> float:
     if not stamp:
         return 0.0
-    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return now - moment.timestamp()
 
 

@@ -13,7 +13,8 @@ import asyncio
 import json
 import logging
 import random
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
 
@@ -72,7 +73,7 @@ class Reflector:
             except Expired:
                 need_list = True
                 self.relists += 1
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
                 log.debug("reflector %s: %s; retrying in %.2fs", self.url, exc, backoff)
                 await asyncio.sleep(backoff * (1 + random.random() / 2))
                 backoff = min(backoff * 2, self.max_backoff)
@@ -182,7 +183,7 @@ class SharedInformers:
         self.base_url = base_url.rstrip("/")
         self._shared: dict[str, _Shared] = {}
 
-    def reflector(self, path: str, handler: Handler) -> "_Handle":
+    def reflector(self, path: str, handler: Handler) -> _Handle:
         """A handle on the shared reflector of `path` that also calls `handler` for each change."""
         shared = self._shared.get(path)
         if shared is None:

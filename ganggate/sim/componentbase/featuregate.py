@@ -20,9 +20,9 @@ SchedulerQueueingHints to true: 1.30 here stands for running a 1.30 kube-schedul
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 RELEASE = "1.35"
 
@@ -124,7 +124,7 @@ class FeatureGates:
             raise KeyError(f"kubesim knows no feature gate {name!r}") from None
         return spec is not None and spec.default
 
-    def with_overrides(self, other: "FeatureGates") -> "FeatureGates":
+    def with_overrides(self, other: FeatureGates) -> FeatureGates:
         """These gates with `other`'s settings on top (the scheduler's own flags over the cluster's)."""
         version = other.version if other.version != RELEASE else self.version
         return FeatureGates({**self.overrides, **other.overrides}, version)

@@ -21,9 +21,9 @@ import logging
 
 import aiohttp
 
-from ganggate.sim.helpers import disruption
 from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
 from ganggate.sim.client.workqueue import WorkQueue, put_status
+from ganggate.sim.helpers import disruption
 
 log = logging.getLogger(__name__)
 

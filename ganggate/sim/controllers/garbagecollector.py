@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 
@@ -100,7 +101,7 @@ class GarbageCollector:
             key = await self._dirty.get()
             try:
                 await self._attempt(key)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.debug("garbage collector: %s: %s; retrying", key, exc)
                 await asyncio.sleep(0.2)
                 self._dirty.put_nowait(key)

@@ -46,11 +46,11 @@ from typing import Any
 
 import aiohttp
 
-from ganggate.sim.controllers import job_pods, pod_failure_policy
-from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
-from ganggate.sim.client.events import EventRecorder
-from ganggate.sim.client.workqueue import ExponentialFailureRateLimiter, WorkQueue, put_status
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
+from ganggate.sim.client.events import EventRecorder
+from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.client.workqueue import ExponentialFailureRateLimiter, WorkQueue, put_status
+from ganggate.sim.controllers import job_pods, pod_failure_policy
 
 log = logging.getLogger(__name__)
 

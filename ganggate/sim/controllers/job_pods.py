@@ -11,7 +11,8 @@ annotations and spec from the template, a controller ownerReference with blockOw
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable, Mapping, Sequence, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ganggate.sim.api.batch import COMPLETION_INDEX
 

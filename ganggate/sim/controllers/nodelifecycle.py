@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 
-from ganggate.sim.helpers import taints as tainting
-from ganggate.sim.clock import Clock, WallClock
 from ganggate.sim.apimachinery.timestamps import now_rfc3339
 from ganggate.sim.client.informers import ReflectorLike, SharedInformers, object_key, reflector_for, run_synced
+from ganggate.sim.clock import Clock, WallClock
+from ganggate.sim.helpers import taints as tainting
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ class NodeLifecycleController:
                 if gone and await self._delete(pod, "DeletionByPodGC", POD_GC_MESSAGE, grace=0, fail=True):
                     self.collected += 1
                     return
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.debug("pod gc %s: %s", key, exc)
             await asyncio.sleep(self.retry_seconds)
 
@@ -241,7 +242,7 @@ class NodeLifecycleController:
                             return True
                         if response.status in (404, 409):
                             return False
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.debug("deleting %s: %s", meta.get("name"), exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
@@ -251,7 +252,7 @@ class NodeLifecycleController:
             name = await self._node_work.get()
             try:
                 await self._taint(name)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.debug("node lifecycle %s: %s; retrying", name, exc)
                 await asyncio.sleep(self.retry_seconds)
                 self._node_work.put_nowait(name)

@@ -18,8 +18,9 @@ Validation and defaulting are the API server's (ganggate.sim.apiserver.registry.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 REASON = "PodFailurePolicy"  # batch.JobReasonPodFailurePolicy: the FailureTarget/Failed condition reason
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import copy
 import math
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 KEY = "poddisruptionbudgets.policy"
 IF_HEALTHY_BUDGET = "IfHealthyBudget"
@@ -32,7 +33,7 @@ Obj = dict[str, Any]
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---- which pods a budget covers -------------------------------------------------------------------------
@@ -120,7 +121,7 @@ def expected_scale(pods: Iterable[Mapping[str, Any]]) -> int:
 
 def _parse(stamp: str) -> datetime | None:
     try:
-        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except (TypeError, ValueError):
         return None
 
@@ -167,7 +168,7 @@ def _set_condition(status: Obj, condition: Obj, generation: int | None) -> None:
 
 def compute_status(pdb: Mapping[str, Any], all_pods: Iterable[Mapping[str, Any]], now: datetime | None = None) -> Obj:
     """The status the disruption controller writes for the budget, given every pod it can see."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     generation = (pdb.get("metadata") or {}).get("generation", 1)
     status = copy.deepcopy(pdb.get("status") or {})
     pods = [p for p in all_pods if covers(pdb, p)]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import celpy
 from celpy import celtypes

@@ -17,7 +17,8 @@ Requirement.Matches), as the NodeAffinity filter plugin uses them:
 from __future__ import annotations
 
 import re
-from typing import Callable, Mapping, Sequence, TypeGuard
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeGuard
 
 Matcher = Callable[[Mapping[str, str]], bool]
 

@@ -20,7 +20,7 @@ every resource but cpu is a multiple of 1000. `pods: 1000` stands for the pod it
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ganggate.sim.apimachinery.quantity import milli_value, parse_nanos, value
 

@@ -14,7 +14,7 @@ off by default; with it off they tolerate nothing, as here unless `comparison_op
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 DO_NOT_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"  # k8s.io/api/core/v1 well_known_taints.go

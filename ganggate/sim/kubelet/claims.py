@@ -8,8 +8,8 @@ kubelet tries again, as its pod workers do.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import aiohttp
 
@@ -60,7 +60,7 @@ async def wait_prepared(session: aiohttp.ClientSession, base_url: str,
         try:
             if await prepared(session, base_url, pod):
                 return True
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             pass
         await sleep(delay)
         delay = min(delay * 2, 2.0)

@@ -19,13 +19,13 @@ pod at admission instead, so a placement mistake of the controller shows at once
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
-
-from ganggate.sim.helpers.podrequests import resource_list
-from ganggate.sim.apimachinery.quantity import QuantityError, value
 
 from ganggate.sim.api.gpushare import GPU_COUNT, GPU_MEM  # re-exported: tests read them here
+from ganggate.sim.apimachinery.quantity import QuantityError, value
+from ganggate.sim.helpers.podrequests import resource_list
+
 WHOLE_GPU = "nvidia.com/gpu"
 CARD_INDEX = "ALIYUN_COM_GPU_MEM_IDX"
 POD_AMOUNT = "ALIYUN_COM_GPU_MEM_POD"

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 
@@ -151,7 +152,7 @@ class GpuDraDriver:
                     kind, node = await self._dirty.get()
                     try:
                         await self._sync(kind, node)
-                    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
+                    except (TimeoutError, aiohttp.ClientError, OSError, RuntimeError) as exc:
                         log.info("dra driver: %s; retrying", exc)
                         await asyncio.sleep(0.5)
                         self._dirty.put_nowait((kind, node))

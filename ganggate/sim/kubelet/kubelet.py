@@ -36,20 +36,19 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
 
-from ganggate.sim.kubelet import claims
-
 from ganggate.sim.apimachinery.timestamps import now_rfc3339  # (the replay reads it here too)
+from ganggate.sim.client.informers import Reflector, object_key
 from ganggate.sim.clock import Clock, WallClock
+from ganggate.sim.kubelet import claims
 from ganggate.sim.kubelet.deviceplugin import ASSIGNED, ASSUME_TIME, REJECT_REASON, CardLedger, shared_amount
 from ganggate.sim.kubelet.status import (  # re-exported: the replay and tests use them
-    FAIL_AFTER_ANNOTATION,
-    RUN_SECONDS_ANNOTATION,
-    failed_status,
     fail_after_seconds,
+    failed_status,
     killed_status,
     rejected_status,
     restarted_status,
@@ -57,7 +56,6 @@ from ganggate.sim.kubelet.status import (  # re-exported: the replay and tests u
     running_status,
     succeeded_status,
 )
-from ganggate.sim.client.informers import Reflector, object_key
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +353,7 @@ class Kubelet:
                 status = await send(self._session, pod)
                 if status < 300 or status == 404:
                     return status
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.debug("kubelet request for %s: %s", key, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)

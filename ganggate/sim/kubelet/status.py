@@ -9,14 +9,16 @@ ends the pod; otherwise the container restarts, restartCount and lastState recor
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Mapping
-
-from ganggate.sim.client.informers import object_key
 
 from ganggate.sim.api.kubesim import (  # re-exported: the kubelet, the replay and tests use them
-    FAIL_AFTER_ANNOTATION, FAIL_EXIT_CODE_ANNOTATION, FAIL_REASON_ANNOTATION, RUN_SECONDS_ANNOTATION,
+    FAIL_AFTER_ANNOTATION,
+    FAIL_EXIT_CODE_ANNOTATION,
+    FAIL_REASON_ANNOTATION,
+    RUN_SECONDS_ANNOTATION,
 )
+from ganggate.sim.client.informers import object_key
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ and thrown away whenever a node's labels, taints, cordon or readiness change.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, SupportsIndex
+from typing import Any, SupportsIndex
 
 import numpy as np
 

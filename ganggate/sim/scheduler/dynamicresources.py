@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import aiohttp
 import numpy as np
@@ -353,7 +354,7 @@ class DynamicResources:
                     return False
             if plan.extended is not None and not await self._extended_claim(session, base_url, pod, plan.extended, ref):
                 return False
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             log.debug("pre-bind %s: %s", key, exc)
             return False
         self.plans.pop(key, None)

@@ -16,7 +16,7 @@ Follows kube-scheduler 1.35:
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from ganggate.sim.helpers import podrequests, taints
 from ganggate.sim.helpers.nodeaffinity import RequiredNodeAffinity

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 
@@ -213,7 +214,7 @@ class GangScheduling:
                 body = await response.json(content_type=None)
                 if response.status < 300 and isinstance(body, dict):
                     self.podgroups[group] = body  # what we wrote, before the watch shows it
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
             log.debug("PodGroup %s/%s status: %s", namespace, name, exc)
 
     def start(self, session: aiohttp.ClientSession) -> Reflector:

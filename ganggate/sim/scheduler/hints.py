@@ -21,8 +21,8 @@ the pseudo plugin NodeReady: it requeues when a node is added Ready or turns Rea
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 from ganggate.sim.helpers import podrequests, taints
 from ganggate.sim.helpers.nodeaffinity import RequiredNodeAffinity
@@ -65,7 +65,7 @@ class ClusterEvent:
     action: int
     label: str = ""
 
-    def matches(self, happened: "ClusterEvent") -> bool:
+    def matches(self, happened: ClusterEvent) -> bool:
         """MatchClusterEvents(registered=self, happened)."""
         if self.resource == WILDCARD:
             return True

@@ -14,8 +14,8 @@ nominations instead of one entry per nominated pod (a 1,000-pod gang nominated a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 

@@ -18,11 +18,11 @@ is ganggate.sim.scheduler.preemption (without the `preemption: ...` suffix to th
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ganggate.sim.helpers import podrequests, taints
 from ganggate.sim.helpers.nodeaffinity import RequiredNodeAffinity
-from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
+from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS
 
 MAX_NODE_SCORE = 100  # pkg/scheduler/framework/interface.go MaxNodeScore
 

@@ -25,8 +25,8 @@ Nominated pods of equal or higher priority count on their nominated node while f
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
 
 from ganggate.sim.helpers import disruption
 from ganggate.sim.helpers.podrequests import PODS

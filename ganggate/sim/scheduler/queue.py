@@ -31,8 +31,9 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ganggate.sim.scheduler import hints
 from ganggate.sim.scheduler.hints import ClusterEvent

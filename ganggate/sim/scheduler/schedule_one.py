@@ -12,14 +12,15 @@ ganggate.sim.scheduler.plugins, evaluated here as numpy vector operations.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
 from ganggate.sim.scheduler import hints
 from ganggate.sim.scheduler import plugins as sched_filters
-from ganggate.sim.helpers.podrequests import CPU, MEMORY, PODS, Resources
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 
 if TYPE_CHECKING:

@@ -22,22 +22,28 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
 
 import aiohttp
 
-from ganggate.sim.componentbase.featuregate import FeatureGates
-from ganggate.sim.scheduler import dynamicresources, eventhandlers, gangscheduling, hints, preemption
-from ganggate.sim.helpers.podrequests import scheduling_requests
 from ganggate.sim.apimachinery.quantity import QuantityError
-from ganggate.sim.scheduler.schedule_one import Algorithm, Decision
+from ganggate.sim.apimachinery.timestamps import now_rfc3339
+from ganggate.sim.client.informers import Reflector, object_key
+from ganggate.sim.componentbase.featuregate import FeatureGates
+from ganggate.sim.helpers.podrequests import scheduling_requests
+from ganggate.sim.scheduler import dynamicresources, eventhandlers, gangscheduling, hints, preemption
 from ganggate.sim.scheduler.cache import ClusterCache, PodEntry
 from ganggate.sim.scheduler.nominator import Nominator
 from ganggate.sim.scheduler.plugins import pod_priority
-from ganggate.sim.client.informers import Reflector, object_key
-from ganggate.sim.scheduler.queue import LEFTOVER_FLUSH_INTERVAL, MAX_IN_UNSCHEDULABLE_SECONDS, QueuedPod, SchedulingQueue
-from ganggate.sim.apimachinery.timestamps import now_rfc3339
+from ganggate.sim.scheduler.queue import (
+    LEFTOVER_FLUSH_INTERVAL,
+    MAX_IN_UNSCHEDULABLE_SECONDS,
+    QueuedPod,
+    SchedulingQueue,
+)
+from ganggate.sim.scheduler.schedule_one import Algorithm, Decision
 
 log = logging.getLogger(__name__)
 
@@ -366,7 +372,7 @@ class Scheduler:
                     await response.read()
                 async with self._http.delete(url) as response:
                     await response.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.debug("preempting %s: %s", key, exc)
         for key in cleared:
             namespace, name = key.split("/", 1)
@@ -436,7 +442,7 @@ class Scheduler:
             ) as response:
                 status = response.status
                 await response.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             log.debug("bind %s/%s -> %s: %s", namespace, name, node, exc)
         finally:
             bind_slots.release()
@@ -495,7 +501,7 @@ class Scheduler:
                 await response.read()
                 if response.status >= 300:
                     self._written.pop(object_key(pod), None)  # try again on the next failure
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             log.debug("status of %s/%s: %s", namespace, name, exc)
             self._written.pop(object_key(pod), None)
 

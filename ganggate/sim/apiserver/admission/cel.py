@@ -18,8 +18,9 @@ expression using it fails to evaluate and the failurePolicy decides.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import celpy
 from celpy import celtypes

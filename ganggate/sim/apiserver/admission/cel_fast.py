@@ -22,15 +22,26 @@ substring). Anything else (timestamps, durations, type(), optional `?.`, protobu
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import celpy
 import lark
 
 from ganggate.sim.apiserver.admission.cel_library import (
-    _ARITHMETIC, _GLOBALS, _MACROS, _METHODS, _RELATIONS, CelError, Unsupported, _bool, _index, _int, _overload,
-    _type_name, select,
+    _ARITHMETIC,
+    _GLOBALS,
+    _MACROS,
+    _METHODS,
+    _RELATIONS,
+    CelError,
+    Unsupported,
+    _bool,
+    _index,
+    _int,
+    _overload,
+    _type_name,
+    select,
 )
 
 Env = Mapping[str, Any]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 

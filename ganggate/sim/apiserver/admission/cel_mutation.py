@@ -16,8 +16,9 @@ cel.py (cel-python), which has no object construction: using one there fails to 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import lark
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 

@@ -10,9 +10,9 @@ evaluated after these, live in kubesim/apiserver/admission/cel.py.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
-
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,21 @@ it may refuse a patch the real server's schema would merge; kubesim admits pods 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import jsonpatch
 
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.admission.cel import EvaluationError, evaluate_conditions
 from ganggate.sim.apiserver.admission.cel_mutation import (
-    JSON_PATCH_TYPE, OBJECT_TYPE, ObjectValue, evaluate_mutation, plain, type_name_errors,
+    JSON_PATCH_TYPE,
+    OBJECT_TYPE,
+    ObjectValue,
+    evaluate_mutation,
+    plain,
+    type_name_errors,
 )
 from ganggate.sim.apiserver.admission.policy import PolicyChain, Request, Variables
 from ganggate.sim.apiserver.patch import MERGE_KEYS

@@ -27,17 +27,17 @@ that fills status.typeChecking, the CEL cost budget, and policies on subresource
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ganggate.sim.apimachinery import errors
-from ganggate.sim.apiserver.admission.webhook import admission_request
 from ganggate.sim.apiserver.admission.cel import EvaluationError, evaluate_conditions, evaluate_value
-from ganggate.sim.apiserver.admission.matching import SelectorError, labels_match, rule_matches, selector_requirements
-from ganggate.sim.apiserver.registry.validatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 from ganggate.sim.apiserver.admission.cel_fast import CelError
+from ganggate.sim.apiserver.admission.matching import SelectorError, labels_match, rule_matches, selector_requirements
+from ganggate.sim.apiserver.admission.webhook import admission_request
+from ganggate.sim.apiserver.registry.validatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 
 log = logging.getLogger("ganggate.sim.apiserver.admission.policy")
 

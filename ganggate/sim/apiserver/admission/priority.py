@@ -19,7 +19,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apimachinery.errors import Cause, forbidden, not_supported

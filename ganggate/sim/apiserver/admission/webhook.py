@@ -13,7 +13,6 @@ saying the URL form is needed.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import errno
@@ -21,8 +20,9 @@ import functools
 import json
 import ssl
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import aiohttp
@@ -275,7 +275,7 @@ async def post_review(
             return payload
     except CallError:
         raise
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise fail("context deadline exceeded") from None
     except aiohttp.ClientConnectorCertificateError as exc:
         cert_error = exc.certificate_error

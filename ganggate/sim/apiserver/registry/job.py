@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.api.batch import (  # re-exported for the strategies' users
-    COMPLETION_INDEX, CONTROLLER_UID, JOB_NAME, LEGACY_CONTROLLER_UID, LEGACY_JOB_NAME,
+    CONTROLLER_UID,
+    JOB_NAME,
+    LEGACY_CONTROLLER_UID,
+    LEGACY_JOB_NAME,
 )
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
 from ganggate.sim.apiserver.registry import job_failure_policy

@@ -13,10 +13,18 @@ ganggate.sim.controllers.pod_failure_policy.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ganggate.sim.apimachinery.errors import (Cause, duplicate, invalid_omitted, invalid_value, not_supported,
-                                              required, too_many)
+from ganggate.sim.apimachinery.errors import (
+    Cause,
+    duplicate,
+    invalid_omitted,
+    invalid_value,
+    not_supported,
+    required,
+    too_many,
+)
 
 ACTIONS = ["Count", "FailJob", "Ignore"]  # supportedPodFailurePolicyActions, sorted (sets.List)
 OPERATORS = ["In", "NotIn"]

@@ -19,7 +19,8 @@ paramKind or paramRef is refused with a Forbidden field error that says so.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import validate_object_meta

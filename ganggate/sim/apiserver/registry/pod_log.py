@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from aiohttp import web
 
@@ -98,7 +99,7 @@ def check_started(pod: Mapping[str, Any], container: str, previous: bool) -> Non
 
 def _since(options: Mapping[str, Any]) -> datetime | None:
     if options["since_seconds"] is not None:
-        return datetime.now(timezone.utc) - timedelta(seconds=options["since_seconds"])
+        return datetime.now(UTC) - timedelta(seconds=options["since_seconds"])
     return parse_time(options["since_time"])
 
 

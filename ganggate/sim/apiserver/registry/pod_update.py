@@ -18,12 +18,13 @@ ValidatePodStatusUpdate (pods/status) checks the phase and the conditions' types
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import validate_object_meta_update
-from ganggate.sim.apiserver.registry.pod_validation import validate_pod
 from ganggate.sim.apimachinery.semantic import equal, normal
+from ganggate.sim.apiserver.registry.pod_validation import validate_pod
 from ganggate.sim.apiserver.watch import clone
 
 UPDATABLE_POD_SPEC_FIELDS = ",".join([

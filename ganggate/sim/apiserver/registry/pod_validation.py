@@ -13,7 +13,8 @@ What may change afterwards is in pod_update.py.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import Cause, duplicate, forbidden, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import (
@@ -23,8 +24,8 @@ from ganggate.sim.apimachinery.objectmeta import (
     qualified_name_errors,
     validate_object_meta,
 )
-from ganggate.sim.apiserver.registry.resource_validation import validate_resources
 from ganggate.sim.apiserver.registry.pod_claims import validate_pod_resource_claims
+from ganggate.sim.apiserver.registry.resource_validation import validate_resources
 
 _RESTART_POLICIES = ["Always", "Never", "OnFailure"]
 

@@ -18,13 +18,14 @@ without a controller as 0 (they are `unmanagedPods`), exactly as the real contro
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import validate_object_meta
 from ganggate.sim.apiserver.watch import clone
+from ganggate.sim.helpers.disruption import _PERCENT, POLICIES
 from ganggate.sim.helpers.disruption import KEY as KEY  # the strategies' table reads it here
-from ganggate.sim.helpers.disruption import POLICIES, _PERCENT
 
 Obj = dict[str, Any]
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.api import autoscaling
 from ganggate.sim.apimachinery.errors import Cause, invalid_value, required, too_long

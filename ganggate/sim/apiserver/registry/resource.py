@@ -19,11 +19,18 @@ Why this module is long: the four kinds' rules share the request and selector ch
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.api import resource as api
 from ganggate.sim.apimachinery.errors import (
-    Cause, duplicate, forbidden, invalid_value, not_supported, required, too_many,
+    Cause,
+    duplicate,
+    forbidden,
+    invalid_value,
+    not_supported,
+    required,
+    too_many,
 )
 from ganggate.sim.apimachinery.objectmeta import dns1123_label_errors, dns1123_subdomain_errors, validate_object_meta
 from ganggate.sim.apimachinery.quantity import QuantityError, parse_nanos

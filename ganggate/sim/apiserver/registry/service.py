@@ -20,7 +20,8 @@ from __future__ import annotations
 import ipaddress
 import random
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ganggate.sim.apimachinery.errors import Cause, duplicate, invalid_value, not_supported, required
 from ganggate.sim.apiserver.validation import label_value_errors, qualified_name_errors, validate_object_meta

@@ -18,11 +18,12 @@ spec.paramRef is refused with a Forbidden field error that says so (the real ser
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ganggate.sim.apiserver.admission.cel import compile_expression
 from ganggate.sim.apimachinery.errors import Cause, duplicate, forbidden, invalid_value, not_supported, required
 from ganggate.sim.apimachinery.objectmeta import dns1123_subdomain_errors, qualified_name_errors, validate_object_meta
+from ganggate.sim.apiserver.admission.cel import compile_expression
 
 POLICY_KEY = "validatingadmissionpolicies.admissionregistration.k8s.io"
 BINDING_KEY = "validatingadmissionpolicybindings.admissionregistration.k8s.io"

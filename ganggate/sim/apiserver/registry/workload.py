@@ -17,12 +17,17 @@ immutable (ValidatePodUpdate compares the whole spec: pod_update.py says so).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ganggate.sim.api import scheduling as api
-from ganggate.sim.apimachinery.errors import Cause, forbidden, invalid_value, required, too_many, duplicate
-from ganggate.sim.apimachinery.objectmeta import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors
-from ganggate.sim.apimachinery.objectmeta import validate_object_meta
+from ganggate.sim.apimachinery.errors import Cause, duplicate, forbidden, invalid_value, required, too_many
+from ganggate.sim.apimachinery.objectmeta import (
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    qualified_name_errors,
+    validate_object_meta,
+)
 from ganggate.sim.apiserver.registry import provisioningrequest as provreq
 
 Obj = dict[str, Any]
