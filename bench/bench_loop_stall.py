@@ -145,7 +145,7 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
     if settle:
         controller.collector.start()  # as Controller.run does: no full collection of the collector's own accord
     else:
-        controller.collector.settle = lambda: None  # type: ignore[method-assign]
+        controller.collector.settle = lambda: None  # type: ignore[method-assign]  # the baseline run: no settles (CPython's own collections)
     gc.unfreeze()  # (each run from the same start: the last run's objects may be collected)
     gc.collect()
     if mode == "thread":

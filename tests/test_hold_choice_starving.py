@@ -118,11 +118,11 @@ def test_holds_on_a_starving_backlog_are_those_of_ranking_every_node_for_each_ga
                for _, waiting in kept for _, _, message in waiting)
     assert held  # (the clusters do make holds)
 
-    plain_of = holdback._HoldMemo.of.__func__  # type: ignore[attr-defined]
+    plain_of = holdback._HoldMemo.of.__func__  # type: ignore[attr-defined]  # a classmethod's function, to wrap it
 
     def of(cls: type[holdback._HoldMemo], capacity: Capacity, state: ClusterState, now: float) -> holdback._HoldMemo:
         memo: holdback._HoldMemo = plain_of(cls, capacity, state, now)
-        memo.state_for_test = state  # type: ignore[attr-defined]
+        memo.state_for_test = state  # type: ignore[attr-defined]  # what the plain ranking reads, set on the memo for this test only
         return memo
 
     monkeypatch.setattr(holdback._HoldMemo, "of", classmethod(of))
