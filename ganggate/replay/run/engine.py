@@ -351,8 +351,10 @@ class _Engine:
     async def _resume(self) -> None:
         deadline = time.monotonic() + self.settle_timeout
         while time.monotonic() < deadline:
-            _, max_rv, _ = self._pods()
-            if self._observed(max_rv, self._node_rv()):
+            views, max_rv, _ = self._pods()
+            # With DRA a finished pod's devices are free once kube-controller-manager has released its
+            # claims: part of the instant's changes, so the deciders see them too before they resume.
+            if self._observed(max_rv, self._node_rv()) and not (self.dra and self._dra_busy(views)):
                 break
             await asyncio.sleep(0.002)
         else:
@@ -411,8 +413,6 @@ class _Engine:
             return busy
         if self.autoscaler is not None and not self.autoscaler.idle:
             return "autoscaler"
-        if self.dra and (busy := self._dra_busy(views)):
-            return busy
         controller = self.stack.controller
         if controller is not None:
             failed = self.stack.controller_failed()
@@ -422,11 +422,10 @@ class _Engine:
                 return "controller (syncing)"
             if as_rv(controller.pods.resource_version) < max_rv or as_rv(controller.nodes.resource_version) < node_rv:
                 return "controller (watch)"
-            if self.dra and any(as_rv(i.resource_version) < self._dra_rv(f"{i.kind}.resource.k8s.io")
-                                for i in controller.dra.informers):
-                return "controller (DRA watch)"
             if not controller.idle:
                 return "controller"
+        if self.dra and (busy := self._dra_busy(views)):
+            return busy
         return None
 
     async def _settle(self) -> None:
@@ -488,6 +487,10 @@ class _Engine:
             seen = {k: c["metadata"]["resourceVersion"] for k, c in plugin.claims.items()}
             if seen != {k: c["metadata"]["resourceVersion"] for k, c in claims.items()}:
                 return "scheduler (DRA claims watch)"
+        controller = self.stack.controller
+        if controller is not None and any(as_rv(i.resource_version) < self._dra_rv(f"{i.kind}.resource.k8s.io")
+                                          for i in controller.dra.informers):
+            return "controller (DRA watch)"
         return None
 
     def _observe(self, now: float, events: list[str]) -> None:
