@@ -42,7 +42,9 @@ def register(subparsers: Any) -> None:
             "  ganggate replay --trace examples/traces/sample.csv --modes none,ganggate --out replay-out/sample\n"
             "      a trace of your own (the CSV columns above), two modes only\n"
             "  ganggate replay --synth --jobs 80 --disruptions drain=2,pod-failure=6\n"
-            "      the same with node drains and pod failures (docs/replay.md)"
+            "      the same with node drains and pod failures (docs/replay.md)\n"
+            "  ganggate replay --synth --jobs 40 --dra\n"
+            "      GPUs as DRA devices, each pod claiming its own through a ResourceClaimTemplate"
         ),
         formatter_class=_ExamplesFormatter,
     )
