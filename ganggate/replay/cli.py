@@ -42,7 +42,9 @@ def register(subparsers: Any) -> None:
             "  ganggate replay --trace examples/traces/sample.csv --modes none,ganggate --out replay-out/sample\n"
             "      a trace of your own (the CSV columns above), two modes only\n"
             "  ganggate replay --synth --jobs 80 --disruptions drain=2,pod-failure=6\n"
-            "      the same with node drains and pod failures (docs/replay.md)"
+            "      the same with node drains and pod failures (docs/replay.md)\n"
+            "  ganggate replay --synth --jobs 40 --dra\n"
+            "      GPUs as DRA devices, each pod claiming its own through a ResourceClaimTemplate"
         ),
         formatter_class=_ExamplesFormatter,
     )
@@ -84,6 +86,9 @@ def register(subparsers: Any) -> None:
     from ganggate.sim.cli import add_autoscaler_arguments
 
     add_autoscaler_arguments(replay)  # --node-group: an autoscaled cluster (replay/results/autoscaling.py)
+    from ganggate.sim.cli import add_dra_arguments
+
+    add_dra_arguments(replay)  # --dra: each job's pods claim their GPUs through a ResourceClaimTemplate
     replay.add_argument("--modes", default="none,count,ganggate",
                         help="comma-separated admission modes: none, count, ganggate, free (planner admits, "
                              "scheduler places), topology (needs --topology), provreq and placeholders (ganggate asking "
@@ -238,6 +243,7 @@ def _replay(args: argparse.Namespace) -> int:
                                         topology_level=shape.rack_label if shape else "ganggate.io/rack"))
             source = f"synthetic: {args.jobs} jobs, seed {args.seed}, load {args.load:g}"
         jobs = with_deadlines(jobs, args.deadline_factor)
+        product = _dra_product(args)
         nodes = engine.uniform_nodes(args.nodes, args.gpus_per_node, args.node_cpu, args.node_memory)
         if shape is not None:
             nodes = topology_nodes(shape, args.gpus_per_node, args.node_cpu, args.node_memory)
@@ -246,7 +252,7 @@ def _replay(args: argparse.Namespace) -> int:
         if any(m in ("provreq", "placeholders") for m in modes) and not groups:
             raise ValueError("--modes provreq and placeholders ask an autoscaler for nodes: give --node-group")
         scenario = engine.Scenario(jobs, nodes, disruptions=planned, topology_levels=shape.levels if shape else (),
-                                   node_groups=groups, autoscaler=autoscaler_options)
+                                   node_groups=groups, autoscaler=autoscaler_options, dra_product=product)
         engine.check_fits(scenario)
         sweep = parse_sweep(args.sweep) if args.sweep else None
     except (TraceError, ValueError, engine.ReplayError) as exc:
@@ -353,6 +359,23 @@ def _sweep(sweep: Any, scenario: Any, args: argparse.Namespace, source: str) -> 
     print(report.jobs_table(summaries))
     print(f"\nwrote {args.out / 'sweep.csv'}, {args.out / 'tradeoff.png'}")
     return 0
+
+
+def _dra_product(args: argparse.Namespace) -> str | None:
+    """The DRA GPUs' productName (None without --dra); ValueError for what --dra does not replay."""
+    from ganggate.sim.kubelet.dradriver import DEFAULT_PRODUCT
+
+    if not args.dra:
+        if args.dra_product:
+            raise ValueError("--dra-product needs --dra")
+        return None
+    if args.node_group:
+        raise ValueError("--dra does not replay an autoscaled cluster: the autoscaler's nodes publish "
+                         "nvidia.com/gpu capacity, not DRA devices; leave out --node-group")
+    if args.disruptions:
+        raise ValueError("--dra does not replay --disruptions (its jobs' replacement pods and urgent pods are not "
+                         "modelled with claims); leave out --disruptions")
+    return args.dra_product or DEFAULT_PRODUCT
 
 
 def _disruptions(args: argparse.Namespace, jobs: list, nodes: list) -> list:

@@ -37,6 +37,10 @@ class JobProgress:
     gpus_per_pod: int
     bound: int
     running: int
+    #: GPUs its bound / running pods hold, counted from their allocated DRA claims (a --dra replay);
+    #: None: pods x gpus_per_pod (device-plugin GPUs).
+    bound_gpus: int | None = None
+    running_gpus: int | None = None
 
     @property
     def all_running(self) -> bool:
@@ -164,9 +168,9 @@ def split_gpus(jobs: Iterable[JobProgress]) -> tuple[int, int]:
     busy = held = 0
     for job in jobs:
         if job.all_running:
-            busy += job.running * job.gpus_per_pod
+            busy += job.running * job.gpus_per_pod if job.running_gpus is None else job.running_gpus
         else:
-            held += job.bound * job.gpus_per_pod
+            held += job.bound * job.gpus_per_pod if job.bound_gpus is None else job.bound_gpus
     return busy, held
 
 

@@ -36,8 +36,10 @@ from ganggate.replay.run.disruptions import Disruptor
 from ganggate.replay.run.observe import (
     JOB_LABEL,
     PodView,
+    allocated_devices,
     background_pod,
     event_rows,
+    gpu_claim_template,
     job_nodes,
     pod_manifest,
     progress,
@@ -67,6 +69,10 @@ from ganggate.replay.run.stack import MODES, SimulatedClock, Stack, start_gate
 from ganggate.replay.traces.format import Job
 
 NAMESPACE = "default"
+#: kubesim's store keys of the DRA kinds a --dra replay waits on (resource.k8s.io/v1).
+CLAIMS = "resourceclaims.resource.k8s.io"
+SLICES = "resourceslices.resource.k8s.io"
+DRA_KEYS = (CLAIMS, SLICES, "deviceclasses.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io")
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 class _Engine:
@@ -98,6 +104,10 @@ class _Engine:
         self.autoscaler: Any = None  # kubesim's cluster-autoscaler, with the scenario's node groups
         self.provisioned: list[tuple[float, int]] = []  # (time, GPUs of all nodes) from then on
         self._last_progress = 0.0
+        self.dra = scenario.dra_product is not None  # GPUs as DRA devices, claimed through templates
+        self._templates: set[int] = set()  # GPU counts whose ResourceClaimTemplate exists
+        self._dra_revision = -1  # the store revision _dra_rv has read the change log up to
+        self._dra_rv_seen: dict[str, int] = dict.fromkeys(DRA_KEYS, 0)  # store key -> its last change's rv
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -110,7 +120,9 @@ class _Engine:
         started = time.monotonic()
         first = min([j.submit_time for j in self.scenario.jobs] + [0.0])
         clock = ManualClock(start=first)
-        sim = Simulator(nodes=0, scheduler=False, kubelet=False, clock=clock)
+        # With DRA the GPU driver stand-in publishes each node's ResourceSlice and the DeviceClass, and
+        # kube-controller-manager's resourceclaim controller makes each pod's claim from its template.
+        sim = Simulator(nodes=0, scheduler=False, kubelet=False, clock=clock, dra_product=self.scenario.dra_product)
         await sim.start()
         self._table = PodTable(sim.store)
         stack = Stack(mode=self.mode, sim=sim, topology_levels=tuple(self.scenario.topology_levels),
@@ -120,12 +132,14 @@ class _Engine:
                                         timeout=aiohttp.ClientTimeout(total=60))
         try:
             for node in self.scenario.nodes:
-                await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus, labels=dict(node.labels))
+                await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus, labels=dict(node.labels),
+                                   dra_product=sim.dra_product)
+            await self._await_slices(sim)
             # Backoff and the unschedulable flush are wall-clock waits in kube-scheduler
             # (pkg/scheduler/backend/queue/scheduling_queue.go): seconds that simulated time
             # compresses away. Without them a retry follows the cluster event that allows it.
             self.scheduler = Scheduler(sim.url, pod_initial_backoff_seconds=0.0, pod_max_backoff_seconds=0.0,
-                                       unschedulable_flush_seconds=1e9)
+                                       unschedulable_flush_seconds=1e9, feature_gates=sim.scheduler_feature_gates)
             self.kubelet = Kubelet(sim.url, clock=clock)
             tasks = [asyncio.create_task(self.scheduler.run(), name="replay-scheduler"),
                      asyncio.create_task(self.kubelet.run(), name="replay-kubelet")]
@@ -159,7 +173,9 @@ class _Engine:
                         events.append(f"{job_id} finished")
                 while n < len(node_events) and node_events[n].time <= now:
                     node = node_events[n].node
-                    await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus, labels=dict(node.labels))
+                    await sim.add_node(node.name, cpu=node.cpu, memory=node.memory, gpus=node.gpus,
+                                       labels=dict(node.labels), dra_product=sim.dra_product)
+                    await self._await_slices(sim)
                     events.append(f"node {node.name} added ({node.gpus} GPUs)")
                     n += 1
                 events.extend(await self.disruptor.apply_due(now))
@@ -258,10 +274,37 @@ class _Engine:
 
     async def _submit(self, job: Job) -> None:
         self.records[job.job_id] = JobRecord(job.job_id, job.submit_time, job.gpus)
+        if self.dra and job.gpus_per_pod and job.gpus_per_pod not in self._templates:
+            await self._post(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates",
+                             gpu_claim_template(job.gpus_per_pod, NAMESPACE))
+            self._templates.add(job.gpus_per_pod)
         if self.owners:
-            return await create_job(self.session, self.sim.url, job, NAMESPACE)
-        await _gather_bounded([self._create(pod_manifest(job, i, NAMESPACE, timeout_seconds=self.gang_timeout_seconds))
+            return await create_job(self.session, self.sim.url, job, NAMESPACE, dra=self.dra)
+        await _gather_bounded([self._create(pod_manifest(job, i, NAMESPACE, timeout_seconds=self.gang_timeout_seconds,
+                                                         dra=self.dra))
                                for i in range(job.pods)])
+
+    async def _post(self, path: str, body: dict) -> None:
+        async with self.session.post(self.sim.url + path, json=body) as response:
+            text = await response.read()
+            if response.status >= 300:
+                raise ReplayError(f"creating {body['kind']} {body['metadata']['name']}: HTTP {response.status}: "
+                                  f"{text[:300].decode(errors='replace')}")
+
+    async def _await_slices(self, sim: Any) -> None:
+        """With DRA: wait (bounded) until the GPU driver stand-in has published the DeviceClass and
+        a ResourceSlice for every node with GPUs, so that no pod is judged before its node's devices exist."""
+        if not self.dra:
+            return
+        deadline = time.monotonic() + self.settle_timeout
+        while time.monotonic() < deadline:
+            published = {(s.obj.get("spec") or {}).get("nodeName") for _, s in sim.store.iter(SLICES)}
+            wanted = {s.obj["metadata"]["name"] for _, s in sim.store.iter("nodes")
+                      if int((s.obj["metadata"].get("labels") or {}).get("nvidia.com/gpu.count") or 0) > 0}
+            if wanted <= published and any(True for _ in sim.store.iter("deviceclasses.resource.k8s.io")):
+                return
+            await asyncio.sleep(0.005)
+        raise ReplayError("the GPU DRA driver did not publish every node's ResourceSlice in time")
 
     async def _finish(self, job_id: str) -> None:
         """The job's processes exit 0: write Succeeded as the kubelet would."""
@@ -308,8 +351,10 @@ class _Engine:
     async def _resume(self) -> None:
         deadline = time.monotonic() + self.settle_timeout
         while time.monotonic() < deadline:
-            _, max_rv, _ = self._pods()
-            if self._observed(max_rv, self._node_rv()):
+            views, max_rv, _ = self._pods()
+            # With DRA a finished pod's devices are free once kube-controller-manager has released its
+            # claims: part of the instant's changes, so the deciders see them too before they resume.
+            if self._observed(max_rv, self._node_rv()) and not (self.dra and self._dra_busy(views)):
                 break
             await asyncio.sleep(0.002)
         else:
@@ -379,27 +424,81 @@ class _Engine:
                 return "controller (watch)"
             if not controller.idle:
                 return "controller"
+        if self.dra and (busy := self._dra_busy(views)):
+            return busy
         return None
 
     async def _settle(self) -> None:
         """Wait until no component has anything left to do at this instant (two checks agree)."""
         deadline = time.monotonic() + self.settle_timeout
-        last: tuple[int, int] | None = None
+        last: tuple[int, int, int] | None = None
         reason: str | None = "not checked"
         while time.monotonic() < deadline:
             await asyncio.sleep(0.002)
             views, max_rv, count = self._pods()
             reason = self._busy_components(views, max_rv, self._node_rv())
-            signature = (count, max_rv)
+            signature = (count, max_rv, self._dra_rv() if self.dra else 0)
             if reason is None and signature == last:
                 return
             last = signature if reason is None else None
         raise ReplayError(f"the cluster did not settle within {self.settle_timeout:g}s (waiting for {reason})")
 
+    # ---- DRA: claims made, allocated and released ------------------------------------------
+
+    def _dra_rv(self, key: str | None = None) -> int:
+        """The resourceVersion of the last change (deletions too) to a DRA object of store key `key`
+        (None: of any DRA kind), from the store's change log (its live objects when the log no
+        longer reaches back)."""
+        store = self.sim.store
+        revision = store.resource_version
+        seen = self._dra_rv_seen
+        if revision != self._dra_revision:
+            hub = store.hub
+            if self._dra_revision < 0 or hub.floor > self._dra_revision:
+                for kind in DRA_KEYS:
+                    for _, stored in store.iter(kind):
+                        seen[kind] = max(seen[kind], int(stored.obj["metadata"]["resourceVersion"]))
+            else:
+                for event in reversed(hub.history):
+                    if event.rv <= self._dra_revision:
+                        break
+                    if event.key in seen:
+                        seen[event.key] = max(seen[event.key], event.rv)
+            self._dra_revision = revision
+        return max(seen.values()) if key is None else seen[key]
+
+    def _dra_busy(self, views: list[PodView]) -> str | None:
+        """What kubesim's resourceclaim controller or the scheduler's DRA plugin still has to do with
+        claims at this instant: a claim to make for a pod, a done pod's claim to release, a claim
+        change the scheduler has not seen."""
+        if any(v.awaiting_claims for v in views):
+            return "resourceclaim controller (claims to make)"
+        finished = {v.name for v in views if v.finished}
+        claims = {f"{ns}/{name}": s.obj for (ns, name), s in self.sim.store.iter(CLAIMS)}
+        for claim in claims.values():
+            status = claim.get("status") or {}
+            if any(r.get("name") in finished for r in status.get("reservedFor") or []):
+                return "resourceclaim controller (claims to release)"
+            if not status.get("reservedFor") and any(o.get("kind") == "Pod" and o.get("name") in finished
+                                                     for o in claim["metadata"].get("ownerReferences") or []):
+                return "resourceclaim controller (claims to delete)"
+        plugin = self.scheduler.dra
+        if plugin is not None:
+            seen = {k: c["metadata"]["resourceVersion"] for k, c in plugin.claims.items()}
+            if seen != {k: c["metadata"]["resourceVersion"] for k, c in claims.items()}:
+                return "scheduler (DRA claims watch)"
+        controller = self.stack.controller
+        if controller is not None and any(as_rv(i.resource_version) < self._dra_rv(f"{i.kind}.resource.k8s.io")
+                                          for i in controller.dra.informers):
+            return "controller (DRA watch)"
+        return None
+
     def _observe(self, now: float, events: list[str]) -> None:
         views, _, _ = self._pods()
         submitted = {k: v for k, v in self.jobs.items() if k in self.records}
-        current = progress(submitted, views)
+        # With DRA a pod's GPUs are the devices allocated to its claims (not its nvidia.com/gpu request).
+        devices = allocated_devices(s.obj for _, s in self.sim.store.iter(CLAIMS)) if self.dra else None
+        current = progress(submitted, views, devices)
         finished_counts: dict[str, int] = {}
         running_pods: dict[str, set[str]] = {}
         for p in views:

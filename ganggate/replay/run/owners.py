@@ -15,9 +15,9 @@ from ganggate.replay.traces.format import Job
 BACKOFF_LIMIT = 1000
 
 
-def job_manifest(job: Job, namespace: str) -> dict:
+def job_manifest(job: Job, namespace: str, *, dra: bool = False) -> dict:
     """The batch/v1 Job whose pods are the trace job's gang (the same pod as `pod_manifest`)."""
-    pod = pod_manifest(job, 0, namespace)
+    pod = pod_manifest(job, 0, namespace, dra=dra)
     labels = {JOB_LABEL: job.job_id}
     return {
         "apiVersion": "batch/v1",
@@ -34,10 +34,10 @@ def job_manifest(job: Job, namespace: str) -> dict:
     }
 
 
-async def create_job(session: Any, base_url: str, job: Job, namespace: str) -> None:
+async def create_job(session: Any, base_url: str, job: Job, namespace: str, *, dra: bool = False) -> None:
     """Create the trace job's batch/v1 Job (the Job controller then creates its pods)."""
     async with session.post(f"{base_url}/apis/batch/v1/namespaces/{namespace}/jobs",
-                            json=job_manifest(job, namespace)) as response:
+                            json=job_manifest(job, namespace, dra=dra)) as response:
         if response.status >= 300:
             raise ReplayError(f"creating Job {job.job_id}: HTTP {response.status}: {await response.text()}")
 

@@ -84,6 +84,9 @@ class Scenario:
     #: options (scan_seconds, unneeded_seconds): an autoscaled cluster (replay/results/autoscaling.py).
     node_groups: Sequence[Any] = ()
     autoscaler: dict[str, Any] = field(default_factory=dict)
+    #: GPUs as DRA devices of this productName (ganggate/sim/kubelet/dradriver.py), each job's pods
+    #: claiming theirs through a ResourceClaimTemplate; None: nvidia.com/gpu (the device plugin).
+    dra_product: str | None = None
 
     @property
     def capacity(self) -> int:
