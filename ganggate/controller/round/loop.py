@@ -281,8 +281,12 @@ class Controller:
         self.collector.synced()
 
     def _on_node_event(self, kind: str, node: dict) -> None:
-        self._changes.apply(self.state.apply_node, kind, node)
+        self._changes.apply(self._apply_node, kind, node)
         self._poke()
+
+    def _apply_node(self, kind: str, node: dict) -> None:
+        self.state.apply_node(kind, node)
+        self.collector.churned()
 
     def _project(self, pod: dict, kind: str = "") -> dict:
         """A PodGroup's pod as a member of its gang (controller.round.podgroups); others as they are."""
@@ -299,6 +303,7 @@ class Controller:
         self.bypass.update(key, None if kind == "DELETED" else self.state.pods.get(key))
         if kind == "DELETED":
             self.events.forget((pod.get("metadata") or {}).get("uid") or "")
+        self.collector.churned()  # the young generation kept small (controller.round.collector)
 
     # ---- the loop ------------------------------------------------------------------------
 
