@@ -50,7 +50,7 @@ from ganggate.controller.reporting.waitreport import WaitReport
 from ganggate.controller.round.collector import Collector
 from ganggate.controller.round.dra import DraWatches
 from ganggate.controller.round.informer import Informer
-from ganggate.controller.round.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
+from ganggate.controller.round.offloop import ChangeBuffer, let_go, plan, plan_in_thread, share_the_gil
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.placement.explain import plural
 from ganggate.core.policy.preemption import PreemptionOptions
@@ -263,13 +263,17 @@ class Controller:
                     bypass.reset(new.pods.values())
                     return new
 
-                self.state.adopt(await asyncio.to_thread(rebuild))
+                new = await asyncio.to_thread(rebuild)
+                old = dict(self.state.__dict__)  # the old picture, let go of off the loop (below)
+                self.state.adopt(new)
+                del new
                 self.collector.synced()  # (see _replace)
             except BaseException:
                 self._changes.flush()
                 raise
             await self._changes.drain()
         self._poke()
+        await asyncio.to_thread(let_go, old)
 
     def _replace(self, nodes: list[NodeInfo] | None, pods: list[PodInfo] | None) -> None:
         """A relist of one kind: the picture rebuilt with it and the other kind as it is."""
