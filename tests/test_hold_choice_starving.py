@@ -128,3 +128,16 @@ def test_holds_on_a_starving_backlog_are_those_of_ranking_every_node_for_each_ga
     monkeypatch.setattr(holdback._HoldMemo, "of", classmethod(of))
     monkeypatch.setattr(holdback._HoldMemo, "ranked", _plain_ranked)
     assert _rounds(nodes, pods, seed, blind) == kept
+
+
+def test_the_nodes_a_hold_ranks_are_sorted_in_steps_into_the_order_one_sort_gives() -> None:
+    import random
+
+    from ganggate.core.placement.nodeindex import sorted_in_steps
+
+    rng = random.Random(7)
+    for count in (0, 1, 2000, 2001, 9999):
+        ranks = [(rng.random() < 0.5, rng.randint(0, 3), -rng.randint(0, 8), f"node-{i:05d}") for i in range(count)]
+        rng.shuffle(ranks)
+        assert sorted_in_steps(ranks) == sorted(ranks)
+        assert sorted_in_steps(iter(ranks), step=7) == sorted(ranks)
