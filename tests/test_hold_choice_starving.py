@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -141,3 +142,20 @@ def test_the_nodes_a_hold_ranks_are_sorted_in_steps_into_the_order_one_sort_give
         rng.shuffle(ranks)
         assert sorted_in_steps(ranks) == sorted(ranks)
         assert sorted_in_steps(iter(ranks), step=7) == sorted(ranks)
+
+
+def test_a_rounds_memo_is_emptied_piece_by_piece_and_a_piece_still_held_elsewhere_is_left_whole() -> None:
+    from ganggate.core.placement.capacity import _forget
+
+    class Memo:
+        def __init__(self) -> None:
+            self.rankings = {i: [i] * 3 for i in range(5000)}
+            self.now = 1.0
+
+    dropped, kept = Memo(), Memo()
+    gone = weakref.ref(dropped)
+    memo: dict[str, object] = {"dropped": dropped, "kept": kept}
+    del dropped
+    _forget(memo)
+    assert memo == {} and gone() is None
+    assert len(kept.rankings) == 5000 and kept.now == 1.0  # someone still reads it: untouched
