@@ -146,6 +146,7 @@ async def measure(nodes: list[dict], pods: list[dict], planning: str, seconds: f
         controller.collector.start()  # as Controller.run does: no full collection of the collector's own accord
     else:
         controller.collector.settle = lambda: None  # type: ignore[method-assign]  # the baseline run: no settles (CPython's own collections)
+        controller.collector.churned = lambda: None  # type: ignore[method-assign]  # nor freezes after events
     gc.unfreeze()  # (each run from the same start: the last run's objects may be collected)
     gc.collect()
     if mode == "thread":

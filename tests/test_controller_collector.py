@@ -44,6 +44,26 @@ def test_a_settle_freezes_what_survived_and_the_full_collection_frees_cycles_tha
         gc.unfreeze()  # (the rest of the test session as it was)
 
 
+def test_every_thousand_changes_the_young_generations_are_collected_and_what_survived_frozen() -> None:
+    gc.unfreeze()
+    collector = Collector(churn_changes=3)
+    try:
+        died_young = _Cycle()
+        gone = weakref.ref(died_young)
+        del died_young
+        kept = _Cycle()
+        collector.churned()
+        collector.churned()
+        assert collector.frozen == 0 and gone() is not None  # not yet: two changes
+        collector.churned()
+        assert collector.frozen == 1 and gone() is None  # the cycle that died young freed
+        assert gc.get_freeze_count() > 0 and not any(o is kept for o in gc.get_objects())  # kept: frozen
+        collector.churned()
+        assert collector.frozen == 1  # the count starts again
+    finally:
+        gc.unfreeze()
+
+
 async def test_the_controller_freezes_its_picture_after_the_initial_list_and_after_rounds(tmp_path: Any) -> None:
     gc.unfreeze()
     thresholds = gc.get_threshold()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 
 import pytest
 from kubernetes_asyncio import client
@@ -119,3 +120,17 @@ async def test_held_changes_are_applied_in_order_in_slices_and_all_of_them_if_ca
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert applied == list(range(100)) and not buffer.planning
+
+
+def test_a_replaced_picture_is_let_go_of_entry_by_entry_unless_something_else_holds_a_part() -> None:
+    class Pod:
+        pass
+
+    pods = {f"ns/p{i}": Pod() for i in range(1000)}
+    alive = weakref.ref(pods["ns/p7"])
+    shared = {"kept": Pod()}  # also the new picture's: not emptied
+    parts = {"pods": pods, "nodes": ["n1", "n2"], "dirty": {"n1"}, "dra": shared, "version": 3}
+    del pods
+    offloop.let_go(parts)
+    assert parts == {} and alive() is None
+    assert list(shared) == ["kept"]

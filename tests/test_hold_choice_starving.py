@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -128,3 +129,33 @@ def test_holds_on_a_starving_backlog_are_those_of_ranking_every_node_for_each_ga
     monkeypatch.setattr(holdback._HoldMemo, "of", classmethod(of))
     monkeypatch.setattr(holdback._HoldMemo, "ranked", _plain_ranked)
     assert _rounds(nodes, pods, seed, blind) == kept
+
+
+def test_the_nodes_a_hold_ranks_are_sorted_in_steps_into_the_order_one_sort_gives() -> None:
+    import random
+
+    from ganggate.core.placement.nodeindex import sorted_in_steps
+
+    rng = random.Random(7)
+    for count in (0, 1, 2000, 2001, 9999):
+        ranks = [(rng.random() < 0.5, rng.randint(0, 3), -rng.randint(0, 8), f"node-{i:05d}") for i in range(count)]
+        rng.shuffle(ranks)
+        assert sorted_in_steps(ranks) == sorted(ranks)
+        assert sorted_in_steps(iter(ranks), step=7) == sorted(ranks)
+
+
+def test_a_rounds_memo_is_emptied_piece_by_piece_and_a_piece_still_held_elsewhere_is_left_whole() -> None:
+    from ganggate.core.placement.capacity import _forget
+
+    class Memo:
+        def __init__(self) -> None:
+            self.rankings = {i: [i] * 3 for i in range(5000)}
+            self.now = 1.0
+
+    dropped, kept = Memo(), Memo()
+    gone = weakref.ref(dropped)
+    memo: dict[str, object] = {"dropped": dropped, "kept": kept}
+    del dropped
+    _forget(memo)
+    assert memo == {} and gone() is None
+    assert len(kept.rankings) == 5000 and kept.now == 1.0  # someone still reads it: untouched

@@ -50,7 +50,7 @@ from ganggate.controller.reporting.waitreport import WaitReport
 from ganggate.controller.round.collector import Collector
 from ganggate.controller.round.dra import DraWatches
 from ganggate.controller.round.informer import Informer
-from ganggate.controller.round.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
+from ganggate.controller.round.offloop import ChangeBuffer, let_go, plan, plan_in_thread, share_the_gil
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.placement.explain import plural
 from ganggate.core.policy.preemption import PreemptionOptions
@@ -263,13 +263,17 @@ class Controller:
                     bypass.reset(new.pods.values())
                     return new
 
-                self.state.adopt(await asyncio.to_thread(rebuild))
+                new = await asyncio.to_thread(rebuild)
+                old = dict(self.state.__dict__)  # the old picture, let go of off the loop (below)
+                self.state.adopt(new)
+                del new
                 self.collector.synced()  # (see _replace)
             except BaseException:
                 self._changes.flush()
                 raise
             await self._changes.drain()
         self._poke()
+        await asyncio.to_thread(let_go, old)
 
     def _replace(self, nodes: list[NodeInfo] | None, pods: list[PodInfo] | None) -> None:
         """A relist of one kind: the picture rebuilt with it and the other kind as it is."""
@@ -281,8 +285,12 @@ class Controller:
         self.collector.synced()
 
     def _on_node_event(self, kind: str, node: dict) -> None:
-        self._changes.apply(self.state.apply_node, kind, node)
+        self._changes.apply(self._apply_node, kind, node)
         self._poke()
+
+    def _apply_node(self, kind: str, node: dict) -> None:
+        self.state.apply_node(kind, node)
+        self.collector.churned()
 
     def _project(self, pod: dict, kind: str = "") -> dict:
         """A PodGroup's pod as a member of its gang (controller.round.podgroups); others as they are."""
@@ -299,6 +307,7 @@ class Controller:
         self.bypass.update(key, None if kind == "DELETED" else self.state.pods.get(key))
         if kind == "DELETED":
             self.events.forget((pod.get("metadata") or {}).get("uid") or "")
+        self.collector.churned()  # the young generation kept small (controller.round.collector)
 
     # ---- the loop ------------------------------------------------------------------------
 

@@ -5,9 +5,33 @@ by (free cpu, free memory, name), so that best fit is a bisect and a short scan.
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from ganggate.core.fit.resources import CPU, MEMORY
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
+_T = TypeVar("_T", bound="SupportsRichComparison")
+
+#: How many items `sorted_in_steps` sorts in one call.
+SORT_STEP = 2000
+
+
+def sorted_in_steps(items: Iterable[_T], step: int = SORT_STEP) -> list[_T]:
+    """sorted(items), the same list, made without holding the GIL long: one sort of 20,000
+    tuples is a single C call of 10-30 ms, and while a round plans in a worker thread the event
+    loop waits for the GIL that long (bench/bench_loop_stall.py). Runs of `step` items sorted
+    apart (each a short C call), then merged by heapq.merge, which is Python and hands the GIL
+    on; merge is stable, so equal items keep their order as sorted() keeps them."""
+    out = list(items)
+    if len(out) <= step:
+        out.sort()
+        return out
+    runs = [sorted(out[start:start + step]) for start in range(0, len(out), step)]
+    return list(heapq.merge(*runs))
 
 
 class NodeIndex:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ganggate.core.fit.resources import Resources, add_into, fits, gpus
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.domains import domains, free_gpus
-from ganggate.core.placement.nodeindex import NodeIndex
+from ganggate.core.placement.nodeindex import NodeIndex, sorted_in_steps
 from ganggate.core.placement.packing import largest_first
 from ganggate.core.placement.topology import gang_request, placed_domains
 from ganggate.core.state.cluster import ClusterState
@@ -253,7 +253,8 @@ class _HoldMemo:
                 found = self.rank(name, asked, want, capacity, sticky)
                 if found is not None:
                     entries[name] = found
-            ranking = self.rankings[key] = _Ranking(names, len(changed), entries, sorted(entries.values()))
+            ranking = self.rankings[key] = _Ranking(names, len(changed), entries,
+                                                          sorted_in_steps(entries.values()))
         elif ranking.mark < len(changed):
             entries, order, names = ranking.entries, ranking.order, ranking.names
             for name in {name for name, _ in changed[ranking.mark:]}:
