@@ -29,6 +29,11 @@ from ganggate.core.placement.topology import gang_request, placed_domains
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import PodInfo
 
+INF = float("inf")
+
+#: The least a pod of unknown end is expected to run on (a pod just started is not about to end).
+MIN_RESIDUAL_SECONDS = 600.0
+
 
 @dataclass
 class Hold:
@@ -113,17 +118,17 @@ def _occupants(state: ClusterState, names: set[str], now: float) -> dict[str, li
     for pod in state.pods.values():
         if pod.node_name in names and not pod.terminated:
             out.setdefault(pod.node_name, []).append(
-                _Occupant(_end(pod, now), pod.request, pod.key, pod.started or now))
+                _Occupant(surely_ends(pod, now), pod.request, pod.key, pod.started or now))
     for promise in state.promises.values():
         if promise.node in names:
             promised = state.pods.get(promise.pod_key)
             seconds = promised.deadline_seconds if promised is not None else None
-            end = max(promise.deadline, now) + seconds if seconds is not None else float("inf")
+            end = max(promise.deadline, now) + seconds if seconds is not None else INF
             out.setdefault(promise.node, []).append(_Occupant(end, promise.request, promise.pod_key, now))
     return out
 
 
-def _end(pod: PodInfo, now: float) -> float:
+def surely_ends(pod: PodInfo, now: float) -> float:
     """When the pod surely ends: now if it is being deleted, startTime + its deadline, else
     never (inf). A pod bound but not started yet (no startTime: the kubelet starts it within
     moments) counts from now; else, for that instant, its node would look unusable and the
@@ -133,7 +138,7 @@ def _end(pod: PodInfo, now: float) -> float:
     if pod.deadline_seconds is not None and not pod.started:
         return now + pod.deadline_seconds
     ends = pod.ends_by
-    return float("inf") if ends is None else max(ends, now)
+    return INF if ends is None else max(ends, now)
 
 
 def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant], now: float
@@ -156,10 +161,6 @@ def _ready(pods: Sequence[PodInfo], free: Resources, occupants: list[_Occupant],
     return max((o.end for o in gone), default=now), gone
 
 
-INF = float("inf")
-
-#: The least a pod of unknown end is expected to run on (a pod just started is not about to end).
-MIN_RESIDUAL_SECONDS = 600.0
 
 
 def _expected_idle(gone: list[_Occupant], free_gpus: float, now: float) -> float:
@@ -170,10 +171,22 @@ def _expected_idle(gone: list[_Occupant], free_gpus: float, now: float) -> float
     need (Tiresias, NSDI'19, schedules on attained service for that reason). A node whose GPUs
     are all held by one pod costs nothing until it ends; one with free GPUs behind a pod that
     has run for days costs them for days."""
-    remaining = [(o.end - now if o.end != float("inf") else max(now - o.started, MIN_RESIDUAL_SECONDS), o)
-                 for o in gone]
+    last, rest = _idle_parts(gone, now)
+    return free_gpus * last + rest
+
+
+def _idle_parts(gone: Sequence[_Occupant], now: float) -> tuple[float, float]:
+    """_expected_idle's parts that do not depend on the free GPUs: the time until the last of
+    `gone` ends (expected, for one of unknown end), and the GPU-seconds their own GPUs idle until then."""
+    remaining = [(o.end - now if o.end != INF else expected_remaining(o.started, now), o) for o in gone]
     last = max((r for r, _ in remaining), default=0.0)
-    return free_gpus * last + sum(gpus(o.request) * (last - r) for r, o in remaining)
+    return last, sum(gpus(o.request) * (last - r) for r, o in remaining)
+
+
+def expected_remaining(started: float, now: float) -> float:
+    """How much longer a pod of unknown end, started at `started`, is expected to run: as long
+    again as it has run so far, at least MIN_RESIDUAL_SECONDS (see _expected_idle)."""
+    return max(now - started, MIN_RESIDUAL_SECONDS)
 
 
 #: A node's place in a hold's choice: (ready time, not held last, expected idle if blind, pods
@@ -320,11 +333,7 @@ class _Leaving:
         part kept: the same sum in the same order, so the same float."""
         parts = self._idle.get(gone)
         if parts is None:
-            now = self.now
-            remaining = [(o.end - now if o.end != float("inf") else max(now - o.started, MIN_RESIDUAL_SECONDS), o)
-                         for o in self.occupants[:gone]]
-            last = max((r for r, _ in remaining), default=0.0)
-            parts = self._idle[gone] = (last, sum(gpus(o.request) * (last - r) for r, o in remaining))
+            parts = self._idle[gone] = _idle_parts(self.occupants[:gone], self.now)
         last, rest = parts
         return free_gpus * last + rest
 
@@ -368,7 +377,7 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
             continue
         remaining = left
         plan.extend((name, pod) for pod in mine)
-        when, gone = _ready(mine, capacity.free[name], running.get(name, []), now) or (float("inf"), [])
+        when, gone = _ready(mine, capacity.free[name], running.get(name, []), now) or (INF, [])
         ready_at = max(ready_at, when)
         waits.extend((o.end, o.key) for o in gone)
     if len(plan) < need:
@@ -377,6 +386,6 @@ def _hold(pods: Sequence[PodInfo], capacity: Capacity, need: int, state: Cluster
     for name, pod in plan:
         capacity.take(name, pod.request)
         taken.append((name, pod.request))
-    if ready_at == float("inf"):
+    if ready_at == INF:
         return Hold(taken, None)
     return Hold(taken, ready_at, tuple(key for _, key in sorted(waits, reverse=True)[:3]))

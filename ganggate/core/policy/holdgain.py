@@ -40,12 +40,10 @@ from dataclasses import dataclass
 from ganggate.core.fit.resources import Resources, add_into, fits, gpus
 from ganggate.core.placement.capacity import Capacity
 from ganggate.core.placement.packing import largest_first
-from ganggate.core.policy.holdback import Hold
+from ganggate.core.policy.holdback import INF, MIN_RESIDUAL_SECONDS, Hold, expected_remaining, surely_ends
 from ganggate.core.state.cluster import ClusterState
 from ganggate.core.state.pods import PodInfo
 
-#: The least a pod of unknown end is expected to run on (a pod just started is not about to end).
-MIN_RESIDUAL_SECONDS = 600.0
 #: A new hold must bring the start closer by at least this many seconds...
 MARGIN_SECONDS = 600.0
 #: ...and by this share of the wait it predicts (now to its predicted start).
@@ -53,18 +51,14 @@ MARGIN_SHARE = 0.25
 #: The gain a metric records for a hold whose gang would not start at all without it.
 UNBOUNDED_GAIN_SECONDS = 30 * 86400.0
 
-INF = float("inf")
-
 
 def predicted_end(pod: PodInfo, now: float) -> tuple[float, bool]:
     """When the pod is predicted to end (see the module docstring), never before `now`, and
     whether that is known (being deleted, or a deadline) rather than expected."""
-    if pod.terminating:
-        return now, True
-    if pod.deadline_seconds is not None:
-        return max(now, (pod.started or now) + pod.deadline_seconds), True
-    ran = now - pod.started if pod.started else 0.0
-    return now + max(ran, MIN_RESIDUAL_SECONDS), False
+    sure = surely_ends(pod, now)  # (as the hold-back reads a pod: deleted, or its deadline)
+    if sure != INF:
+        return sure, True
+    return now + expected_remaining(pod.started or now, now), False
 
 
 @dataclass(frozen=True)
