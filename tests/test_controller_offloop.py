@@ -13,6 +13,7 @@ from kubernetes_asyncio import client
 
 from ganggate.controller.round import offloop
 from ganggate.controller.round.loop import Controller, ControllerConfig
+from ganggate.core.state.letgo import let_go
 from ganggate.core.state.snapshot import make_node, make_pod
 
 
@@ -131,6 +132,6 @@ def test_a_replaced_picture_is_let_go_of_entry_by_entry_unless_something_else_ho
     shared = {"kept": Pod()}  # also the new picture's: not emptied
     parts = {"pods": pods, "nodes": ["n1", "n2"], "dirty": {"n1"}, "dra": shared, "version": 3}
     del pods
-    offloop.let_go(parts)
+    let_go(parts)
     assert parts == {} and alive() is None
     assert list(shared) == ["kept"]

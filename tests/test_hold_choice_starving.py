@@ -145,7 +145,7 @@ def test_the_nodes_a_hold_ranks_are_sorted_in_steps_into_the_order_one_sort_give
 
 
 def test_a_rounds_memo_is_emptied_piece_by_piece_and_a_piece_still_held_elsewhere_is_left_whole() -> None:
-    from ganggate.core.placement.capacity import _forget
+    from ganggate.core.state.letgo import let_go_of_memo
 
     class Memo:
         def __init__(self) -> None:
@@ -156,6 +156,6 @@ def test_a_rounds_memo_is_emptied_piece_by_piece_and_a_piece_still_held_elsewher
     gone = weakref.ref(dropped)
     memo: dict[str, object] = {"dropped": dropped, "kept": kept}
     del dropped
-    _forget(memo)
+    let_go_of_memo(memo)
     assert memo == {} and gone() is None
     assert len(kept.rankings) == 5000 and kept.now == 1.0  # someone still reads it: untouched

@@ -3,7 +3,7 @@
 Four layers, lowest first; a module imports only modules of its own layer or of those above it
 in this list (tests/test_layout.py checks it):
   fit         what fits where: quantities (resources), node matching (nodematch), GPU cards (gpushare)
-  state       what the controller keeps: pods, gangs, losses, cluster, outcome, snapshot
+  state       what the controller keeps: pods, gangs, losses, cluster, outcome, snapshot, letgo
   placement   where one gang goes: capacity, explain, domains, topology, packing, gpushare_fgd,
               gpushare_round; whether it ever can (feasibility: GangCannotFit)
   policy      which gang goes first and what it may take: contention, planloss, lifecycle, ordering,

@@ -50,11 +50,12 @@ from ganggate.controller.reporting.waitreport import WaitReport
 from ganggate.controller.round.collector import Collector
 from ganggate.controller.round.dra import DraWatches
 from ganggate.controller.round.informer import Informer
-from ganggate.controller.round.offloop import ChangeBuffer, let_go, plan, plan_in_thread, share_the_gil
+from ganggate.controller.round.offloop import ChangeBuffer, plan, plan_in_thread, share_the_gil
 from ganggate.core.incremental import IncrementalRounds
 from ganggate.core.placement.explain import plural
 from ganggate.core.policy.preemption import PreemptionOptions
 from ganggate.core.state.cluster import ClusterState, NodeInfo, PodInfo
+from ganggate.core.state.letgo import let_go
 from ganggate.kube.calls import Backoff
 from ganggate.kube.clock import WALL, Clock
 from ganggate.kube.leader import LeaderElector

@@ -75,26 +75,6 @@ class ChangeBuffer:
         self.planning = False
 
 
-def let_go(parts: dict[str, Any]) -> None:
-    """Drop the parts of a replaced picture (a ClusterState's __dict__ before `adopt`) a few
-    objects at a time, for a worker thread: dropped at once, on the loop or in a thread, the
-    100,000 PodInfo of a relist's old picture are freed in one C-level step that holds the GIL
-    for 30-40 ms (bench/bench_loop_stall.py --planning relist). A dict, list or set is emptied
-    one entry at a time (the GIL changes hands between them) only when nothing else holds it;
-    one still held elsewhere (shared with the new picture, or kept by a reader) is only let go."""
-    while parts:
-        _, part = parts.popitem()
-        # Held only by `part` and getrefcount's argument: nobody else sees it emptied.
-        if isinstance(part, (dict, list, set)) and sys.getrefcount(part) <= 2:
-            if isinstance(part, dict):
-                while part:
-                    part.popitem()
-            else:
-                while part:
-                    part.pop()
-        del part
-
-
 def plan(state: ClusterState, now: float, *, policy: str, starvation_seconds: float,
          blind_seconds: float | None = None, timed_out: Any = (), card_policy: Any = None,
          whole_gpu_policy: Any = None, rounds: Any = None,

@@ -15,7 +15,6 @@ into the others' internals.
 from __future__ import annotations
 
 import bisect
-import sys
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from itertools import islice
@@ -30,6 +29,7 @@ from ganggate.core.fit.nodematch import (
 from ganggate.core.fit.resources import CPU, GPU, MEMORY, Resources, copies_fitting, fits, gpus
 from ganggate.core.placement.nodeindex import NodeIndex
 from ganggate.core.state.cluster import ClusterState, node_filter_key
+from ganggate.core.state.letgo import let_go_of_memo
 from ganggate.core.state.pods import PodInfo
 
 # A label key no real label can have, standing for matchFields' metadata.name.
@@ -331,7 +331,7 @@ class Capacity:
         given back by `rewind` (core.incremental)."""
         self._used_gpus.clear()
         self.changed.clear()
-        _forget(self.memo)
+        let_go_of_memo(self.memo)
         self.before = {}
 
     def rewind(self) -> None:
@@ -340,7 +340,7 @@ class Capacity:
             self.set_free(node, free)
         self.before = None
         self.changed.clear()
-        _forget(self.memo)
+        let_go_of_memo(self.memo)
         self.card_choices.clear()
 
     def indexes_of(self, node: str) -> tuple[NodeIndex, ...]:
@@ -356,7 +356,7 @@ class Capacity:
                        (free.get(CPU, 0), free.get(MEMORY, 0), node), new_level)
         self.free[node], self.level[node] = dict(free), new_level
         self._used_gpus.pop(node, None)
-        _forget(self.memo)
+        let_go_of_memo(self.memo)
 
     def _best_among(
         self, index: NodeIndex, request: Mapping[str, int], names: Iterable[str], at_most: int | None = None
@@ -532,24 +532,3 @@ class Capacity:
             if choice is not None:
                 node, card, amount = choice
                 self.cards[node].give_back(card, amount, key)
-
-
-def _forget(memo: dict[str, object]) -> None:
-    """memo.clear(), a few objects at a time. A round's memo (holdback's: every node's occupants,
-    rankings of every node, 100,000 objects at 100,000 pods) freed by clear() goes in one C-level
-    step that held the GIL 50-60 ms while a round planned in a worker thread, and the event loop
-    waited for it (bench/bench_loop_stall.py). Each entry, and each dict among its attributes,
-    is emptied entry by entry (the GIL changes hands between them) when nothing else holds it;
-    one still held elsewhere is only let go."""
-    while memo:
-        _, value = memo.popitem()
-        attributes = getattr(value, "__dict__", None)
-        if attributes is not None and sys.getrefcount(value) <= 2:  # (value and the argument)
-            del attributes
-            for name in list(vars(value)):
-                part = vars(value).pop(name)
-                if isinstance(part, dict) and sys.getrefcount(part) <= 2:  # (part and the argument)
-                    while part:
-                        part.popitem()
-                del part
-        del value
