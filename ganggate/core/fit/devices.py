@@ -78,13 +78,19 @@ def selector_resource(class_key: str, selectors: tuple[str, ...]) -> str:
     return f"{class_key}[{' && '.join(selectors)}]" if selectors else class_key
 
 
+def cel_expressions(selectors: Any) -> tuple[str, ...]:
+    """The CEL expressions of a DeviceClass's or a device request's `selectors` (entries without
+    `cel` are skipped)."""
+    return tuple(str((s.get("cel") or {}).get("expression", "")) for s in selectors or ()
+                 if isinstance(s, Mapping) and s.get("cel"))
+
+
 def requests_of(claim_spec: Mapping[str, Any]) -> list[DeviceRequest]:
     """The requests of a claim spec (ResourceClaimSpec); firstAvailable counts its first choice."""
     out = []
     for request in ((claim_spec or {}).get("devices") or {}).get("requests") or []:
         exact = request.get("exactly") or next(iter(request.get("firstAvailable") or []), None) or {}
-        selectors = tuple(str((s.get("cel") or {}).get("expression", "")) for s in exact.get("selectors") or []
-                          if (s or {}).get("cel"))
+        selectors = cel_expressions(exact.get("selectors"))
         mode_all = exact.get("allocationMode") == "All"
         out.append(DeviceRequest(str(exact.get("deviceClassName", "")), selectors,
                                  0 if mode_all else int(exact.get("count") or 1), mode_all))

@@ -25,6 +25,7 @@ from ganggate.core.fit.devices import (
     CLASS_PREFIX,
     DEFAULT_GPU_CLASSES,
     Device,
+    cel_expressions,
     class_resource,
     matches,
     requests_of,
@@ -248,9 +249,9 @@ class DraIndex:
         alias, exact = self.class_key(class_name), CLASS_PREFIX + class_name
         return (alias,) if alias == exact else (alias, exact)
 
-    def _class_selectors(self, class_name: str) -> list[str]:
+    def _class_selectors(self, class_name: str) -> tuple[str, ...]:
         spec = (self.classes.get(class_name) or {}).get("spec") or {}
-        return [str(s["cel"]["expression"]) for s in spec.get("selectors") or [] if (s or {}).get("cel")]
+        return cel_expressions(spec.get("selectors"))
 
     def device_keys(self, device: Device) -> tuple[str, ...]:
         """Every resource name a device is counted under (its classes, the selectors it matches)."""

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ganggate.core.fit.devices import Device, matches
+from ganggate.core.fit.devices import Device, cel_expressions, matches
 from ganggate.core.state.dra import DraIndex, allocated_devices, allocation_node
 
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # the resourceclaim controller's
@@ -79,10 +79,6 @@ def members_of(placement: Mapping[str, str | None], pods: Mapping[str, Any]) -> 
     return out
 
 
-def _expressions(selectors: Iterable[Any]) -> list[str]:
-    return [str(s["cel"]["expression"]) for s in selectors or [] if isinstance(s, Mapping) and s.get("cel")]
-
-
 def _take(index: DraIndex, request: Mapping[str, Any], devices: list[Device],
           taken: set[tuple[str, str, str]]) -> list[Device] | None:
     """The devices one `exactly` request (or subrequest) gets, or None."""
@@ -92,8 +88,8 @@ def _take(index: DraIndex, request: Mapping[str, Any], devices: list[Device],
     device_class = index.classes.get(class_name)
     if device_class is None:
         return None
-    expressions = _expressions((device_class.get("spec") or {}).get("selectors") or []) + \
-        _expressions(request.get("selectors") or [])
+    expressions = cel_expressions((device_class.get("spec") or {}).get("selectors")) + \
+        cel_expressions(request.get("selectors"))
     candidates = [d for d in devices if all(matches(e, d) for e in expressions)]
     if request.get("allocationMode") == "All":
         if not candidates or any(d.id in taken for d in candidates):
