@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ganggate.local.cli import check, register
-from ganggate.local.up import UpOptions, _topology_settings
+from ganggate.local.up import UpOptions, controller_arguments
 from ganggate.sim.topology import parse_shape
 
 
@@ -22,12 +22,29 @@ def test_a_bad_topology_is_refused_before_anything_starts():
     assert check(parse("--topology", "2x2x2")) is None
 
 
+def controller_config(options: UpOptions):
+    """The configuration `ganggate controller` makes of the command line sim up starts it with."""
+    from ganggate.cli import build_parser
+    from ganggate.controller.cli import config_from_args
+
+    argv = controller_arguments(options, metrics_port=9999)
+    assert argv[1:3] == ["-m", "ganggate"]
+    return config_from_args(build_parser().parse_args(argv[3:]))
+
+
 def test_the_controller_gets_the_levels_of_the_cluster():
-    assert _topology_settings(UpOptions()) == {}
+    assert controller_config(UpOptions()).topology_levels == ()
     shape = parse_shape("2x2x2", rack_label="example.com/rack")
-    assert _topology_settings(UpOptions(topology=shape)) == {
-        "topology_levels": ("topology.kubernetes.io/zone", "ganggate.io/block", "example.com/rack",
-                            "kubernetes.io/hostname")}
+    assert controller_config(UpOptions(topology=shape)).topology_levels == (
+        "topology.kubernetes.io/zone", "ganggate.io/block", "example.com/rack", "kubernetes.io/hostname")
+
+
+def test_the_controller_runs_with_leader_election_on_loopback():
+    config = controller_config(UpOptions(on_node_drain="wait", podgroups="gate"))
+    assert (config.leader_election, config.lease_namespace, config.lease_name) == (True, "ganggate-system",
+                                                                                   "ganggate-controller")
+    assert (config.metrics_host, config.metrics_port) == ("127.0.0.1", 9999)
+    assert (config.on_node_drain, config.podgroups, config.autoscaling) == ("wait", "gate", "off")
 
 
 def test_sim_up_with_nvlink_cliques_places_a_gang_that_requires_one_in_one(tmp_path):

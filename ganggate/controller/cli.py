@@ -94,6 +94,8 @@ def register(subparsers: Any) -> None:
     ctl.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS",
                      help="on SIGTERM/SIGINT, how long releases already being applied may take (default 10)")
     ctl.add_argument("--metrics-port", type=int, default=8080, help="/metrics, /healthz, /readyz (0: any free port)")
+    ctl.add_argument("--metrics-host", default="0.0.0.0",
+                     help="address of the metrics port (default: 0.0.0.0; 127.0.0.1 keeps it on loopback)")
     ctl.add_argument("--max-pod-num", type=int, default=10000, help="largest group-pod-num accepted")
     ctl.add_argument("--card-policy", choices=CARD_POLICIES, default=None,
                      help="GPU sharing: which card a pod asking aliyun.com/gpu-mem gets (default: "
@@ -152,7 +154,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         scheduler_names=tuple(args.scheduler_name or ["default-scheduler"]), max_pod_num=args.max_pod_num,
         max_in_flight=args.max_in_flight, leader_election=not args.no_leader_election,
         lease_name=args.lease_name, lease_namespace=lease_namespace(args.lease_namespace),
-        metrics_port=args.metrics_port, shutdown_grace_seconds=args.shutdown_grace,
+        metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+        shutdown_grace_seconds=args.shutdown_grace,
         preemption=args.preemption, preempt_bare_pods=args.preempt_bare_pods,
         preempt_ordinary_pods=args.preempt_ordinary_pods, preemption_timeout_seconds=args.preemption_timeout,
         on_member_loss=args.on_member_loss, on_node_drain=args.on_node_drain, protect_running_gangs=args.protect_running_gangs,

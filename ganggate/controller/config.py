@@ -101,6 +101,7 @@ class ControllerConfig:
     renew_seconds: float = 5.0
     identity: str | None = None
     metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"  # where the metrics port listens
     debounce_seconds: float = 0.05  # at most one round per this long (the first after a quiet spell at once)
     planning: str = "thread"  # "thread": decide() off the event loop (controller.round.offloop) | "loop": on it
     rounds: str = "incremental"  # "incremental": re-plan only what changed (core.incremental) | "full"

@@ -8,20 +8,19 @@ import errno
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ganggate.core.placement.explain import plural
+from ganggate.local import processes
 from ganggate.local.parts import (
     ensure_namespace,
     gate_by_policy_webhook,
     make_certificates,
     register_gate_policies,
     register_webhook,
-    start_controller,
-    start_tls_webhook,
-    stop_task,
     webhook_configuration,
 )
 
@@ -73,62 +72,91 @@ class UpOptions:
         return gates is not None and bool(enabled(gates))
 
 
-def controller_client(sim: Any, max_in_flight: int) -> Any:
-    """The controller's own API client, made as `ganggate controller` makes it
-    (kube.client.make_api_client): connections for its patches in flight (kubernetes-asyncio's
-    default pool, 5 per CPU, held a release to 10 on 2 CPUs), the proxy looked up once, not
-    before every request in a worker thread (#23: the release through sim up)."""
-    from ganggate.kube.client import pool_size_for, proxy_once
-
-    api = sim.api_client(connection_pool_maxsize=pool_size_for(max_in_flight))
-    proxy_once(api)
-    return api
-
-
 async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
-    """Run the local cluster until `stop` is set; raise UpError if a part cannot start or dies."""
+    """Run the local cluster until `stop` is set; raise UpError if a part cannot start or dies.
+
+    kubesim runs here; the webhook and the gate controller each run in a process of their own
+    (`ganggate webhook`, `ganggate controller`), as their pods do on a cluster (local.processes)."""
     async with contextlib.AsyncExitStack() as parts:
         sim = await _start_kubesim(parts, options)
         api = sim.api_client()
         parts.push_async_callback(api.close)
-        webhook_url, certs_dir = await _start_webhook(parts, api, options)
         await ensure_namespace(api, LEASE_NAMESPACE)
         log.info("namespace %s ready for the controller's lease", LEASE_NAMESPACE)
-        from ganggate.controller.config import ControllerConfig
-
-        config = ControllerConfig(leader_election=True, lease_namespace=LEASE_NAMESPACE, metrics_port=None,
-                                  podgroups=options.podgroups, native_gang_scheduling=options.native_gang_scheduling,
-                                  on_node_drain=options.on_node_drain,
-                                  **_topology_settings(options), **_autoscaling_settings(options))
-        controller_api = controller_client(sim, config.max_in_flight)
-        parts.push_async_callback(controller_api.close)
-        controller, task = start_controller(controller_api, config)
-        parts.push_async_callback(stop_task, task)
-        if not await _until_leading(controller, task, stop):
+        certs_dir, certs = _certificates(parts, options)
+        webhook_port = _webhook_port(options)
+        webhook = await _start_part(parts, "webhook", lambda probe: webhook_arguments(options, certs_dir, webhook_port, probe))
+        controller = await _start_part(parts, "gate controller", lambda probe: controller_arguments(options, probe))
+        if not await _until_ready(webhook, stop):
             return
-        lease = f"{LEASE_NAMESPACE}/{config.lease_name}"
+        webhook_url = f"https://127.0.0.1:{webhook_port}"
+        log.info("webhook up: %s/mutate", webhook_url)
+        await _register_gate(api, options, webhook_url, certs.ca_file.read_bytes())
+        if not await _until_ready(controller, stop):
+            return
+        lease = f"{LEASE_NAMESPACE}/ganggate-controller"
         log.info("controller up: leader of lease %s, watching nodes and pods", lease)
         out.write(next_steps(options, sim.url, webhook_url, lease, certs_dir if options.certs_dir else None))
         out.flush()
         stopping = asyncio.create_task(stop.wait())
+        exits = [asyncio.create_task(part.process.wait()) for part in (webhook, controller)]
         try:
-            await asyncio.wait([stopping, task], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([stopping, *exits], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stopping.cancel()
-        _raise_if_stopped(task)
+            for task in (stopping, *exits):
+                task.cancel()
+        for part in (controller, webhook):
+            if (why := part.stopped()) is not None:
+                raise UpError(why)
         log.info("stopping: controller, webhook, kubesim")
 
 
-def _autoscaling_settings(options: UpOptions) -> dict[str, Any]:
-    """With node groups, kubesim runs a cluster-autoscaler: the controller asks it for room."""
-    return {"autoscaling": "provisioning-request"} if options.node_groups else {}
+def log_level() -> str:
+    """sim up's own log level, for the parts it starts."""
+    return logging.getLevelName(logging.getLogger().getEffectiveLevel())
 
 
-def _topology_settings(options: UpOptions) -> dict[str, Any]:
-    """The controller's --topology-levels from the cluster's shape (none without one)."""
-    if options.topology is None:
-        return {}
-    return {"topology_levels": tuple(options.topology.levels)}
+def controller_arguments(options: UpOptions, metrics_port: int) -> list[str]:
+    """`ganggate controller` as sim up runs it: sim up's kubeconfig, leader election in
+    ganggate-system, /metrics and /readyz on a loopback port, and the options' settings."""
+    argv = processes.ganggate_command(
+        log_level(), "controller", "--kubeconfig", options.kubeconfig_out, "--lease-namespace", LEASE_NAMESPACE,
+        "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port), "--podgroups", options.podgroups,
+        "--on-node-drain", options.on_node_drain)
+    if options.native_gang_scheduling:
+        argv.append("--native-gang-scheduling")
+    if options.topology is not None:
+        argv += ["--topology-levels", ",".join(options.topology.levels)]
+    if options.node_groups:  # kubesim runs a cluster-autoscaler: the controller asks it for room
+        argv += ["--autoscaling", "provisioning-request"]
+    return argv
+
+
+def webhook_arguments(options: UpOptions, certs_dir: Path, port: int, metrics_port: int) -> list[str]:
+    """`ganggate webhook` as sim up runs it: the certificates made for 127.0.0.1, its HTTPS port,
+    /metrics and /readyz on a loopback port, and the options' PodGroup settings."""
+    argv = processes.ganggate_command(
+        log_level(), "webhook", "--cert-dir", str(certs_dir), "--host", "127.0.0.1", "--port", str(port),
+        "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port), "--podgroups", options.podgroups)
+    if options.native_gang_scheduling:
+        argv.append("--native-gang-scheduling")
+    return argv
+
+
+async def _start_part(parts: contextlib.AsyncExitStack, name: str, command: Callable[[int], list[str]]) -> processes.Part:
+    """Start a part, its command line given the port of its /readyz, and stop it on the way out,
+    before kubesim."""
+    probe = processes.free_port()
+    part = await processes.start(name, command(probe), f"http://127.0.0.1:{probe}/readyz")
+    parts.push_async_callback(processes.stop_part, part)
+    return part
+
+
+async def _until_ready(part: processes.Part, stop: asyncio.Event) -> bool:
+    try:
+        return await processes.until_ready(part, stop)
+    except processes.PartError as exc:
+        raise UpError(str(exc)) from None
 
 
 async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions) -> Simulator:
@@ -150,29 +178,36 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions) -
     return sim
 
 
-async def _start_webhook(parts: contextlib.AsyncExitStack, api: Any, options: UpOptions) -> tuple[str, Path]:
-    """Make certificates, serve the webhook over HTTPS and register it; returns its URL and the certs' dir."""
+def _certificates(parts: contextlib.AsyncExitStack, options: UpOptions) -> tuple[Path, Any]:
+    """The webhook's CA and serving certificate for 127.0.0.1, in --certs-dir or a temporary directory."""
     try:
         certs_dir = _certs_dir(parts, options.certs_dir)
-        certs = make_certificates(certs_dir)
+        return certs_dir, make_certificates(certs_dir)
     except OSError as exc:
         where = options.certs_dir or "a temporary directory"
         raise UpError(f"cannot write the webhook's certificates to {where}: {_reason(exc)}") from None
-    try:
-        webhook = await start_tls_webhook(certs, options.webhook_port, podgroups=options.podgroups,
-                                          native_gang_scheduling=options.native_gang_scheduling)
-    except OSError as exc:
-        raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: {_reason(exc)}"
-                      f"{_port_hint(exc, '--webhook-port')}") from None
-    parts.push_async_callback(webhook.close)
-    configuration = webhook_configuration(webhook.url, certs.ca_file.read_bytes())
+
+
+def _webhook_port(options: UpOptions) -> int:
+    """--webhook-port if it is free (else UpError, said as for kubesim's port), or a free one for 0."""
+    if options.webhook_port == 0:
+        return processes.free_port()
+    problem = processes.port_free(options.webhook_port)
+    if problem is not None:
+        raise UpError(f"cannot serve the webhook on 127.0.0.1:{options.webhook_port}: {_reason(problem)}"
+                      f"{_port_hint(problem, '--webhook-port')}")
+    return options.webhook_port
+
+
+async def _register_gate(api: Any, options: UpOptions, webhook_url: str, ca_pem: bytes) -> None:
+    """Register the webhook (and, with --gate-by policy, the gate's admission policies)."""
+    configuration = webhook_configuration(webhook_url, ca_pem)
     if options.gate_by == "policy":
         # deploy/components/gate-by-policy: the API server gates gang pods; the webhook keeps only
         # shared-GPU pods without gang annotations (gangs of one).
         await register_gate_policies(api)
         configuration = gate_by_policy_webhook(configuration)
     await register_webhook(api, configuration)
-    return webhook.url, certs_dir
 
 
 def _certs_dir(parts: contextlib.ExitStack | contextlib.AsyncExitStack, given: str | None) -> Path:
@@ -184,16 +219,6 @@ def _certs_dir(parts: contextlib.ExitStack | contextlib.AsyncExitStack, given: s
     return Path(parts.enter_context(tempfile.TemporaryDirectory(prefix="ganggate-certs-")))
 
 
-async def _until_leading(controller: Any, task: asyncio.Task[None], stop: asyncio.Event) -> bool:
-    """Wait until the controller leads with its informers synced; False if asked to stop first."""
-    while not (controller.synced and controller.is_leader):
-        _raise_if_stopped(task)
-        if stop.is_set():
-            return False
-        await asyncio.sleep(0.05)
-    return True
-
-
 def _reason(exc: OSError) -> str:
     """An OSError's reason alone ("address already in use"), without asyncio's restatement."""
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
@@ -202,12 +227,6 @@ def _reason(exc: OSError) -> str:
 def _port_hint(exc: OSError, flag: str) -> str:
     """For a port in use: how to get a free one."""
     return f" (another cluster may be running there; {flag} 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
-
-
-def _raise_if_stopped(task: asyncio.Task) -> None:
-    if task.done():
-        exc = None if task.cancelled() else task.exception()
-        raise UpError(f"the gate controller stopped: {exc or 'cancelled'}")
 
 
 def cluster_gates(options: UpOptions) -> Any:

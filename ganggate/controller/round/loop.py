@@ -321,7 +321,7 @@ class Controller:
         runner = None
         if self.config.metrics_port is not None:
             runner, self.metrics_port = await serve_metrics(
-                self.metrics, self.config.metrics_port, self.healthy, self.ready
+                self.metrics, self.config.metrics_port, self.healthy, self.ready, host=self.config.metrics_host
             )
         from ganggate.controller.round.podgroups import start as start_podgroups
 
