@@ -82,6 +82,7 @@ class ClusterCache:
         self.pods_by_node: dict[str, set[str]] = {}
         self.priority_counts: dict[int, int] = {}  # priority -> pods counted with it (preemption's quick no)
         self.generation = 0  # bumped when a node-level filter input changes
+        self.layout = 0  # bumped when a slot gets or loses its node, or the arrays grow (rows or slots)
         self._verdicts: dict[str, tuple[int, StaticVerdict]] = {}
         self._label_masks: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
 
@@ -101,6 +102,7 @@ class ClusterCache:
         new = old * 2
         self._capacity = new
         self.generation += 1  # cached verdicts and label masks have the old length
+        self.layout += 1
         self.names.extend([None] * (new - old))
         self.nodes.extend([None] * (new - old))
         for attr in ("valid", "ready", "cordoned", "tainted", "pod_limit", "pod_count", "nonzero_cpu", "nonzero_memory"):
@@ -114,11 +116,16 @@ class ClusterCache:
             grown[:, :old] = array
             setattr(self, attr, grown)
 
+    def resource_row(self, name: str) -> int:
+        """The row of `resource` in allocatable and requested, added (the arrays grown) if new."""
+        return self._resource_row(name)
+
     def _resource_row(self, name: str) -> int:
         row = self.resources.get(name)
         if row is None:
             row = len(self.resources)
             self.resources[name] = row
+            self.layout += 1
             for attr in ("allocatable", "requested"):
                 array = getattr(self, attr)
                 setattr(self, attr, np.vstack([array, np.zeros((1, self._capacity), dtype=np.int64)]))
@@ -151,6 +158,7 @@ class ClusterCache:
             self.index[name] = slot
             self.names[slot] = name
             self.valid[slot] = True
+            self.layout += 1
         self.nodes[slot] = node
         if old is None or self._filter_inputs(old) != self._filter_inputs(node):
             self.generation += 1
@@ -184,6 +192,7 @@ class ClusterCache:
         self.nonzero_cpu[slot] = self.nonzero_memory[slot] = 0
         self._free.append(slot)
         self.generation += 1
+        self.layout += 1
         return True
 
     def _recount(self, name: str, slot: int) -> None:
