@@ -47,10 +47,14 @@ class Reflector:
         handler: Handler,
         *,
         max_backoff_seconds: float = 5.0,
+        field_selector: str | None = None,
     ) -> None:
         self.session = session
         self.url = base_url.rstrip("/") + path
         self.handler = handler
+        # Listed and watched with this fieldSelector (ListWatch's ListOptions.FieldSelector): the
+        # API server sends only matching objects, an object that starts matching as ADDED.
+        self.query = {"fieldSelector": field_selector} if field_selector else {}
         self.store: dict[str, dict] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -84,7 +88,7 @@ class Reflector:
                 backoff = min(backoff * 2, self.max_backoff)
 
     async def _list(self) -> None:
-        async with self.session.get(self.url) as response:
+        async with self.session.get(self.url, params=self.query) as response:
             if response.status == 410:
                 raise Expired()
             if response.status != 200:
@@ -105,6 +109,7 @@ class Reflector:
 
     async def _watch(self) -> None:
         params = {
+            **self.query,
             "watch": "true",
             "allowWatchBookmarks": "true",
             "resourceVersion": self.resource_version,

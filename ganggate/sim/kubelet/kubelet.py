@@ -368,7 +368,10 @@ class Kubelet:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32), timeout=timeout) as session:
             self._session = session
             nodes = Reflector(session, self.base_url, "/api/v1/nodes", self.on_node)
-            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod)
+            # Only pods bound to a node: a kubelet lists and watches the pods of its own node
+            # (pkg/kubelet/config/apiserver.go NewSourceApiserver: fieldSelector spec.nodeName=<node>);
+            # this one kubelet runs every node, so it watches what all of theirs do together.
+            self._pods = Reflector(session, self.base_url, "/api/v1/pods", self.on_pod, field_selector="spec.nodeName!=")
             node_task = asyncio.ensure_future(nodes.run())
             pod_task: asyncio.Future | None = None
             try:
