@@ -1,7 +1,8 @@
 """Time to running: N pods of 1 GPU, from the first create to all Running, plain against one gang.
 
 `ganggate sim up` is started as a user starts it (its own process: kubesim with its scheduler and
-kubelet, the webhook over TLS, the controller with leader election), once with the webhook gating
+kubelet; the webhook over TLS and the controller with leader election each in a process of its
+own, as their pods are on a cluster), once with the webhook gating
 gang pods (`--gate-by webhook`, the default) and once with the gate by policy (`--gate-by policy`).
 On each server, in the same run, the bench alternates: N plain pods (no gang annotations), then the
 same N pods as one gang (`scheduling.k8s.io/group-name` / `group-pod-num`), each batch created with
@@ -22,9 +23,10 @@ And the API writes per second of each batch, counted as a create, a binding and 
 (plain), plus a nomination and a gate removal per pod (gang), plus the Events the namespace holds
 once all run (the controller's GangReleased, on the gang's first pod): on kubesim, whose one event
 loop serves every write, a gang at the plain batch's rate of writes is as fast as it can be.
-And the CPU time `sim up`'s process spent on each batch (from the first create to all Running),
-the gang's against the plain batch's: on a shared machine the CPU a batch costs moves less with
-the other work than its wall time does.
+And the CPU time `sim up`'s process (kubesim) spent on each batch (from the first create to all
+Running), the gang's against the plain batch's: on a shared machine the CPU a batch costs moves
+less with the other work than its wall time does; beside it, the webhook's and the controller's
+CPU in the same spans (their own processes: on a cluster their own pods' CPU).
 
 The load average is printed beside each figure: the machine is shared, so compare within a run.
 
@@ -63,6 +65,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def parts_cpu(pid: int) -> dict[str, float]:
+    """CPU time so far of sim up's own parts in processes of their own (the webhook, the gate
+    controller), by the `ganggate` command each runs (Linux /proc; empty elsewhere)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return {}
+    out = {}
+    for child in children:
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for part in (b"webhook", b"controller"):
+            if part in argv:
+                out[part.decode()] = cpu_seconds(int(child))
+    return out
+
+
 def pod_body(i: int, gang: int | None) -> dict:
     """One 1-GPU pod; gang (the gang's size) adds the gang annotations."""
     annotations = {GROUP_NAME: "train", GROUP_POD_NUM: str(gang)} if gang else {}
@@ -84,6 +105,7 @@ class Batch:
     running: dict[str, float] = field(default_factory=dict)
     events: int = 0  # Events in the namespace once all ran (the controller's GangReleased, ...)
     cpu_seconds: float = 0.0  # sim up's CPU time used so far, read once all ran (before the deletion)
+    parts_cpu: dict[str, float] = field(default_factory=dict)  # the webhook's and controller's, likewise
 
     def see(self, pod: dict, now: float) -> None:
         name = pod["metadata"]["name"]
@@ -182,6 +204,7 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
             raise SystemExit(f"{namespace}: only {len(batch.running)} of {size} Running after {limit:.0f} s")
         await asyncio.sleep(0.01)
     batch.cpu_seconds = cpu_seconds(pid) if pid else float("nan")
+    batch.parts_cpu = parts_cpu(pid) if pid else {}
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
@@ -203,6 +226,13 @@ async def one_batch(session: aiohttp.ClientSession, url: str, namespace: str, si
             count = len((await response.json())["items"])
         seen, still = count, (still + 1 if count == seen else 0)
     return batch
+
+
+def parts_line(others: dict[bool, dict[str, float]]) -> str:
+    """The webhook's and the controller's CPU in the plain batch and the gang's (their own processes)."""
+    return "".join(f"{part} CPU: plain {others.get(False, {}).get(part, float('nan')):4.2f} s gang "
+                   f"{others[True].get(part, float('nan')):4.2f} s  " for part in ("webhook", "controller")
+                   if part in others.get(True, {}))
 
 
 async def main() -> None:
@@ -234,12 +264,13 @@ async def main() -> None:
             for size in args.sizes:
                 limit = 120 + size * 0.3
                 for run in range(1, args.repeat + 1):
-                    times, writes, cpu = {}, {}, {}
+                    times, writes, cpu, others = {}, {}, {}, {}
                     for gang in ((True,) if args.profile else (False, True)):
                         count += 1
-                        before = cpu_seconds(pid)
+                        before, parts_before = cpu_seconds(pid), parts_cpu(pid)
                         batch = await one_batch(session, url, f"b{count}", size, args.in_flight, gang, limit, pid)
                         cpu[gang] = batch.cpu_seconds - before
+                        others[gang] = {k: v - parts_before.get(k, 0.0) for k, v in batch.parts_cpu.items()}
                         times[gang] = max(batch.running.values()) - batch.start
                         # create, bind, status (+ nomination, gate removal) per pod, and the Events
                         writes[gang] = size * (5 if gang else 3) + batch.events
@@ -266,7 +297,7 @@ async def main() -> None:
                     print(f"{gate_by:>7} {size:5} pods run {run}: plain {plain:6.2f} s  gang {times[True]:6.2f} s  "
                           f"{ratio:4.2f}x plain  (gang: {steps})  writes/s: plain {writes.get(False, 0) / plain:4.0f} "
                           f"gang {writes[True] / times[True]:4.0f}  sim up CPU: plain {plain_cpu:5.2f} s gang {cpu[True]:5.2f} s "
-                          f"({cpu[True] / plain_cpu:4.2f}x)  load {os.getloadavg()[0]:.1f}", flush=True)
+                          f"({cpu[True] / plain_cpu:4.2f}x)  {parts_line(others)}load {os.getloadavg()[0]:.1f}", flush=True)
     for (gate_by, size), ratios in summary.items():
         cpus = cpu_ratios[(gate_by, size)]
         print(f"{gate_by:>7} {size:5} pods: gang/plain median {statistics.median(ratios):4.2f}x "
