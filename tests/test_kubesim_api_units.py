@@ -133,6 +133,31 @@ def test_pod_update_without_changes_is_valid():
     assert validate_pod_update(pod, pod) == []
 
 
+def test_a_pod_update_is_judged_without_changing_either_pod():
+    """The updatable fields are munged back to their old values on a copy: neither pod changes,
+    a gate removal with an added nodeSelector passes, a changed image passes, a changed command does not."""
+    import copy
+
+    old = {"metadata": {"name": "p", "namespace": "d"},
+           "spec": {"containers": [{"name": "c", "image": "i", "command": ["a"]}], "restartPolicy": "Always",
+                    "schedulingGates": [{"name": "a/b"}], "tolerations": [{"key": "k", "operator": "Exists"}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "In", "values": ["1"]}]}]}}}}}
+    released = copy.deepcopy(old)
+    released["spec"].pop("schedulingGates")
+    released["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    released["spec"]["containers"][0]["image"] = "j"
+    released["spec"]["tolerations"].append({"key": "t", "operator": "Exists"})
+    before_old, before_new = copy.deepcopy(old), copy.deepcopy(released)
+    assert validate_pod_update(released, old) == []
+    assert (old, released) == (before_old, before_new)
+    changed = copy.deepcopy(released)
+    changed["spec"]["containers"][0]["command"] = ["b"]
+    causes = validate_pod_update(changed, old)
+    assert [c.field for c in causes] == ["spec"] and "may not change fields" in causes[0].message
+    assert changed["spec"]["containers"][0]["image"] == "j"
+
+
 def test_status_shapes():
     status = errors.invalid("Pod", "p", [errors.forbidden("spec", "no"), errors.required("spec.x")]).status()
     assert status["message"] == 'Pod "p" is invalid: [spec: Forbidden: no, spec.x: Required value]'

@@ -73,7 +73,12 @@ def validate_pod_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[
     old_spec = old.get("spec") or {}
     if new.get("spec") == old_spec:
         return causes  # ValidatePodUpdate: equal specs need no further checks
-    new_spec = clone(new.get("spec") or {})
+    # The munged copy (mungedPodSpec := *newPod.Spec.DeepCopy() there): copied only as deep as the
+    # munging below writes (the spec's fields, the containers' image), the rest shared with `new`.
+    new_spec = dict(new.get("spec") or {})
+    for kind in ("containers", "initContainers"):
+        if isinstance(new_spec.get(kind), list):
+            new_spec[kind] = [dict(c) if isinstance(c, dict) else c for c in new_spec[kind]]
     for kind in ("containers", "initContainers"):
         if len(new_spec.get(kind) or []) != len(old_spec.get(kind) or []):
             return causes + [forbidden(f"spec.{kind}", "pod updates may not add or remove containers")]
