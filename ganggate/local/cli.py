@@ -15,7 +15,9 @@ def register(sim_commands: argparse._SubParsersAction) -> None:
         description=(
             "Start kubesim (API server, scheduler, kubelet), make certificates for the webhook, serve it "
             "over HTTPS and register it with a MutatingWebhookConfiguration, create the ganggate-system "
-            "namespace and run the gate controller with leader election, all on 127.0.0.1. Prints "
+            "namespace and run the gate controller with leader election, all on 127.0.0.1; the webhook and "
+            "the controller run in processes of their own (`ganggate webhook`, `ganggate controller`), "
+            "as their pods do on a cluster, and log to this command's standard error. Prints "
             "'ganggate sim up: ready' and what to run next; point kubectl at the kubeconfig. Stops on "
             "Ctrl-C or SIGTERM (exit 0); the kubeconfig is left in place."
         ),

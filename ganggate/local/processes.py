@@ -71,10 +71,11 @@ def ganggate_command(log_level: str, *args: str) -> list[str]:
 
 
 async def start(name: str, argv: list[str], ready_url: str) -> Part:
-    """Start a part; its log goes where sim up's does, and what it prints too (sim up's own output
-    is its ready banner). It gets SIGTERM if sim up dies (Linux)."""
-    process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL, stdout=_log_fd(),
-                                                   preexec_fn=_end_with_parent())
+    """Start a part; its log goes where sim up's does; what it prints for a user starting it by hand
+    (`ganggate webhook`'s "listening on" line) is dropped: sim up's banner says where each part is.
+    It gets SIGTERM if sim up dies (Linux)."""
+    process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                   stdout=asyncio.subprocess.DEVNULL, preexec_fn=_end_with_parent())
     log.info("%s started (pid %d)", name, process.pid)
     return Part(name, process, ready_url)
 
@@ -112,14 +113,6 @@ async def stop_part(part: Part, timeout: float = STOP_SECONDS) -> None:
             with contextlib.suppress(ProcessLookupError):
                 part.process.kill()
             await part.process.wait()
-
-
-def _log_fd() -> int | None:
-    """sim up's standard error, where the parts' output goes (None: inherit, if it has no descriptor)."""
-    try:
-        return sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 def _end_with_parent() -> Callable[[], None] | None:
