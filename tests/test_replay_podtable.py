@@ -1,6 +1,7 @@
 """The replay's pod table, kept from kubesim's change log, says what a full read of the store
 says after any run of pod creates, updates and deletes (and writes of other kinds between them),
-also when the change log no longer reaches back and it reads the store again."""
+also when the change log no longer reaches back and it reads the store again; and the highest
+resourceVersion of a bound pod, all the kubelet (which watches bound pods only) has to have seen."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def pod(name: str, job: str | None, node: str = "", phase: str = "Pending") -> d
 def fresh(store: Store) -> tuple:
     table = PodTable(store)
     table.sync()
-    return table.listed(), table.max_rv, table.count, table.starting
+    return table.listed(), table.max_rv, table.max_bound_rv, table.count, table.starting
 
 
 @pytest.mark.parametrize("history", [10000, 7])
@@ -49,7 +50,7 @@ def test_the_table_agrees_with_a_full_read_after_every_change(history):
                                         "metadata": {"name": f"c-{step}", "namespace": "default"}})
         if rng.random() < 0.3:
             table.sync()
-            assert (table.listed(), table.max_rv, table.count, table.starting) == fresh(store)
+            assert (table.listed(), table.max_rv, table.max_bound_rv, table.count, table.starting) == fresh(store)
     table.sync()
-    assert (table.listed(), table.max_rv, table.count, table.starting) == fresh(store)
+    assert (table.listed(), table.max_rv, table.max_bound_rv, table.count, table.starting) == fresh(store)
     assert table.sync() is False  # nothing changed since

@@ -407,7 +407,7 @@ class _Engine:
             return "scheduler (watch)"
         if sched.busy:
             return "scheduler"
-        if self.kubelet.pods_resource_version < max_rv:
+        if self.kubelet.pods_resource_version < self._table.max_bound_rv:  # (it watches bound pods only)
             return "kubelet (watch)"
         if self.owners and (busy := job_controller_busy(self.sim, max_rv)):
             return busy

@@ -31,6 +31,10 @@ class PodTable:
         self.views: dict[Key, tuple[int, PodView | None]] = {}  # key -> (resourceVersion, view)
         self.keys: list[Key] = []  # sorted
         self.max_rv = 0
+        #: The highest resourceVersion of a bound pod: all the kubelet, which watches bound pods
+        #: only (spec.nodeName!=), has to have seen.
+        self.max_bound_rv = 0
+        self._bound: dict[Key, int] = {}  # bound pod -> its resourceVersion
         self.starting = 0  # bound, still Pending
         self._listed: list[PodView] | None = None
 
@@ -56,6 +60,7 @@ class PodTable:
 
     def _reread(self) -> None:
         self.views, self.keys, self.max_rv, self.starting = {}, [], 0, 0
+        self._bound, self.max_bound_rv = {}, 0
         for key, stored in self.store.iter("pods"):  # in key order
             self.keys.append(key)
             self._put(key, stored.obj)
@@ -79,6 +84,8 @@ class PodTable:
                     self.starting -= self._starts(old[1])
                     self.keys.pop(bisect.bisect_left(self.keys, key))
                     recount = recount or old[0] >= self.max_rv
+                if self._bound.pop(key, -1) >= self.max_bound_rv:
+                    self.max_bound_rv = max(self._bound.values(), default=0)
             else:
                 if key not in self.views:
                     bisect.insort(self.keys, key)
@@ -97,6 +104,11 @@ class PodTable:
         self.starting += self._starts(pod_view)
         if rv > self.max_rv:
             self.max_rv = rv
+        if (obj.get("spec") or {}).get("nodeName"):
+            self._bound[key] = rv
+            self.max_bound_rv = max(self.max_bound_rv, rv)
+        elif self._bound.pop(key, -1) >= self.max_bound_rv:  # (a pod is never unbound; a table is told anything)
+            self.max_bound_rv = max(self._bound.values(), default=0)
 
     def listed(self) -> list[PodView]:
         """The replay's pods (those carrying its job label) in key order."""
