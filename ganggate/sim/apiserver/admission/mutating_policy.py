@@ -36,7 +36,7 @@ from ganggate.sim.apiserver.admission.cel_mutation import (
     plain,
     type_name_errors,
 )
-from ganggate.sim.apiserver.admission.policy import PolicyChain, Request, Variables
+from ganggate.sim.apiserver.admission.policy import PolicyChain, PreparedPolicy, Request, Variables
 from ganggate.sim.apiserver.patch import MERGE_KEYS
 from ganggate.sim.apiserver.registry.mutatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 
@@ -103,29 +103,26 @@ class MutatingPolicyChain(PolicyChain):
 
     def _dispatch_mutations(self, request: Request, current: dict, context: ReinvocationContext,
                             reinvoking: bool) -> dict:
-        bindings: dict[str, list[dict]] = {}
-        for binding in sorted(self._list(BINDING_KEY), key=lambda b: b["metadata"]["name"]):
-            bindings.setdefault(str((binding.get("spec") or {}).get("policyName", "")), []).append(binding)
+        plan = self._plan()
         problems: list[_PolicyError] = []
         dirty = False
-        for policy in sorted(self._list(POLICY_KEY), key=lambda p: p["metadata"]["name"]):
+        for policy, bound in plan.bound:  # policies in name order, each with its bindings in name order
             name = policy["metadata"]["name"]
             spec = policy.get("spec") or {}
             fail = spec.get("failurePolicy", "Fail") != "Ignore"
-            bound = bindings.get(name)
-            if not bound or self._matches(self._with(request, current), spec.get("matchConstraints")) is not True:
+            if self._matches(self._with(request, current), spec.get("matchConstraints"), plan=plan) is not True:
                 continue
             for binding in bound:
                 binding_name = binding["metadata"]["name"]
                 matched = self._matches(self._with(request, current), (binding.get("spec") or {}).get("matchResources"),
-                                        binding=True)
+                                        binding=True, plan=plan)
                 if isinstance(matched, str):
                     problems.append(_PolicyError(name, binding_name, f"failed to configure binding: {matched}", fail=fail))
                     continue
                 if not matched:
                     continue
                 current, applied = self._invoke(spec, name, binding_name, request, current, context, reinvoking,
-                                                problems, fail)
+                                                problems, fail, plan.prepared[id(policy)])
                 dirty = dirty or applied
         if dirty:
             # dispatcher.go: a mutated (Dirty) object makes every eligible policy run again in the
@@ -139,11 +136,11 @@ class MutatingPolicyChain(PolicyChain):
 
     def _invoke(self, spec: Mapping[str, Any], policy: str, binding: str, request: Request, current: dict,
                 context: ReinvocationContext, reinvoking: bool, problems: list[_PolicyError],
-                fail: bool) -> tuple[dict, bool]:
+                fail: bool, prepared: PreparedPolicy) -> tuple[dict, bool]:
         """One (policy, binding) invocation: (the object after its mutations, whether any was applied)."""
         key = (policy, binding)
-        activation = self._activation(self._with(request, current))
-        activation["variables"] = Variables(list(spec.get("variables") or []), activation)
+        activation = self._activation(self._with(request, current), prepared)
+        activation["variables"] = Variables(prepared.variables, activation)
         conditions = spec.get("matchConditions") or []
         if conditions:
             matched = evaluate_conditions(conditions, activation)
@@ -157,8 +154,8 @@ class MutatingPolicyChain(PolicyChain):
         before = current
         applied = False
         for mutation in spec.get("mutations") or []:
-            activation = self._activation(self._with(request, current))
-            activation["variables"] = Variables(list(spec.get("variables") or []), activation)
+            activation = self._activation(self._with(request, current), prepared)
+            activation["variables"] = Variables(prepared.variables, activation)
             try:
                 patched = apply_mutation(mutation, current, activation)
             except MutationError as exc:
