@@ -106,7 +106,7 @@ class ApiServer(Reads, Writes):
                 self._admission = AdmissionChain(
                     # The stored objects themselves: the chain only reads them (and copies what it keeps).
                     lambda: [s.obj for _, s in self.store.iter("mutatingwebhookconfigurations.admissionregistration.k8s.io")],
-                    lambda name: self.store.get("namespaces", None, name),
+                    self._stored_namespace,
                     policies=self._mutating_policies(),
                 )
         return self._admission
@@ -120,7 +120,7 @@ class ApiServer(Reads, Writes):
 
         return MutatingPolicyChain(
             lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
-            lambda name: self.store.get("namespaces", None, name),
+            self._stored_namespace,
             default=lambda request, obj: AdmissionChain._default(request, obj))
 
     def set_admission(self, chain: Any) -> None:

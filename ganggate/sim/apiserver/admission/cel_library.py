@@ -164,7 +164,12 @@ _ARITHMETIC = {"addition_add": _add, "addition_sub": _sub, "multiplication_mul":
 
 def select(value: Any, field: str) -> Any:
     """`value.field`: a key of a map (an object), an error when it is absent."""
-    if type(value) is dict or isinstance(value, Mapping):
+    if type(value) is dict:  # the common case, in one lookup
+        try:
+            return value[field]
+        except KeyError:
+            raise CelError(f"no such key: {field}") from None
+    if isinstance(value, Mapping):
         if field in value:
             return value[field]
         raise CelError(f"no such key: {field}")

@@ -165,6 +165,10 @@ class AdmissionChain:
         self._policies = policies
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
+        # The webhooks in order, made once per change of the stored configurations (which are never
+        # mutated in place), as mutating_webhook_manager.go rebuilds its accessors only when the
+        # configuration informer changes: (the configurations they were made from, the webhooks).
+        self._ordered: tuple[list[dict], list[Webhook]] | None = None
 
     async def close(self) -> None:
         """Close the pooled HTTPS connections to webhooks (safe to call more than once)."""
@@ -204,7 +208,7 @@ class AdmissionChain:
                    for config in configurations for spec in config.get("webhooks") or []
                    for rule in spec.get("rules") or []):
             return obj  # no policy, and no webhook's rules name this request (a lease, an event, ...): nothing to call or copy
-        hooks = webhooks_in_order(configurations)
+        hooks = self._webhooks(configurations)
         request = _Request(
             operation, dict(kind), dict(resource), sub_resource or None, namespace or "", name or "",
             copy.deepcopy(old_obj), bool(dry_run), dict(user_info or {}),
@@ -237,6 +241,16 @@ class AdmissionChain:
             # (a CEL error there would still fail the request).
             current = await self._dispatch(hooks, request, current, reinvoke, round_=1)
         return current
+
+    def _webhooks(self, configurations: list[dict]) -> list[Webhook]:
+        """webhooks_in_order of these configurations, made again only when one of them changed."""
+        made = self._ordered
+        if made is not None and len(made[0]) == len(configurations) and all(
+                a is b for a, b in zip(made[0], configurations, strict=True)):
+            return made[1]
+        hooks = webhooks_in_order(configurations)
+        self._ordered = (configurations, hooks)
+        return hooks
 
     @staticmethod
     def _policy_request(request: _Request, current: dict) -> Any:
