@@ -121,7 +121,7 @@ class ApiServer(Reads, Writes):
         return MutatingPolicyChain(
             lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
             self._stored_namespace,
-            default=lambda request, obj: AdmissionChain._default(request, obj))
+            default=lambda request, obj: AdmissionChain._default(request, obj), last_write=lambda key: self.store.last_write(key))
 
     def set_admission(self, chain: Any) -> None:
         """Use this admission chain (an object with AdmissionChain's `admit`), or None for none."""

@@ -155,7 +155,7 @@ class Writes:
         if self._policies is None:
             self._policies = admission_policy.PolicyChain(
                 lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
-                self._stored_namespace)
+                self._stored_namespace, lambda key: self.store.last_write(key))
         info = target.info
         meta = (obj if obj is not None else old or {}).get("metadata") or {}
         admission_policy.add_warnings(self._policies.validate(admission_policy.Request(

@@ -82,8 +82,9 @@ class MutatingPolicyChain(PolicyChain):
 
     def __init__(self, list_objects: Callable[[str], list[dict]], count: Callable[[str], int],
                  get_namespace: Callable[[str], dict | None],
-                 default: Callable[[Request, dict], None] | None = None) -> None:
-        super().__init__(list_objects, count, get_namespace)
+                 default: Callable[[Request, dict], None] | None = None,
+                 last_write: Callable[[str], int] | None = None) -> None:
+        super().__init__(list_objects, count, get_namespace, last_write)
         self._default_object = default
 
     def active(self) -> bool:

@@ -199,16 +199,29 @@ class PolicyChain:
     policy_key, binding_key = POLICY_KEY, BINDING_KEY  # the stored kinds (MutatingPolicyChain: its own)
 
     def __init__(self, list_objects: Callable[[str], list[dict]], count: Callable[[str], int],
-                 get_namespace: Callable[[str], dict | None]) -> None:
+                 get_namespace: Callable[[str], dict | None],
+                 last_write: Callable[[str], int] | None = None) -> None:
         self._list = list_objects
         self._count = count
         self._get_namespace = get_namespace
+        # The store's revision of the last write of a kind (Store.last_write): when given, the plan is
+        # kept while neither kind was written, without listing them; otherwise it is kept while the
+        # listed objects are the very ones it was made from.
+        self._last_write = last_write
         self._plan_made: _Plan | None = None
+        self._plan_stamp: tuple[int, int] | None = None
 
     def _plan(self) -> _Plan:
         """The plan of the stored policies and bindings, rebuilt when one of them changed."""
-        policies, bindings = self._list(self.policy_key), self._list(self.binding_key)
         plan = self._plan_made
+        if self._last_write is not None:
+            stamp = (self._last_write(self.policy_key), self._last_write(self.binding_key))
+            if plan is not None and stamp == self._plan_stamp:
+                return plan
+            self._plan_stamp = stamp
+            plan = self._plan_made = _Plan(self._list(self.policy_key), self._list(self.binding_key))
+            return plan
+        policies, bindings = self._list(self.policy_key), self._list(self.binding_key)
         if plan is None or not plan.same(policies, bindings):
             plan = self._plan_made = _Plan(policies, bindings)
         return plan
