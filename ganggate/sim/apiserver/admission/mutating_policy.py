@@ -39,6 +39,7 @@ from ganggate.sim.apiserver.admission.cel_mutation import (
 from ganggate.sim.apiserver.admission.policy import PolicyChain, PreparedPolicy, Request, Variables
 from ganggate.sim.apiserver.patch import MERGE_KEYS
 from ganggate.sim.apiserver.registry.mutatingadmissionpolicy import BINDING_KEY, POLICY_KEY
+from ganggate.sim.apiserver.watch import clone
 
 _SET_LISTS = ("finalizers",)  # listType=set of scalars: merged as a union
 
@@ -268,11 +269,12 @@ def _atomics(value: Any, path: str) -> list[str]:
 def _merge(live: Any, patch: Any, name: str = "") -> Any:
     """The apply configuration merged into the live object, as a new object (the live one is left as
     it was; what the patch does not reach is shared): maps field by field, list-maps by key, set-lists
-    by value (typed.TypedValue.Merge over the fields an apply configuration may hold)."""
+    by value (typed.TypedValue.Merge over the fields an apply configuration may hold). The patch is JSON
+    data (`plain`): watch.clone copies it."""
     if isinstance(patch, dict) and isinstance(live, dict):
         out = dict(live)
         for key, value in patch.items():
-            out[key] = _merge(live[key], value, key) if key in live else copy.deepcopy(value)
+            out[key] = _merge(live[key], value, key) if key in live else clone(value)
         return out
     if isinstance(patch, list) and isinstance(live, list):
         if name in _SET_LISTS:
@@ -283,8 +285,8 @@ def _merge(live: Any, patch: Any, name: str = "") -> Any:
             index = next((i for i, existing in enumerate(merged) if isinstance(existing, dict) and isinstance(item, dict)
                           and merge_key in item and existing.get(merge_key) == item.get(merge_key)), None)
             if index is None:
-                merged.append(copy.deepcopy(item))
+                merged.append(clone(item))
             else:
                 merged[index] = _merge(merged[index], item)
         return merged
-    return copy.deepcopy(patch)
+    return clone(patch)
