@@ -93,6 +93,8 @@ class DisruptionController:
 
     def _index(self, key: str, old: dict | None, new: dict | None) -> None:
         """Move the pod's (namespace, label, value) entries from its old labels to its new ones."""
+        if old is not None and new is not None and old["metadata"].get("labels") == new["metadata"].get("labels"):
+            return  # most changes (status, nomination, gates, binding) leave the labels as they were
         before, after = _label_pairs(old), _label_pairs(new)
         for pair in before - after:
             keys = self._by_label.get(pair)
