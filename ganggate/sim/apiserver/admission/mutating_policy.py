@@ -36,7 +36,8 @@ from ganggate.sim.apiserver.admission.cel_mutation import (
     plain,
     type_name_errors,
 )
-from ganggate.sim.apiserver.admission.policy import PolicyChain, PreparedPolicy, Request, Variables
+from ganggate.sim.apiserver.admission.policy import PolicyChain, Request, Variables
+from ganggate.sim.apiserver.admission.policy_plan import PreparedPolicy
 from ganggate.sim.apiserver.patch import MERGE_KEYS
 from ganggate.sim.apiserver.registry.mutatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 from ganggate.sim.apiserver.watch import clone

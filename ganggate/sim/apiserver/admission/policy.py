@@ -18,12 +18,9 @@ AdmissionRequest, without object/oldObject), `namespaceObject`, `params` (always
 refuses policies with paramKind, see apiserver/registry/validatingadmissionpolicy.py) and `variables` (each computed on
 first use, at most once per evaluation, as cel-go's composition does).
 
-What is read of the policies and bindings per request is prepared once per change of their stored
-objects (`_Plan`), as kube-apiserver's policy source compiles each definition once per generation
-(k8s.io/apiserver/pkg/admission/plugin/policy/generic/policy_source.go refreshPolicies): the policies
-in name order with their bindings, their parsed label selectors, which requests their rules may
-match, and whether their expressions name `request` or `namespaceObject` at all (when none does, the
-activation leaves it unbuilt: no expression can tell).
+What is read of the policies and bindings per request is made once per change of their stored
+objects (apiserver/admission/policy_plan.py), as kube-apiserver's policy source compiles each
+definition once per generation.
 
 Not modelled: auditAnnotations (kubesim has no audit log; they are accepted and not evaluated), the
 Audit action (logged), `authorizer` (an expression using it fails to evaluate, so failurePolicy
@@ -33,9 +30,7 @@ that fills status.typeChecking, the CEL cost budget, and policies on subresource
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -51,6 +46,7 @@ from ganggate.sim.apiserver.admission.matching import (
     rule_matches,
     selector_requirements,
 )
+from ganggate.sim.apiserver.admission.policy_plan import Plan, PreparedPolicy, variable_expressions
 from ganggate.sim.apiserver.admission.webhook import admission_request
 from ganggate.sim.apiserver.registry.validatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 
@@ -85,11 +81,6 @@ class _Decision:
     binding: str | None
     message: str
     reason: str = "Invalid"
-
-
-def variable_expressions(definitions: list[Mapping[str, Any]]) -> dict[str, str]:
-    """A policy's `variables` as name -> expression (a later one of the same name wins, as before)."""
-    return {str(v.get("name", "")): str(v.get("expression", "")) for v in definitions}
 
 
 class Variables(Mapping[str, Any]):
@@ -131,67 +122,6 @@ def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
 
-_NAMES_REQUEST = re.compile(r"\brequest\b")
-_NAMES_NAMESPACE = re.compile(r"\bnamespaceObject\b")
-
-
-@dataclass(frozen=True)
-class PreparedPolicy:
-    """What a request reads of one policy's spec, prepared once per plan."""
-
-    variables: dict[str, str]
-    needs_request: bool
-    needs_namespace: bool
-
-
-def _prepare(spec: Mapping[str, Any]) -> PreparedPolicy:
-    # Whether any text of the spec names the variable: a CEL identifier is a whole word of an
-    # expression, so a spec whose text nowhere holds the word cannot read it (a conservative test:
-    # a message or a string literal holding the word only makes the activation build it).
-    text = json.dumps(spec)
-    return PreparedPolicy(variable_expressions(list(spec.get("variables") or [])),
-                     _NAMES_REQUEST.search(text) is not None, _NAMES_NAMESPACE.search(text) is not None)
-
-
-class _Plan:
-    """The stored policies and bindings as a request reads them, built once per change of the stored
-    objects (which are never mutated in place: a change is a new object)."""
-
-    def __init__(self, policies: list[dict], bindings: list[dict]) -> None:
-        self.sources = (policies, bindings)
-        by_policy: dict[str, list[dict]] = {}
-        for binding in sorted(bindings, key=lambda b: b["metadata"]["name"]):
-            by_policy.setdefault(str((binding.get("spec") or {}).get("policyName", "")), []).append(binding)
-        # (policy, its bindings in name order) for every policy with a binding, policies in name order
-        self.bound: list[tuple[dict, list[dict]]] = [
-            (policy, by_policy[policy["metadata"]["name"]])
-            for policy in sorted(policies, key=lambda p: p["metadata"]["name"])
-            if by_policy.get(policy["metadata"]["name"])]
-        self.prepared = {id(policy): _prepare(policy.get("spec") or {}) for policy, _ in self.bound}
-        self.requirements: dict[int, list[Requirement] | SelectorError] = {}
-        self.may_match: dict[tuple[str, str, str, str, str | None, bool], bool] = {}
-
-    def same(self, policies: list[dict], bindings: list[dict]) -> bool:
-        """Whether the plan was built from these very objects."""
-        return all(len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True))
-                   for old, new in zip(self.sources, (policies, bindings), strict=True))
-
-    def selector(self, selector: Any) -> list[Requirement]:
-        """selector_requirements, parsed once per selector of the plan (its SelectorError likewise)."""
-        if selector is None:
-            return []
-        parsed = self.requirements.get(id(selector))
-        if parsed is None:
-            try:
-                parsed = selector_requirements(selector)
-            except SelectorError as exc:
-                parsed = exc
-            self.requirements[id(selector)] = parsed
-        if isinstance(parsed, SelectorError):
-            raise parsed
-        return parsed
-
-
 class PolicyChain:
     """Evaluates the stored policies and bindings over one request at a time (synchronously: CEL
     needs no I/O)."""
@@ -208,10 +138,10 @@ class PolicyChain:
         # kept while neither kind was written, without listing them; otherwise it is kept while the
         # listed objects are the very ones it was made from.
         self._last_write = last_write
-        self._plan_made: _Plan | None = None
+        self._plan_made: Plan | None = None
         self._plan_stamp: tuple[int, int] | None = None
 
-    def _plan(self) -> _Plan:
+    def _plan(self) -> Plan:
         """The plan of the stored policies and bindings, rebuilt when one of them changed."""
         plan = self._plan_made
         if self._last_write is not None:
@@ -219,11 +149,11 @@ class PolicyChain:
             if plan is not None and stamp == self._plan_stamp:
                 return plan
             self._plan_stamp = stamp
-            plan = self._plan_made = _Plan(self._list(self.policy_key), self._list(self.binding_key))
+            plan = self._plan_made = Plan(self._list(self.policy_key), self._list(self.binding_key))
             return plan
         policies, bindings = self._list(self.policy_key), self._list(self.binding_key)
         if plan is None or not plan.same(policies, bindings):
-            plan = self._plan_made = _Plan(policies, bindings)
+            plan = self._plan_made = Plan(policies, bindings)
         return plan
 
     def validate(self, request: Request) -> list[str]:
@@ -241,7 +171,7 @@ class PolicyChain:
         return warnings
 
     def _dispatch(self, policy: Mapping[str, Any], bindings: list[dict], request: Request,
-                  denied: list[_Decision], warnings: list[str], plan: _Plan) -> None:
+                  denied: list[_Decision], warnings: list[str], plan: Plan) -> None:
         """One policy's bindings (dispatcher.go Dispatch's inner loop)."""
         name = policy["metadata"]["name"]
         spec = policy.get("spec") or {}
@@ -338,7 +268,7 @@ class PolicyChain:
             return None
         return {key: namespace[key] for key in ("apiVersion", "kind", "metadata", "spec", "status") if key in namespace}
 
-    def _matches(self, request: Request, match: Any, binding: bool = False, plan: _Plan | None = None) -> bool | str:
+    def _matches(self, request: Request, match: Any, binding: bool = False, plan: Plan | None = None) -> bool | str:
         """matching.go Matches: True, False, or (for a binding) the text of a configuration error.
 
         A binding without matchResources matches everything (policy_matcher.go BindingMatches).
