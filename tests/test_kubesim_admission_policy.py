@@ -168,3 +168,23 @@ async def test_expressions_beyond_the_compiled_subset_still_see_the_variables(ap
                               variables=[{"name": "count", "expression": "size(object.spec.containers)"},
                                          {"name": "broken", "expression": "object.metadata.missing"}]))
     await create_pod(api, pod_manifest("p"))
+
+
+async def test_a_replaced_policy_decides_the_next_request_with_the_namespace_and_request_it_names(api):
+    core = client.CoreV1Api(api)
+    admission = client.AdmissionregistrationV1Api(api)
+    await core.create_namespace({"metadata": {"name": "team-a", "labels": {"team": "a"}}})
+    await install(api, policy("same-team", {
+        "expression": "object.metadata.labels.team == namespaceObject.metadata.labels.team",
+        "messageExpression": "'team must be ' + namespaceObject.metadata.labels.team"}))
+    with pytest.raises(ApiException) as refused:
+        await core.create_namespaced_pod("team-a", pod_manifest("b", labels={"team": "b"}))
+    assert status_of(refused.value)["message"].endswith("denied request: team must be a")
+    await core.create_namespaced_pod("team-a", pod_manifest("a", labels={"team": "a"}))
+    body = policy("same-team", {"expression": "request.name != 'c'", "message": "not c"})
+    body["metadata"]["resourceVersion"] = (await admission.read_validating_admission_policy("same-team")).metadata.resource_version
+    await admission.replace_validating_admission_policy("same-team", body)
+    await core.create_namespaced_pod("team-a", pod_manifest("b", labels={"team": "b"}))  # the old check is gone
+    with pytest.raises(ApiException) as refused:
+        await core.create_namespaced_pod("team-a", pod_manifest("c", labels={"team": "a"}))
+    assert status_of(refused.value)["message"].endswith("denied request: not c")

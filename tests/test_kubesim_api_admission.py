@@ -177,6 +177,20 @@ async def test_the_real_chain_applies_the_failure_policy_of_an_unreachable_webho
     assert sim.store.get("pods", "default", "failed") is None
 
 
+async def test_a_changed_webhook_configuration_decides_the_next_request(api, sim):
+    admission = client.AdmissionregistrationV1Api(api)
+    core = client.CoreV1Api(api)
+    configuration = copy.deepcopy(CONFIGURATION)
+    configuration["webhooks"][0]["failurePolicy"] = "Fail"
+    await admission.create_mutating_webhook_configuration(configuration)
+    with pytest.raises(ApiException) as info:
+        await core.create_namespaced_pod("default", pod_manifest("failed"))
+    assert info.value.status == 500
+    await admission.patch_mutating_webhook_configuration("recorder", {"webhooks": [
+        dict(configuration["webhooks"][0], failurePolicy="Ignore")]})
+    assert (await core.create_namespaced_pod("default", pod_manifest("ignored"))).metadata.name == "ignored"
+
+
 class SlowChain(RecordingChain):
     """Lets another write land while it 'calls a webhook', once."""
 

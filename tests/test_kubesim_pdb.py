@@ -150,6 +150,63 @@ def test_the_controller_counts_the_pods_its_selector_picks_as_labels_come_and_go
     assert len(controller._candidates(everything)) == 3  # no matchLabels: every pod, then the selector
 
 
+def test_the_controllers_kept_counts_give_the_status_a_recount_gives_as_pods_and_budgets_change(monkeypatch) -> None:
+    # disruption.go recounts every pod of the budget at each sync (countHealthyPods); kubesim keeps the
+    # count from the events: after any sequence of pod and budget changes the two statuses must agree.
+    import random
+    from datetime import datetime, timedelta
+    from types import SimpleNamespace
+
+    from ganggate.sim.controllers.disruption import DisruptionController
+
+    rng = random.Random(7)
+    monkeypatch.setattr(disruption, "_now", lambda: "2030-01-01T00:00:00Z")  # the conditions' transition time
+    controller = DisruptionController("http://unused")
+    pods: dict[str, dict[str, Any]] = {}
+    pdbs: dict[str, dict[str, Any]] = {}
+    controller._pods = SimpleNamespace(store=pods)  # type: ignore[assignment]  # stand-ins: the stores alone
+    controller._pdbs = SimpleNamespace(store=pdbs)  # type: ignore[assignment]
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    stamp = (now - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    selectors = [{"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "a", "tier": "gpu"}}, {},
+                 {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]}]
+    specs = [{"minAvailable": 2}, {"minAvailable": 0}, {}, {"minAvailable": 5}]
+
+    def change(store: dict[str, dict[str, Any]], handler: Any, kind: str, obj: dict[str, Any]) -> None:
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        old = store.get(key)
+        if kind == "DELETED":
+            store.pop(key, None)
+        else:
+            store[key] = obj
+        handler(kind, obj, old)
+
+    for step in range(600):
+        roll = rng.random()
+        if roll < 0.1:
+            name = f"b{rng.randrange(3)}"
+            pdb = {"metadata": {"name": name, "namespace": "default", "generation": 1},
+                   "spec": dict(rng.choice(specs), selector=rng.choice(selectors))}
+            if rng.random() < 0.5 and len(pods) > 1:
+                pdb["status"] = {"disruptedPods": {p["metadata"]["name"]: stamp for p in rng.sample(list(pods.values()), 2)}}
+            deleted = f"default/{name}" in pdbs and rng.random() < 0.2
+            change(pdbs, controller.on_pdb, "DELETED" if deleted else ("MODIFIED" if f"default/{name}" in pdbs else "ADDED"), pdb)
+        else:
+            name = f"p{rng.randrange(12)}"
+            labels = {k: v for k, v in (("app", rng.choice("ab")), ("tier", rng.choice(["gpu", "cpu"]))) if rng.random() < 0.8}
+            pod = ready_pod(name, labels, ready=rng.random() < 0.7, deleting=rng.random() < 0.15)
+            if rng.random() < 0.1:
+                pod["metadata"]["namespace"] = "other"
+            key = f"{pod['metadata']['namespace']}/{name}"
+            change(pods, controller.on_pod, "DELETED" if key in pods and rng.random() < 0.2 else
+                   ("MODIFIED" if key in pods else "ADDED"), pod)
+        for key, pdb in pdbs.items():
+            covered = controller._covered[key]
+            assert disruption.counts_itself(pdb)
+            counted = disruption.compute_status_counted(pdb, covered.pods, covered.healthy, now)
+            assert counted == disruption.compute_status(pdb, list(pods.values()), now), (step, key)
+
+
 # ---- the API --------------------------------------------------------------------------------------------
 
 @pytest.fixture

@@ -106,7 +106,7 @@ class ApiServer(Reads, Writes):
                 self._admission = AdmissionChain(
                     # The stored objects themselves: the chain only reads them (and copies what it keeps).
                     lambda: [s.obj for _, s in self.store.iter("mutatingwebhookconfigurations.admissionregistration.k8s.io")],
-                    lambda name: self.store.get("namespaces", None, name),
+                    self._stored_namespace,
                     policies=self._mutating_policies(),
                 )
         return self._admission
@@ -120,8 +120,8 @@ class ApiServer(Reads, Writes):
 
         return MutatingPolicyChain(
             lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
-            lambda name: self.store.get("namespaces", None, name),
-            default=lambda request, obj: AdmissionChain._default(request, obj))
+            self._stored_namespace,
+            default=lambda request, obj: AdmissionChain._default(request, obj), last_write=lambda key: self.store.last_write(key))
 
     def set_admission(self, chain: Any) -> None:
         """Use this admission chain (an object with AdmissionChain's `admit`), or None for none."""

@@ -41,6 +41,7 @@ class Store:
         self._pods_by_node: dict[str, set[Key]] = {}
         self._sorted: dict[tuple[str, str | None], list[Key]] = {}
         self._rv = 0
+        self._written: dict[str, int] = {}  # resource key -> the revision of its last write
         self.hub = WatchHub(history=watch_history)
 
     def timestamp(self) -> str:
@@ -67,6 +68,11 @@ class Store:
 
     def count(self, key: str) -> int:
         return len(self._objects.get(key, {}))
+
+    def last_write(self, key: str) -> int:
+        """The revision of the last create, update or delete of the resource (0: none yet): what was
+        derived from its objects still holds while this is unchanged."""
+        return self._written.get(key, 0)
 
     def iter(self, key: str, namespace: str | None = None, after: Key | None = None) -> Iterator[tuple[Key, Stored]]:
         """Objects of a resource in key order (namespace, name), optionally only those after `after`."""
@@ -143,6 +149,7 @@ class Store:
         obj = _type_first(obj, info)
         stored = Stored(obj)
         objects[k] = stored
+        self._written[info.key] = rv
         self._forget_order(info.key, namespace)
         if info.namespaced:
             self._by_namespace.setdefault(info.key, {}).setdefault(namespace, {})[k] = stored
@@ -167,6 +174,7 @@ class Store:
         obj = _type_first(obj, info)
         stored = Stored(obj)
         objects[k] = stored
+        self._written[info.key] = rv
         if info.namespaced:
             self._by_namespace[info.key][namespace][k] = stored
         self._index(info.key, k, stored, old)
@@ -199,6 +207,7 @@ class Store:
             )
         rv = self._next_rv()
         del objects[k]
+        self._written[info.key] = rv
         self._forget_order(info.key, namespace)
         if info.namespaced:
             del self._by_namespace[info.key][namespace][k]

@@ -142,6 +142,12 @@ class Writes:
             user_info=USER_INFO,
         )
 
+    def _stored_namespace(self, name: str) -> dict[str, Any] | None:
+        """The stored namespace itself, for admission, which only reads it (its labels, namespaceObject):
+        no copy per lookup. A stored object is never mutated in place."""
+        stored = self.store.lookup("namespaces", "", name)
+        return stored.obj if stored is not None else None
+
     def _validate_policies(self, operation: str, target: Target, obj: dict[str, Any] | None,
                            old: dict[str, Any] | None, dry_run: bool) -> None:
         """Validating admission by ValidatingAdmissionPolicies (apiserver/admission/policy.py), after the
@@ -149,7 +155,7 @@ class Writes:
         if self._policies is None:
             self._policies = admission_policy.PolicyChain(
                 lambda key: [stored.obj for _, stored in self.store.iter(key)], self.store.count,
-                lambda name: self.store.get("namespaces", None, name))
+                self._stored_namespace, lambda key: self.store.last_write(key))
         info = target.info
         meta = (obj if obj is not None else old or {}).get("metadata") or {}
         admission_policy.add_warnings(self._policies.validate(admission_policy.Request(

@@ -181,7 +181,48 @@ def compute_status(pdb: Mapping[str, Any], all_pods: Iterable[Mapping[str, Any]]
                                 "message": str(exc)}, generation)
         return status
     disrupted = disrupted_pod_map(pdb, pods, now)
-    healthy = count_healthy(pods, disrupted)
+    return _status(status, generation, expected, desired, count_healthy(pods, disrupted), disrupted)
+
+
+# What countHealthyPods and buildDisruptedPodMap read of one pod: (being deleted, Ready).
+Health = tuple[bool, bool]
+
+
+def pod_health(pod: Mapping[str, Any]) -> Health:
+    return bool(pod["metadata"].get("deletionTimestamp")), is_pod_ready(pod)
+
+
+def counts_itself(pdb: Mapping[str, Any]) -> bool:
+    """Whether the budget's status needs only its pods' count and health (`compute_status_counted`):
+    an integer minAvailable or none; maxUnavailable and percentages look for the pods' controllers."""
+    spec = pdb.get("spec") or {}
+    return spec.get("maxUnavailable") is None and not isinstance(spec.get("minAvailable"), str)
+
+
+def compute_status_counted(pdb: Mapping[str, Any], pods: Mapping[str, Health], healthy: int,
+                           now: datetime | None = None) -> Obj:
+    """`compute_status` for a budget that `counts_itself`, given the health of the pods it covers by name
+    and how many of them are Ready and not being deleted: the same status, without reading every pod."""
+    now = now or datetime.now(UTC)
+    generation = (pdb.get("metadata") or {}).get("generation", 1)
+    status = copy.deepcopy(pdb.get("status") or {})
+    spec = pdb.get("spec") or {}
+    min_available = spec.get("minAvailable")
+    expected, desired = (len(pods), min_available) if isinstance(min_available, int) else (0, 0)
+    disrupted = {}
+    for name, stamp in ((pdb.get("status") or {}).get("disruptedPods") or {}).items():  # disrupted_pod_map
+        health = pods.get(name)
+        when = _parse(stamp)
+        if health is None or health[0] or when is None or when + DELETION_TIMEOUT < now:
+            continue
+        disrupted[name] = stamp
+    # count_healthy: the disrupted pods kept above are not being deleted; those Ready are not healthy
+    healthy -= sum(1 for name in disrupted if pods[name][1])
+    return _status(status, generation, expected, desired, healthy, disrupted)
+
+
+def _status(status: Obj, generation: int, expected: int, desired: int, healthy: int, disrupted: dict[str, str]) -> Obj:
+    """updatePdbStatus: the counts into the status, and its DisruptionAllowed condition."""
     allowed = healthy - desired
     if expected <= 0 or allowed <= 0:
         allowed = 0

@@ -146,7 +146,7 @@ def compile_expression(expression: str) -> Compiled:
 
 
 def build_activation(
-    obj: Mapping[str, Any] | None, old_obj: Mapping[str, Any] | None, request: Mapping[str, Any]
+    obj: Mapping[str, Any] | None, old_obj: Mapping[str, Any] | None, request: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The CEL variables for one evaluation, as plain JSON values (never copied or converted)."""
     return {"object": obj, "oldObject": old_obj, "request": request, "namespaceObject": None}

@@ -22,6 +22,7 @@ substring). Anything else (timestamps, durations, type(), optional `?.`, protobu
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -73,8 +74,15 @@ def _literal(token: lark.Token) -> Any:
     raise Unsupported(f"literal {kind}")  # uint literals: no uint in JSON objects
 
 
+# The value of each compiled constant (literals, and lists of literals), by its closure.
+_CONSTANTS: weakref.WeakKeyDictionary[Fn, Any] = weakref.WeakKeyDictionary()
+
+
 def _const(value: Any) -> Fn:
-    return lambda env: value
+    def constant(env: Env) -> Any:
+        return value
+    _CONSTANTS[constant] = value
+    return constant
 
 
 def _or(left: Fn, right: Fn) -> Fn:
@@ -204,11 +212,17 @@ class _Compiler:
 
     def _list_lit(self, tree: lark.Tree) -> Fn:
         items = [self.compile(c) for c in self._exprs(tree.children[0] if tree.children else None)]
+        if all(item in _CONSTANTS for item in items):
+            # A list of literals (['a', 'b'].exists(...), `x in ['default-scheduler']`) is built once,
+            # as cel-go's constant folding does: nothing evaluated mutates a value in place.
+            return _const([_CONSTANTS[item] for item in items])
         return lambda env: [item(env) for item in items]
 
     def _map_lit(self, tree: lark.Tree) -> Fn:
         flat = [self.compile(c) for c in self._exprs(tree.children[0] if tree.children else None)]
         pairs = list(zip(flat[0::2], flat[1::2], strict=True))
+        if not pairs:
+            return _const({})  # `{}`, built once likewise
 
         def build(env: Env) -> Any:
             out: dict[Any, Any] = {}

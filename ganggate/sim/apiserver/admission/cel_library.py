@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+_ABSENT = object()
 
 
 class CelError(Exception):
@@ -164,9 +165,12 @@ _ARITHMETIC = {"addition_add": _add, "addition_sub": _sub, "multiplication_mul":
 
 def select(value: Any, field: str) -> Any:
     """`value.field`: a key of a map (an object), an error when it is absent."""
-    if type(value) is dict or isinstance(value, Mapping):
-        if field in value:
-            return value[field]
+    if type(value) is dict:  # the common case, in one lookup
+        if (found := value.get(field, _ABSENT)) is not _ABSENT:
+            return found
+    elif isinstance(value, Mapping) and field in value:
+        return value[field]
+    if isinstance(value, Mapping):
         raise CelError(f"no such key: {field}")
     raise CelError(f"type '{_type_name(value)}' does not support field selection")
 

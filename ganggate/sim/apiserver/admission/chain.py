@@ -20,7 +20,6 @@ Why this module is long: the mutating policies and the webhooks share one reinvo
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from ganggate.sim.apiserver.admission.matching import (
     rule_matches,
     webhooks_in_order,
 )
+from ganggate.sim.apiserver.watch import clone
 
 log = logging.getLogger("ganggate.sim.apiserver.admission.chain")
 
@@ -165,6 +165,11 @@ class AdmissionChain:
         self._policies = policies
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
+        # The webhooks in order, made once per change of the stored configurations (which are never
+        # mutated in place), as mutating_webhook_manager.go rebuilds its accessors only when the
+        # configuration informer changes: (the configurations they were made from, the webhooks).
+        self._ordered: tuple[list[dict], list[Webhook]] | None = None
+        self._named: dict[tuple[str, str, str, str, str | None, bool], bool] = {}  # _rules_name's answers
 
     async def close(self) -> None:
         """Close the pooled HTTPS connections to webhooks (safe to call more than once)."""
@@ -199,17 +204,14 @@ class AdmissionChain:
         policies = self._policies if self._policies is not None and self._policies.active() else None
         if policies is not None and not policies.may_match(operation, resource, sub_resource or None, namespace or ""):
             policies = None  # no policy's rules name this request: none can apply (PolicyChain.may_match)
-        if policies is None and not any(rule_matches(rule, operation=operation, resource=resource, sub_resource=sub_resource or None,
-                                namespace=namespace or "")
-                   for config in configurations for spec in config.get("webhooks") or []
-                   for rule in spec.get("rules") or []):
+        hooks = self._webhooks(configurations)
+        if policies is None and not self._rules_name(hooks, operation, resource, sub_resource or None, namespace or ""):
             return obj  # no policy, and no webhook's rules name this request (a lease, an event, ...): nothing to call or copy
-        hooks = webhooks_in_order(configurations)
         request = _Request(
             operation, dict(kind), dict(resource), sub_resource or None, namespace or "", name or "",
-            copy.deepcopy(old_obj), bool(dry_run), dict(user_info or {}),
+            clone(old_obj), bool(dry_run), dict(user_info or {}),
         )
-        current = copy.deepcopy(obj)
+        current = clone(obj)  # JSON data: watch.clone copies it as deepcopy does, several times faster
         reinvoke = _ReinvokeContext()
         if policies is not None:
             from ganggate.sim.apiserver.admission.mutating_policy import ReinvocationContext
@@ -223,7 +225,7 @@ class AdmissionChain:
             # reinvocation.go: the whole chain once more. The policies see whether the webhooks changed
             # the object since they ran, the webhooks whether the policies did since the last webhook
             # call (dispatcher.go IsOutputChangedSince...): then the IfNeeded ones run again.
-            last_webhook_output = copy.deepcopy(current)
+            last_webhook_output = clone(current)
             current = policies.admit(policy_request, current, policy_context, reinvoking=True)
             if not semantically_equal(current, last_webhook_output):
                 reinvoke.require_reinvoking_previously_invoked()
@@ -237,6 +239,30 @@ class AdmissionChain:
             # (a CEL error there would still fail the request).
             current = await self._dispatch(hooks, request, current, reinvoke, round_=1)
         return current
+
+    def _webhooks(self, configurations: list[dict]) -> list[Webhook]:
+        """webhooks_in_order of these configurations, made again only when one of them changed."""
+        made = self._ordered
+        if made is not None and len(made[0]) == len(configurations) and all(
+                a is b for a, b in zip(made[0], configurations, strict=True)):
+            return made[1]
+        hooks = webhooks_in_order(configurations)
+        self._ordered = (configurations, hooks)
+        self._named = {}
+        return hooks
+
+    def _rules_name(self, hooks: list[Webhook], operation: str, resource: Mapping[str, str], sub_resource: str | None,
+                    namespace: str) -> bool:
+        """Whether some webhook's rules match the request, remembered per kind of request while the
+        webhooks stay the same (rules.go Matcher.Matches reads of the request only these)."""
+        key = (operation, resource.get("group", ""), resource.get("version", ""), resource.get("resource", ""),
+               sub_resource, bool(namespace))
+        named = self._named.get(key)
+        if named is None:
+            named = self._named[key] = any(
+                rule_matches(rule, operation=operation, resource=resource, sub_resource=sub_resource, namespace=namespace)
+                for hook in hooks for rule in hook.spec.get("rules") or [])
+        return named
 
     @staticmethod
     def _policy_request(request: _Request, current: dict) -> Any:
@@ -309,13 +335,15 @@ class AdmissionChain:
         conditions = hook.spec.get("matchConditions") or []
         if not conditions:
             return True
-        review_request = call.admission_request(
-            uid="", operation=request.operation, kind=request.kind, resource=request.resource,
-            sub_resource=request.sub_resource, namespace=request.namespace, name=request.name,
-            obj=None, old_obj=None, dry_run=request.dry_run, user_info=request.user_info,
-        )
-        for dropped in ("uid", "object", "oldObject"):
-            review_request.pop(dropped)
+        review_request: dict[str, Any] | None = None  # null when no condition names it: none can read it
+        if hook.conditions_read_request:
+            review_request = call.admission_request(
+                uid="", operation=request.operation, kind=request.kind, resource=request.resource,
+                sub_resource=request.sub_resource, namespace=request.namespace, name=request.name,
+                obj=None, old_obj=None, dry_run=request.dry_run, user_info=request.user_info,
+            )
+            for dropped in ("uid", "object", "oldObject"):
+                review_request.pop(dropped)
         result = evaluate_conditions(conditions, build_activation(current, request.old_obj, review_request))
         if result.error is not None:
             if hook.ignore_failures:

@@ -10,6 +10,9 @@ evaluated after these, live in kubesim/apiserver/admission/cel.py.
 from __future__ import annotations
 
 import copy
+import functools
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +77,35 @@ class Webhook:
     @property
     def side_effects(self) -> str | None:
         return self.spec.get("sideEffects")
+
+    # Read once per webhook (a Webhook is made once per change of its configuration, and its spec is
+    # its own copy): the parsed selectors (or why they cannot be parsed), and whether any match
+    # condition names `request`.
+    @functools.cached_property
+    def _namespace_selector(self) -> list[Requirement] | SelectorError:
+        return _parse(self.spec.get("namespaceSelector"))
+
+    @functools.cached_property
+    def _object_selector(self) -> list[Requirement] | SelectorError:
+        return _parse(self.spec.get("objectSelector"))
+
+    @functools.cached_property
+    def conditions_read_request(self) -> bool:
+        """Whether a matchConditions expression may read `request` (its text holds the word at all)."""
+        return re.search(r"\brequest\b", json.dumps(self.spec.get("matchConditions") or [])) is not None
+
+
+def _parse(selector: Mapping[str, Any] | None) -> list[Requirement] | SelectorError:
+    try:
+        return selector_requirements(selector)
+    except SelectorError as exc:
+        return exc
+
+
+def _requirements(parsed: list[Requirement] | SelectorError) -> list[Requirement]:
+    if isinstance(parsed, SelectorError):
+        raise parsed
+    return parsed
 
 
 def webhooks_in_order(configurations: Sequence[Mapping[str, Any]]) -> list[Webhook]:
@@ -183,12 +215,12 @@ def namespace_selector_applies(resource: Mapping[str, str], namespace: str) -> b
 
 def namespace_matches(hook: Webhook, namespace_labels: Mapping[str, str]) -> bool:
     """The webhook's namespaceSelector against the namespace's labels (namespace/matcher.go)."""
-    return labels_match(selector_requirements(hook.spec.get("namespaceSelector")), namespace_labels)
+    return labels_match(_requirements(hook._namespace_selector), namespace_labels)
 
 
 def namespace_selector_is_empty(hook: Webhook) -> bool:
     """An empty selector matches without looking the namespace up."""
-    return not selector_requirements(hook.spec.get("namespaceSelector"))
+    return not _requirements(hook._namespace_selector)
 
 
 def object_matches(hook: Webhook, obj: Mapping[str, Any] | None, old_obj: Mapping[str, Any] | None) -> bool:
@@ -196,7 +228,7 @@ def object_matches(hook: Webhook, obj: Mapping[str, Any] | None, old_obj: Mappin
 
     A missing object (CREATE has no old object) never matches a non-empty selector.
     """
-    requirements = selector_requirements(hook.spec.get("objectSelector"))
+    requirements = _requirements(hook._object_selector)
     if not requirements:
         return True
     return any(o is not None and labels_match(requirements, _labels_of(o)) for o in (obj, old_obj))

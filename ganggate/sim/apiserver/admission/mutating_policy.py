@@ -37,8 +37,10 @@ from ganggate.sim.apiserver.admission.cel_mutation import (
     type_name_errors,
 )
 from ganggate.sim.apiserver.admission.policy import PolicyChain, Request, Variables
+from ganggate.sim.apiserver.admission.policy_plan import PreparedPolicy
 from ganggate.sim.apiserver.patch import MERGE_KEYS
 from ganggate.sim.apiserver.registry.mutatingadmissionpolicy import BINDING_KEY, POLICY_KEY
+from ganggate.sim.apiserver.watch import clone
 
 _SET_LISTS = ("finalizers",)  # listType=set of scalars: merged as a union
 
@@ -82,8 +84,9 @@ class MutatingPolicyChain(PolicyChain):
 
     def __init__(self, list_objects: Callable[[str], list[dict]], count: Callable[[str], int],
                  get_namespace: Callable[[str], dict | None],
-                 default: Callable[[Request, dict], None] | None = None) -> None:
-        super().__init__(list_objects, count, get_namespace)
+                 default: Callable[[Request, dict], None] | None = None,
+                 last_write: Callable[[str], int] | None = None) -> None:
+        super().__init__(list_objects, count, get_namespace, last_write)
         self._default_object = default
 
     def active(self) -> bool:
@@ -103,29 +106,26 @@ class MutatingPolicyChain(PolicyChain):
 
     def _dispatch_mutations(self, request: Request, current: dict, context: ReinvocationContext,
                             reinvoking: bool) -> dict:
-        bindings: dict[str, list[dict]] = {}
-        for binding in sorted(self._list(BINDING_KEY), key=lambda b: b["metadata"]["name"]):
-            bindings.setdefault(str((binding.get("spec") or {}).get("policyName", "")), []).append(binding)
+        plan = self._plan()
         problems: list[_PolicyError] = []
         dirty = False
-        for policy in sorted(self._list(POLICY_KEY), key=lambda p: p["metadata"]["name"]):
+        for policy, bound in plan.bound:  # policies in name order, each with its bindings in name order
             name = policy["metadata"]["name"]
             spec = policy.get("spec") or {}
             fail = spec.get("failurePolicy", "Fail") != "Ignore"
-            bound = bindings.get(name)
-            if not bound or self._matches(self._with(request, current), spec.get("matchConstraints")) is not True:
+            if self._matches(self._with(request, current), spec.get("matchConstraints"), plan=plan) is not True:
                 continue
             for binding in bound:
                 binding_name = binding["metadata"]["name"]
                 matched = self._matches(self._with(request, current), (binding.get("spec") or {}).get("matchResources"),
-                                        binding=True)
+                                        binding=True, plan=plan)
                 if isinstance(matched, str):
                     problems.append(_PolicyError(name, binding_name, f"failed to configure binding: {matched}", fail=fail))
                     continue
                 if not matched:
                     continue
                 current, applied = self._invoke(spec, name, binding_name, request, current, context, reinvoking,
-                                                problems, fail)
+                                                problems, fail, plan.prepared[id(policy)])
                 dirty = dirty or applied
         if dirty:
             # dispatcher.go: a mutated (Dirty) object makes every eligible policy run again in the
@@ -139,11 +139,11 @@ class MutatingPolicyChain(PolicyChain):
 
     def _invoke(self, spec: Mapping[str, Any], policy: str, binding: str, request: Request, current: dict,
                 context: ReinvocationContext, reinvoking: bool, problems: list[_PolicyError],
-                fail: bool) -> tuple[dict, bool]:
+                fail: bool, prepared: PreparedPolicy) -> tuple[dict, bool]:
         """One (policy, binding) invocation: (the object after its mutations, whether any was applied)."""
         key = (policy, binding)
-        activation = self._activation(self._with(request, current))
-        activation["variables"] = Variables(list(spec.get("variables") or []), activation)
+        activation = self._activation(self._with(request, current), prepared)
+        activation["variables"] = Variables(prepared.variables, activation)
         conditions = spec.get("matchConditions") or []
         if conditions:
             matched = evaluate_conditions(conditions, activation)
@@ -157,8 +157,8 @@ class MutatingPolicyChain(PolicyChain):
         before = current
         applied = False
         for mutation in spec.get("mutations") or []:
-            activation = self._activation(self._with(request, current))
-            activation["variables"] = Variables(list(spec.get("variables") or []), activation)
+            activation = self._activation(self._with(request, current), prepared)
+            activation["variables"] = Variables(prepared.variables, activation)
             try:
                 patched = apply_mutation(mutation, current, activation)
             except MutationError as exc:
@@ -270,11 +270,12 @@ def _atomics(value: Any, path: str) -> list[str]:
 def _merge(live: Any, patch: Any, name: str = "") -> Any:
     """The apply configuration merged into the live object, as a new object (the live one is left as
     it was; what the patch does not reach is shared): maps field by field, list-maps by key, set-lists
-    by value (typed.TypedValue.Merge over the fields an apply configuration may hold)."""
+    by value (typed.TypedValue.Merge over the fields an apply configuration may hold). The patch is JSON
+    data (`plain`): watch.clone copies it."""
     if isinstance(patch, dict) and isinstance(live, dict):
         out = dict(live)
         for key, value in patch.items():
-            out[key] = _merge(live[key], value, key) if key in live else copy.deepcopy(value)
+            out[key] = _merge(live[key], value, key) if key in live else clone(value)
         return out
     if isinstance(patch, list) and isinstance(live, list):
         if name in _SET_LISTS:
@@ -285,8 +286,8 @@ def _merge(live: Any, patch: Any, name: str = "") -> Any:
             index = next((i for i, existing in enumerate(merged) if isinstance(existing, dict) and isinstance(item, dict)
                           and merge_key in item and existing.get(merge_key) == item.get(merge_key)), None)
             if index is None:
-                merged.append(copy.deepcopy(item))
+                merged.append(clone(item))
             else:
                 merged[index] = _merge(merged[index], item)
         return merged
-    return copy.deepcopy(patch)
+    return clone(patch)

@@ -18,6 +18,10 @@ AdmissionRequest, without object/oldObject), `namespaceObject`, `params` (always
 refuses policies with paramKind, see apiserver/registry/validatingadmissionpolicy.py) and `variables` (each computed on
 first use, at most once per evaluation, as cel-go's composition does).
 
+What is read of the policies and bindings per request is made once per change of their stored
+objects (apiserver/admission/policy_plan.py), as kube-apiserver's policy source compiles each
+definition once per generation.
+
 Not modelled: auditAnnotations (kubesim has no audit log; they are accepted and not evaluated), the
 Audit action (logged), `authorizer` (an expression using it fails to evaluate, so failurePolicy
 decides), matchPolicy Equivalent (kubesim serves one version of each resource), the type checking
@@ -35,7 +39,14 @@ from typing import Any
 from ganggate.sim.apimachinery import errors
 from ganggate.sim.apiserver.admission.cel import EvaluationError, evaluate_conditions, evaluate_value
 from ganggate.sim.apiserver.admission.cel_fast import CelError
-from ganggate.sim.apiserver.admission.matching import SelectorError, labels_match, rule_matches, selector_requirements
+from ganggate.sim.apiserver.admission.matching import (
+    Requirement,
+    SelectorError,
+    labels_match,
+    rule_matches,
+    selector_requirements,
+)
+from ganggate.sim.apiserver.admission.policy_plan import Plan, PreparedPolicy, variable_expressions
 from ganggate.sim.apiserver.admission.webhook import admission_request
 from ganggate.sim.apiserver.registry.validatingadmissionpolicy import BINDING_KEY, POLICY_KEY
 
@@ -75,8 +86,9 @@ class _Decision:
 class Variables(Mapping[str, Any]):
     """`variables`: each named expression evaluated on first use, then remembered (composition)."""
 
-    def __init__(self, definitions: list[Mapping[str, Any]], activation: dict[str, Any]) -> None:
-        self._expressions = {str(v.get("name", "")): str(v.get("expression", "")) for v in definitions}
+    def __init__(self, definitions: list[Mapping[str, Any]] | dict[str, str], activation: dict[str, Any]) -> None:
+        # a dict is already name -> expression (variable_expressions, prepared once per policy)
+        self._expressions = definitions if isinstance(definitions, dict) else variable_expressions(definitions)
         self._activation = activation
         self._values: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
@@ -117,37 +129,56 @@ class PolicyChain:
     policy_key, binding_key = POLICY_KEY, BINDING_KEY  # the stored kinds (MutatingPolicyChain: its own)
 
     def __init__(self, list_objects: Callable[[str], list[dict]], count: Callable[[str], int],
-                 get_namespace: Callable[[str], dict | None]) -> None:
+                 get_namespace: Callable[[str], dict | None],
+                 last_write: Callable[[str], int] | None = None) -> None:
         self._list = list_objects
         self._count = count
         self._get_namespace = get_namespace
+        # The store's revision of the last write of a kind (Store.last_write): when given, the plan is
+        # kept while neither kind was written, without listing them; otherwise it is kept while the
+        # listed objects are the very ones it was made from.
+        self._last_write = last_write
+        self._plan_made: Plan | None = None
+        self._plan_stamp: tuple[int, int] | None = None
+
+    def _plan(self) -> Plan:
+        """The plan of the stored policies and bindings, rebuilt when one of them changed."""
+        plan = self._plan_made
+        if self._last_write is not None:
+            stamp = (self._last_write(self.policy_key), self._last_write(self.binding_key))
+            if plan is not None and stamp == self._plan_stamp:
+                return plan
+            self._plan_stamp = stamp
+            plan = self._plan_made = Plan(self._list(self.policy_key), self._list(self.binding_key))
+            return plan
+        policies, bindings = self._list(self.policy_key), self._list(self.binding_key)
+        if plan is None or not plan.same(policies, bindings):
+            plan = self._plan_made = Plan(policies, bindings)
+        return plan
 
     def validate(self, request: Request) -> list[str]:
         """The warnings to send back; raises errors.ApiError when a Deny decision refuses the request."""
         if not self.may_match(request.operation, request.resource, request.sub_resource, request.namespace):
             return []  # nothing is bound, or no policy's rules name the request: none can apply
-        bindings: dict[str, list[dict]] = {}
-        for binding in sorted(self._list(BINDING_KEY), key=lambda b: b["metadata"]["name"]):
-            bindings.setdefault(str((binding.get("spec") or {}).get("policyName", "")), []).append(binding)
+        plan = self._plan()
         denied: list[_Decision] = []
         warnings: list[str] = []
-        for policy in sorted(self._list(POLICY_KEY), key=lambda p: p["metadata"]["name"]):
-            bound = bindings.get(policy["metadata"]["name"])
-            if bound and self._matches(request, (policy.get("spec") or {}).get("matchConstraints")) is True:
-                self._dispatch(policy, bound, request, denied, warnings)
+        for policy, bound in plan.bound:
+            if self._matches(request, (policy.get("spec") or {}).get("matchConstraints"), plan=plan) is True:
+                self._dispatch(policy, bound, request, denied, warnings, plan)
         if denied:
             raise self._refusal(request, denied[0])
         return warnings
 
     def _dispatch(self, policy: Mapping[str, Any], bindings: list[dict], request: Request,
-                  denied: list[_Decision], warnings: list[str]) -> None:
+                  denied: list[_Decision], warnings: list[str], plan: Plan) -> None:
         """One policy's bindings (dispatcher.go Dispatch's inner loop)."""
         name = policy["metadata"]["name"]
         spec = policy.get("spec") or {}
         fail = spec.get("failurePolicy", "Fail") != "Ignore"
         for binding in bindings:
             binding_name = binding["metadata"]["name"]
-            matched = self._matches(request, (binding.get("spec") or {}).get("matchResources"), binding=True)
+            matched = self._matches(request, (binding.get("spec") or {}).get("matchResources"), binding=True, plan=plan)
             if isinstance(matched, str):  # a configuration error
                 if fail:
                     denied.append(_Decision(name, binding_name, f"failed to configure binding: {matched}"))
@@ -155,7 +186,7 @@ class PolicyChain:
             if not matched:
                 continue
             actions = (binding.get("spec") or {}).get("validationActions") or []
-            for decision in self._evaluate(spec, name, binding_name, request, fail):
+            for decision in self._evaluate(spec, name, binding_name, request, fail, plan.prepared[id(policy)]):
                 if "Deny" in actions:
                     denied.append(decision)
                 if "Warn" in actions:
@@ -165,10 +196,10 @@ class PolicyChain:
                     log.info("ValidatingAdmissionPolicy %s (binding %s) audit: %s", name, binding_name, decision.message)
 
     def _evaluate(self, spec: Mapping[str, Any], policy: str, binding: str, request: Request,
-                  fail: bool) -> list[_Decision]:
+                  fail: bool, prepared: PreparedPolicy) -> list[_Decision]:
         """validator.go Validate: the Deny decisions of one policy for one request."""
-        activation = self._activation(request)
-        activation["variables"] = Variables(list(spec.get("variables") or []), activation)
+        activation = self._activation(request, prepared)
+        activation["variables"] = Variables(prepared.variables, activation)
         conditions = spec.get("matchConditions") or []
         if conditions:
             matched = evaluate_conditions(conditions, activation)
@@ -211,7 +242,12 @@ class PolicyChain:
             message = str(validation["message"]).strip()
         return message or f"failed expression: {str(validation.get('expression', '')).strip()}"
 
-    def _activation(self, request: Request) -> dict[str, Any]:
+    def _activation(self, request: Request, prepared: PreparedPolicy | None = None) -> dict[str, Any]:
+        """The CEL variables; `request` and `namespaceObject` left null when no expression of the
+        policy names them (prepared), since then no expression can read them."""
+        if prepared is not None and not prepared.needs_request:
+            return {"object": request.obj, "oldObject": request.old_obj, "request": None, "params": None,
+                    "namespaceObject": self._namespace_object(request) if prepared.needs_namespace else None}
         review = admission_request(
             uid="", operation=request.operation, kind=request.kind, resource=request.resource,
             sub_resource=request.sub_resource, namespace=request.namespace, name=request.name,
@@ -220,7 +256,8 @@ class PolicyChain:
         for dropped in ("object", "oldObject"):
             review.pop(dropped)
         return {"object": request.obj, "oldObject": request.old_obj, "request": review, "params": None,
-                "namespaceObject": self._namespace_object(request)}
+                "namespaceObject": self._namespace_object(request)
+                if prepared is None or prepared.needs_namespace else None}
 
     def _namespace_object(self, request: Request) -> Mapping[str, Any] | None:
         """cel.CreateNamespaceObject: the request's namespace (none for cluster-scoped objects and namespaces)."""
@@ -231,7 +268,7 @@ class PolicyChain:
             return None
         return {key: namespace[key] for key in ("apiVersion", "kind", "metadata", "spec", "status") if key in namespace}
 
-    def _matches(self, request: Request, match: Any, binding: bool = False) -> bool | str:
+    def _matches(self, request: Request, match: Any, binding: bool = False, plan: Plan | None = None) -> bool | str:
         """matching.go Matches: True, False, or (for a binding) the text of a configuration error.
 
         A binding without matchResources matches everything (policy_matcher.go BindingMatches).
@@ -249,10 +286,11 @@ class PolicyChain:
         rules = match.get("resourceRules") or []
         if rules and not any(self._rule_matches(rule, request) for rule in rules):
             return False
+        parse = selector_requirements if plan is None else plan.selector
         try:
-            if not self._namespace_matches(request, match.get("namespaceSelector")):
+            if not self._namespace_matches(request, match.get("namespaceSelector"), parse):
                 return False
-            requirements = selector_requirements(match.get("objectSelector"))
+            requirements = parse(match.get("objectSelector"))
             if requirements and not any(o is not None and labels_match(requirements, _labels(o))
                                         for o in (request.obj, request.old_obj)):
                 return False
@@ -266,6 +304,16 @@ class PolicyChain:
         not copy the object nor build a request for the policies."""
         if not self._count(self.binding_key) or not self._count(self.policy_key):
             return False
+        # rules.go Matcher.Matches reads of the request only these (the scope: whether it has a namespace)
+        key = (operation, resource.get("group", ""), resource.get("version", ""), resource.get("resource", ""),
+               sub_resource, bool(namespace))
+        plan = self._plan()
+        known = plan.may_match.get(key)
+        if known is None:
+            known = plan.may_match[key] = self._may_match(operation, resource, sub_resource, namespace)
+        return known
+
+    def _may_match(self, operation: str, resource: Mapping[str, str], sub_resource: str | None, namespace: str) -> bool:
         for policy in self._list(self.policy_key):  # (resourceNames and the exclusions left to `_matches`)
             rules = ((policy.get("spec") or {}).get("matchConstraints") or {}).get("resourceRules") or []
             if not rules or any(rule_matches(rule, operation=operation, resource=resource, sub_resource=sub_resource,
@@ -273,9 +321,10 @@ class PolicyChain:
                 return True
         return False
 
-    def _namespace_matches(self, request: Request, selector: Any) -> bool:
+    def _namespace_matches(self, request: Request, selector: Any,
+                           parse: Callable[[Any], list[Requirement]] = selector_requirements) -> bool:
         """namespace/matcher.go MatchNamespaceSelector (cluster-scoped objects other than namespaces always match)."""
-        requirements = selector_requirements(selector)
+        requirements = parse(selector)
         if not requirements:
             return True
         is_namespace = request.resource.get("resource") == "namespaces" and not request.resource.get("group")
