@@ -193,8 +193,10 @@ class AdmissionChain:
         dry_run: bool,
         user_info: dict,
     ) -> dict:
-        """Return the object after every matching webhook's patch (`obj` itself, uncopied, when no
-        webhook's rules name the request); raise AdmissionDenied to refuse."""
+        """Return the object after every matching webhook's patch; raise AdmissionDenied to refuse.
+
+        `obj` is never changed: a webhook's patch applies to a copy (webhook.apply_patch), and `obj`
+        itself is returned when nothing patched it."""
         configurations = self._list_configurations()
         policies = self._policies if self._policies is not None and self._policies.active() else None
         if policies is not None and not policies.may_match(operation, resource, sub_resource or None, namespace or ""):
@@ -209,9 +211,10 @@ class AdmissionChain:
             operation, dict(kind), dict(resource), sub_resource or None, namespace or "", name or "",
             copy.deepcopy(old_obj), bool(dry_run), dict(user_info or {}),
         )
-        current = copy.deepcopy(obj)
+        current = obj
         reinvoke = _ReinvokeContext()
         if policies is not None:
+            current = copy.deepcopy(obj)  # (the policies' own patching starts from this copy)
             from ganggate.sim.apiserver.admission.mutating_policy import ReinvocationContext
 
             policy_context = ReinvocationContext()

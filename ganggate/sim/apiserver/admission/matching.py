@@ -9,7 +9,6 @@ evaluated after these, live in kubesim/apiserver/admission/cel.py.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +81,8 @@ def webhooks_in_order(configurations: Sequence[Mapping[str, Any]]) -> list[Webho
     k8s.io/apiserver/pkg/admission/configuration/mutating_webhook_manager.go sorts the
     configurations by name (MutatingWebhookConfigurationSorter.ByName) and keeps each
     configuration's webhooks in order; the uid scheme mirrors its "%s/%s/%d" accessor uid.
+    Each Webhook's spec is the configuration's own dict, not a copy: the chain only reads it, and
+    the API server's stored objects are never changed in place (an update stores a new object).
     """
     ordered = sorted(configurations, key=lambda c: str((c.get("metadata") or {}).get("name", "")))
     hooks: list[Webhook] = []
@@ -92,7 +93,7 @@ def webhooks_in_order(configurations: Sequence[Mapping[str, Any]]) -> list[Webho
             name = str(spec.get("name", ""))
             index = seen.get(name, 0)
             seen[name] = index + 1
-            hooks.append(Webhook(f"{config_name}/{name}/{index}", config_name, copy.deepcopy(spec)))
+            hooks.append(Webhook(f"{config_name}/{name}/{index}", config_name, spec))
     return hooks
 
 
