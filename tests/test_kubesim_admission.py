@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ganggate.certs.authority import build_ca, cert_pem, key_pem, new_key
-from ganggate.sim.apiserver.admission.chain import AdmissionChain, AdmissionDenied
+from ganggate.sim.apiserver.admission.chain import AdmissionChain, AdmissionDenied, semantically_equal
 from tests.admission_webhook_support import Behaviour, Tls, serve
 
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
@@ -609,6 +611,31 @@ async def test_an_empty_map_where_there_was_none_is_no_change(webhook):
     admitted = await admit(chain, pod())
     assert len(webhook.calls_to("first")) == 1
     assert admitted["metadata"]["labels"] == {}
+
+
+def _pruned(value: Any) -> Any:
+    """Semantic.DeepEqual's view spelled out: null fields and empty lists and maps dropped from maps."""
+    if isinstance(value, dict):
+        kept = {key: _pruned(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item is not None and item != {} and item != []}
+    if isinstance(value, list):
+        return [_pruned(item) for item in value]
+    return value
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.sampled_from([0, 1, 1.0, "", "a"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+    max_leaves=10)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_JSON, _JSON)
+def test_changed_means_different_once_nulls_and_empties_are_dropped(a, b):
+    """What decides a reinvocation: objects equal once unset fields are dropped are unchanged."""
+    assert semantically_equal(a, b) == (_pruned(a) == _pruned(b))
+    wrapped_a, wrapped_b = {"x": a, "l": [a]}, {"x": b, "l": [b], "y": {"z": []}}
+    assert semantically_equal(wrapped_a, wrapped_b) == (_pruned(wrapped_a) == _pruned(wrapped_b))
 
 
 async def test_reinvocation_is_a_single_extra_round(webhook):
