@@ -125,7 +125,7 @@ def any_rule_matches(
 
 
 def _exact_or_wildcard(items: list[str], requested: str) -> bool:
-    return any(item == "*" or item == requested for item in items)
+    return "*" in items or requested in items
 
 
 def _scope_matches(scope: str, resource: Mapping[str, str], namespace: str) -> bool:

@@ -231,6 +231,14 @@ def request_url(client_config: Mapping[str, Any], timeout_seconds: int) -> str:
             f"kubesim cannot resolve clientConfig.service {service.get('namespace', '')}/{service.get('name', '')}: "
             "kubesim calls webhooks only through clientConfig.url (give the webhook's URL instead)"
         )
+    if isinstance(url, str):
+        return _with_timeout(url, timeout_seconds)
+    return _with_timeout.__wrapped__(url, timeout_seconds)  # (not cacheable; fails as it always did)
+
+
+@functools.lru_cache(maxsize=256)
+def _with_timeout(url: Any, timeout_seconds: int) -> str:
+    """request_url's answer for one URL (cached: the same few webhooks are called for every pod)."""
     parts = urlsplit(url)
     if parts.scheme != "https":
         raise ValueError(f'unsupported scheme "{parts.scheme}": webhook URLs must use https')
