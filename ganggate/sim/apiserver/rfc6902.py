@@ -53,6 +53,12 @@ def _parse(pointer: Any, invalid: str) -> list[str]:
     """The unescaped parts of a JSON pointer (RFC 6901)."""
     if not isinstance(pointer, str):
         raise PatchError(invalid)
+    if "~" not in pointer:  # nothing escaped (most paths)
+        if not pointer:
+            return []
+        if pointer[0] != "/":
+            raise PatchError("Location must start with /")
+        return pointer[1:].split("/")
     bad = _BAD_ESCAPE.search(pointer)
     if bad:
         raise PatchError(f"Found invalid escape {bad.group()}")
@@ -97,8 +103,8 @@ def _to_last(doc: Any, parts: list[str]) -> tuple[Any, Any]:
     if not parts:
         return doc, None
     for part in parts[:-1]:
-        doc = _walk(doc, part)
-    return doc, _get_part(doc, parts[-1])
+        doc = doc[part] if type(doc) is dict and part in doc else _walk(doc, part)  # (a member: the common step)
+    return doc, parts[-1] if type(doc) is dict else _get_part(doc, parts[-1])
 
 
 def _value(operation: dict[str, Any]) -> Any:
