@@ -3,12 +3,12 @@
 kube-apiserver applies JSON patches with gopkg.in/evanphx/json-patch: the body of a PATCH with
 application/json-patch+json (k8s.io/apiserver/pkg/endpoints/handlers/patch.go, jsonPatcher.applyJSPatch)
 and a mutating webhook's answer (k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go,
-callAttrMutatingHook: jsonpatch.DecodePatch, then Apply). kubesim applied them with the Python
-`jsonpatch` library (1.48) before this module, and users see its error texts (a 422's cause, a
-webhook's internal error), so this applier keeps them word for word: every check happens in the
-library's order, with the library's message (tests/test_kubesim_rfc6902.py compares the two on
-random documents and patches, failing ones included). It costs a fraction of the library's time:
-each pointer is parsed once, with no operation objects and no deep copy of the document.
+callAttrMutatingHook: jsonpatch.DecodePatch, then Apply). kubesim's checks, their order and its
+error texts (which users see as a 422's cause or in a webhook's internal error) are those of the
+Python `jsonpatch` library 1.48, word for word: tests/test_kubesim_rfc6902.py compares the two on
+random documents and patches, failing ones included. evanphx/json-patch words its errors
+differently (not modelled). Each pointer is parsed once, and nothing is deep-copied but the values
+an operation inserts.
 
 Documents, patches and values are JSON values as json.loads gives them (dict, list, str, int,
 float, bool, None).
