@@ -1,6 +1,6 @@
 """PATCH bodies applied as kube-apiserver applies them (k8s.io/apiserver/pkg/endpoints/handlers/patch.go).
 
-- application/json-patch+json: RFC 6902 (the `jsonpatch` library).
+- application/json-patch+json: RFC 6902 (kubesim/apiserver/rfc6902.py).
 - application/merge-patch+json: RFC 7386 (null deletes a key, lists are replaced).
 - application/strategic-merge-patch+json: k8s.io/apimachinery/pkg/util/strategicpatch for the fields
   pods and nodes use. Lists with a `patchMergeKey` tag in k8s.io/api/core/v1/types.go are merged by
@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonpatch
-
 from ganggate.sim.apimachinery import errors
+from ganggate.sim.apiserver import rfc6902
 from ganggate.sim.apiserver.watch import clone
 
 JSON_PATCH = "application/json-patch+json"
@@ -54,14 +53,14 @@ MERGED_SCALAR_LISTS = {"finalizers", "podCIDRs"}
 def apply_patch(content_type: str, original: dict[str, Any], patch: Any, *, in_place: bool = False) -> dict[str, Any]:
     """The patched object; 400 for a malformed or inapplicable patch, 415 for others. A new dict,
     unless in_place: then a JSON patch may change `original` (a copy the caller owns and drops),
-    which saves jsonpatch's deep copy of the whole object."""
+    which saves a deep copy of the whole object."""
     media = content_type.split(";")[0].strip().lower()
     if media == JSON_PATCH:
         if not isinstance(patch, list):
             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
         try:
-            result = jsonpatch.apply_patch(original, patch, in_place=in_place)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
+            result = rfc6902.apply(original if in_place else clone(original), patch)
+        except rfc6902.PatchError as exc:
             # handlers/patch.go applyJSPatch: NewGenericServerResponse(422, ...) with the error as a cause.
             raise errors.ApiError(
                 422, "Invalid", "the server rejected our request due to an error in our request",

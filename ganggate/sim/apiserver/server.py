@@ -104,7 +104,7 @@ class ApiServer(Reads, Writes):
                 self._admission = None
             else:
                 self._admission = AdmissionChain(
-                    # The stored objects themselves: the chain only reads them (and copies what it keeps).
+                    # The stored objects themselves: the chain only reads them.
                     lambda: [s.obj for _, s in self.store.iter("mutatingwebhookconfigurations.admissionregistration.k8s.io")],
                     self._stored_namespace,
                     policies=self._mutating_policies(),

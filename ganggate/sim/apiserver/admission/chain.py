@@ -96,24 +96,37 @@ def _rejection(webhook_name: str, status: Mapping[str, Any] | None) -> Admission
     return AdmissionDenied(code, str(status.get("reason") or ""), message, **details)
 
 
-def _without_empties(value: Any) -> Any:
+def _empty(value: Any) -> bool:
+    """Whether a field's value counts as unset: null, an empty list, or a map of nothing but such."""
+    if value is None:
+        return True
     if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            item = _without_empties(item)
-            if item is not None and item != {} and item != []:
-                out[key] = item
-        return out
+        return all(_empty(item) for item in value.values())
     if isinstance(value, list):
-        return [_without_empties(item) for item in value]
-    return value
+        return not value
+    return False
 
 
-def semantically_equal(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def semantically_equal(a: Any, b: Any) -> bool:
     """Equality as apimachinery's Semantic.DeepEqual sees decoded objects: a null field is an unset
     one, and an empty slice or map equals a nil one (third_party/forked/golang/reflect/deep_equal.go).
-    Not modelled: its registered equalities (a Quantity "1" equals "1000m")."""
-    return _without_empties(a) == _without_empties(b)
+    Not modelled: its registered equalities (a Quantity "1" equals "1000m").
+
+    Walks only where the two differ: equal values (Python's ==) are equal here too."""
+    if a == b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in a.keys() | b.keys():
+            mine, theirs = a.get(key), b.get(key)
+            if _empty(mine) or _empty(theirs):
+                if not (_empty(mine) and _empty(theirs)):
+                    return False
+            elif not semantically_equal(mine, theirs):
+                return False
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(semantically_equal(x, y) for x, y in zip(a, b, strict=True))
+    return False
 
 
 @dataclass
@@ -198,8 +211,10 @@ class AdmissionChain:
         dry_run: bool,
         user_info: dict,
     ) -> dict:
-        """Return the object after every matching webhook's patch (`obj` itself, uncopied, when no
-        webhook's rules name the request); raise AdmissionDenied to refuse."""
+        """Return the object after every matching webhook's patch; raise AdmissionDenied to refuse.
+
+        `obj` is never changed: a webhook's patch applies to a copy (webhook.apply_patch), and `obj`
+        itself is returned when nothing patched it."""
         configurations = self._list_configurations()
         policies = self._policies if self._policies is not None and self._policies.active() else None
         if policies is not None and not policies.may_match(operation, resource, sub_resource or None, namespace or ""):
@@ -211,9 +226,11 @@ class AdmissionChain:
             operation, dict(kind), dict(resource), sub_resource or None, namespace or "", name or "",
             clone(old_obj), bool(dry_run), dict(user_info or {}),
         )
-        current = clone(obj)  # JSON data: watch.clone copies it as deepcopy does, several times faster
+        current = obj
         reinvoke = _ReinvokeContext()
         if policies is not None:
+            # The policies' own patching starts from this copy (watch.clone: as deepcopy, faster).
+            current = clone(obj)
             from ganggate.sim.apiserver.admission.mutating_policy import ReinvocationContext
 
             policy_context = ReinvocationContext()

@@ -9,7 +9,6 @@ evaluated after these, live in kubesim/apiserver/admission/cel.py.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import re
@@ -114,6 +113,8 @@ def webhooks_in_order(configurations: Sequence[Mapping[str, Any]]) -> list[Webho
     k8s.io/apiserver/pkg/admission/configuration/mutating_webhook_manager.go sorts the
     configurations by name (MutatingWebhookConfigurationSorter.ByName) and keeps each
     configuration's webhooks in order; the uid scheme mirrors its "%s/%s/%d" accessor uid.
+    Each Webhook's spec is the configuration's own dict, not a copy: the chain only reads it, and
+    the API server's stored objects are never changed in place (an update stores a new object).
     """
     ordered = sorted(configurations, key=lambda c: str((c.get("metadata") or {}).get("name", "")))
     hooks: list[Webhook] = []
@@ -124,7 +125,7 @@ def webhooks_in_order(configurations: Sequence[Mapping[str, Any]]) -> list[Webho
             name = str(spec.get("name", ""))
             index = seen.get(name, 0)
             seen[name] = index + 1
-            hooks.append(Webhook(f"{config_name}/{name}/{index}", config_name, copy.deepcopy(spec)))
+            hooks.append(Webhook(f"{config_name}/{name}/{index}", config_name, spec))
     return hooks
 
 
@@ -156,7 +157,7 @@ def any_rule_matches(
 
 
 def _exact_or_wildcard(items: list[str], requested: str) -> bool:
-    return any(item == "*" or item == requested for item in items)
+    return "*" in items or requested in items
 
 
 def _scope_matches(scope: str, resource: Mapping[str, str], namespace: str) -> bool:

@@ -227,7 +227,7 @@ def _json_patch(expression: str, current: dict, activation: Mapping[str, Any]) -
             operation["value"] = plain(item["value"])
         operations.append(operation)
     try:
-        return jsonpatch.apply_patch(copy.deepcopy(current), operations)
+        return jsonpatch.apply_patch(current, operations)  # (to a deep copy: in_place is off)
     except jsonpatch.JsonPatchTestFailed:
         return copy.deepcopy(current)  # a failed test op: the patch is not applied
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, IndexError, TypeError) as exc:

@@ -26,7 +26,9 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import aiohttp
-import jsonpatch
+
+from ganggate.sim.apiserver import rfc6902
+from ganggate.sim.apiserver.watch import clone
 
 _KNOWN_REVIEW_VERSIONS = ("v1", "v1beta1")
 
@@ -171,7 +173,8 @@ def verify_response(webhook_name: str, uid: str, version: str, body: bytes) -> W
 
 
 def apply_patch(webhook_name: str, response: WebhookResponse, obj: dict[str, Any]) -> dict[str, Any] | None:
-    """The patched object, or None when the response carries no (or an empty) patch."""
+    """The patched object, a copy (`obj` is left as it is), or None when the response carries no
+    (or an empty) patch."""
     if not response.patch:
         return None
     try:
@@ -185,9 +188,9 @@ def apply_patch(webhook_name: str, response: WebhookResponse, obj: dict[str, Any
     if response.patch_type != "JSONPatch":
         raise CallError(webhook_name, f'unsupported patch type "{response.patch_type}"')
     try:
-        patched = jsonpatch.JsonPatch(operations).apply(obj, in_place=False)
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError) as exc:
-        raise PatchApplyError(str(exc) or type(exc).__name__) from None
+        patched = rfc6902.apply(clone(obj), operations)
+    except rfc6902.PatchError as exc:
+        raise PatchApplyError(str(exc)) from None
     if not isinstance(patched, dict):
         raise PatchApplyError("the patched document is not an object")
     return patched
@@ -228,6 +231,14 @@ def request_url(client_config: Mapping[str, Any], timeout_seconds: int) -> str:
             f"kubesim cannot resolve clientConfig.service {service.get('namespace', '')}/{service.get('name', '')}: "
             "kubesim calls webhooks only through clientConfig.url (give the webhook's URL instead)"
         )
+    if isinstance(url, str):
+        return _with_timeout(url, timeout_seconds)
+    return _with_timeout.__wrapped__(url, timeout_seconds)  # (not cacheable; fails as it always did)
+
+
+@functools.lru_cache(maxsize=256)
+def _with_timeout(url: Any, timeout_seconds: int) -> str:
+    """request_url's answer for one URL (cached: the same few webhooks are called for every pod)."""
     parts = urlsplit(url)
     if parts.scheme != "https":
         raise ValueError(f'unsupported scheme "{parts.scheme}": webhook URLs must use https')
