@@ -74,8 +74,11 @@ async def start(name: str, argv: list[str], ready_url: str) -> Part:
     """Start a part; its log goes where sim up's does; what it prints for a user starting it by hand
     (`ganggate webhook`'s "listening on" line) is dropped: sim up's banner says where each part is.
     It gets SIGTERM if sim up dies (Linux)."""
+    # A session of its own: Ctrl-C in a terminal reaches sim up alone, which stops the parts in
+    # order (the controller first, while the API server still answers its lease release).
     process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                   stdout=asyncio.subprocess.DEVNULL, preexec_fn=_end_with_parent())
+                                                   stdout=asyncio.subprocess.DEVNULL, start_new_session=True,
+                                                   preexec_fn=_end_with_parent())
     log.info("%s started (pid %d)", name, process.pid)
     return Part(name, process, ready_url)
 

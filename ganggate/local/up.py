@@ -106,7 +106,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
             for task in (stopping, *exits):
                 task.cancel()
         for part in (controller, webhook):
-            if (why := part.stopped()) is not None:
+            if (why := part.stopped()) is not None and not stop.is_set():
                 raise UpError(why)
         log.info("stopping: controller, webhook, kubesim")
 
