@@ -67,7 +67,7 @@ def start_up(tmp: Path, *args: str) -> Up:
     stderr = tmp / "sim-up.log"
     process = subprocess.Popen(
         [sys.executable, "-m", "ganggate", "sim", "up", "--port", "0", "--kubeconfig-out", str(kubeconfig), *args],
-        stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True,
+        stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True, start_new_session=True,  # its own process group, as in a terminal
     )
     banner: dict[str, str] = {}
     ready = False
@@ -219,10 +219,30 @@ def test_the_examples_directory_applies_with_validation(cluster: Up) -> None:
     assert "invalid-gang-pod" not in {pod["metadata"]["name"] for pod in cluster.pods("examples")}
 
 
+def parts(pid: int) -> list[int]:
+    """The processes sim up started (the webhook, the controller), by /proc (Linux)."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # (not a zombie)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_signal_stops_everything_cleanly(tmp_path: Path, sig: int) -> None:
+    """SIGTERM to sim up, or Ctrl-C in its terminal (SIGINT to its whole process group): exit 0,
+    the controller gives up its lease, the API server stops, and no part is left running."""
     up = start_up(tmp_path, "--nodes", "1")
+    started = parts(up.process.pid)
+    assert len(started) == 2  # the webhook and the controller, in processes of their own
+    if sig == signal.SIGINT:
+        os.killpg(up.process.pid, sig)
     assert up.stop(sig) == 0
+    assert not [pid for pid in started if alive(pid)]
     log = up.stderr.read_text()
     assert "Traceback" not in log
     assert "controller up" in log and "gave up lease ganggate-system/ganggate-controller" in log
