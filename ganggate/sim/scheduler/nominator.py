@@ -57,6 +57,16 @@ class _Laid:
         cache.nonzero_cpu[:slots] += sign * self.nonzero_cpu
         cache.nonzero_memory[:slots] += sign * self.nonzero_memory
 
+    def set_column(self, cache: ClusterCache, slot: int, held: _Sum | None) -> None:
+        """Make the slot's column what `held` counts (nothing when None); its resources have rows."""
+        self.requested[:, slot] = 0
+        self.pods[slot] = self.nonzero_cpu[slot] = self.nonzero_memory[slot] = 0
+        if held is not None:
+            for resource, amount in held.request.items():
+                self.requested[cache.resources[resource], slot] = _saturate(amount)
+            self.pods[slot], self.nonzero_cpu[slot], self.nonzero_memory[slot] = (
+                held.pods, held.nonzero_cpu, held.nonzero_memory)
+
     def copy(self) -> _Laid:
         return _Laid(self.requested.copy(), self.pods.copy(), self.nonzero_cpu.copy(), self.nonzero_memory.copy())
 
@@ -118,13 +128,7 @@ class Nominator:
         if priority in self._held:
             laid = self._laid[priority] = laid.copy()
             self._held.discard(priority)
-        laid.requested[:, slot] = 0
-        laid.pods[slot] = laid.nonzero_cpu[slot] = laid.nonzero_memory[slot] = 0
-        if held is not None:
-            for resource, amount in held.request.items():
-                laid.requested[cache.resources[resource], slot] = _saturate(amount)
-            laid.pods[slot], laid.nonzero_cpu[slot], laid.nonzero_memory[slot] = (
-                held.pods, held.nonzero_cpu, held.nonzero_memory)
+        laid.set_column(cache, slot, held)
 
     def _lay_out(self, cache: ClusterCache, priority: int) -> _Laid:
         """The priority's sums as the cache's arrays, made anew."""
@@ -141,10 +145,7 @@ class Nominator:
             slot = cache.index.get(node)
             if slot is None:
                 continue
-            for resource, amount in held.request.items():
-                laid.requested[cache.resources[resource], slot] = _saturate(amount)
-            laid.pods[slot], laid.nonzero_cpu[slot], laid.nonzero_memory[slot] = (
-                held.pods, held.nonzero_cpu, held.nonzero_memory)
+            laid.set_column(cache, slot, held)
         self._laid[priority] = laid
         return laid
 
