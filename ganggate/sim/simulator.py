@@ -202,15 +202,11 @@ class Simulator:
             self._tempdir.cleanup()
             self._tempdir = None
 
-    def api_client(self, connection_pool_maxsize: int | None = None) -> Any:
-        """A kubernetes_asyncio ApiClient for this simulator (the caller closes it); with
-        `connection_pool_maxsize`, that many connections at most (kubernetes-asyncio's default:
-        5 per CPU)."""
+    def api_client(self) -> Any:
+        """A kubernetes_asyncio ApiClient for this simulator (the caller closes it)."""
         from kubernetes_asyncio import client
 
         configuration = client.Configuration(host=self.url)
-        if connection_pool_maxsize is not None:
-            configuration.connection_pool_maxsize = connection_pool_maxsize
         configuration.api_key = {"authorization": "kubesim-dummy-token"}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         return client.ApiClient(configuration)
