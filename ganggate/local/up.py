@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "ganggate-system"
+#: The controller's leader election Lease, named on its command line and in the ready banner.
+LEASE_NAME = "ganggate-controller"
 
 
 class UpError(Exception):
@@ -94,7 +96,7 @@ async def up(options: UpOptions, stop: asyncio.Event, out: TextIO) -> None:
         await _register_gate(api, options, webhook_url, certs.ca_file.read_bytes())
         if not await _until_ready(controller, stop):
             return
-        lease = f"{LEASE_NAMESPACE}/ganggate-controller"
+        lease = f"{LEASE_NAMESPACE}/{LEASE_NAME}"
         log.info("controller up: leader of lease %s, watching nodes and pods", lease)
         out.write(next_steps(options, sim.url, webhook_url, lease, certs_dir if options.certs_dir else None))
         out.flush()
@@ -120,9 +122,10 @@ def controller_arguments(options: UpOptions, metrics_port: int) -> list[str]:
     """`ganggate controller` as sim up runs it: sim up's kubeconfig, leader election in
     ganggate-system, /metrics and /readyz on a loopback port, and the options' settings."""
     argv = processes.ganggate_command(
-        log_level(), "controller", "--kubeconfig", options.kubeconfig_out, "--lease-namespace", LEASE_NAMESPACE,
-        "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port), "--podgroups", options.podgroups,
-        "--on-node-drain", options.on_node_drain)
+        log_level(), "controller", "--kubeconfig", options.kubeconfig_out,
+        "--lease-namespace", LEASE_NAMESPACE, "--lease-name", LEASE_NAME,
+        "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port),
+        "--podgroups", options.podgroups, "--on-node-drain", options.on_node_drain)
     if options.native_gang_scheduling:
         argv.append("--native-gang-scheduling")
     if options.topology is not None:
