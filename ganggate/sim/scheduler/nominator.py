@@ -149,30 +149,30 @@ class Nominator:
         self._laid[priority] = laid
         return laid
 
-    def hold(self, cache: ClusterCache, key: str, priority: int) -> list[tuple]:
+    def hold(self, cache: ClusterCache, key: str, priority: int) -> list[_Laid | tuple]:
         """Count on the cache the nominated pods of at least this priority on their nodes, the pod
         `key` itself left out (addNominatedPods); what was counted, for `release`."""
         if cache is not self._cache or cache.layout != self._layout:
             self._cache, self._layout = cache, cache.layout
             self._laid.clear()
-        applied: list[tuple] = []
+        applied: list[_Laid | tuple] = []
         for held_priority in self._sums:
             if held_priority >= priority:
                 laid = self._laid.get(held_priority) or self._lay_out(cache, held_priority)
                 laid.add_to(cache, 1)
                 self._held.add(held_priority)
-                applied.append((laid,))
+                applied.append(laid)
         own = self._pods.get(key)
         if own is not None and own.priority >= priority and (slot := cache.index.get(own.node)) is not None:
             applied.append((dict(own.request), 1, own.nonzero_cpu, own.nonzero_memory, slot, -1))
             cache.apply_sum(own.request, 1, own.nonzero_cpu, own.nonzero_memory, slot, -1)
         return applied
 
-    def release(self, cache: ClusterCache, applied: list[tuple]) -> None:
+    def release(self, cache: ClusterCache, applied: list[_Laid | tuple]) -> None:
         """Take back what `hold` counted (the nominations may have changed since)."""
         for item in applied:
-            if len(item) == 1:
-                item[0].add_to(cache, -1)
+            if isinstance(item, _Laid):
+                item.add_to(cache, -1)
             else:
                 request, pods, cpu, memory, slot, sign = item
                 cache.apply_sum(request, pods, cpu, memory, slot, -sign)
