@@ -84,8 +84,7 @@ class PodTable:
                     self.starting -= self._starts(old[1])
                     self.keys.pop(bisect.bisect_left(self.keys, key))
                     recount = recount or old[0] >= self.max_rv
-                if self._bound.pop(key, -1) >= self.max_bound_rv:
-                    self.max_bound_rv = max(self._bound.values(), default=0)
+                self._unbind(key)
             else:
                 if key not in self.views:
                     bisect.insort(self.keys, key)
@@ -107,7 +106,13 @@ class PodTable:
         if (obj.get("spec") or {}).get("nodeName"):
             self._bound[key] = rv
             self.max_bound_rv = max(self.max_bound_rv, rv)
-        elif self._bound.pop(key, -1) >= self.max_bound_rv:  # (a pod is never unbound; a table is told anything)
+        else:  # (a pod is never unbound; a table is told anything)
+            self._unbind(key)
+
+    def _unbind(self, key: Key) -> None:
+        """Stop counting a pod as bound (gone, or not bound); the highest bound resourceVersion anew
+        if it was that pod's."""
+        if self._bound.pop(key, -1) >= self.max_bound_rv:
             self.max_bound_rv = max(self._bound.values(), default=0)
 
     def listed(self) -> list[PodView]:
