@@ -37,7 +37,9 @@ from ganggate.sim.apiserver.admission.matching import (
     namespace_selector_applies,
     namespace_selector_is_empty,
     object_matches,
+    request_kind,
     rule_matches,
+    same_objects,
     webhooks_in_order,
 )
 from ganggate.sim.apiserver.watch import clone
@@ -260,8 +262,7 @@ class AdmissionChain:
     def _webhooks(self, configurations: list[dict]) -> list[Webhook]:
         """webhooks_in_order of these configurations, made again only when one of them changed."""
         made = self._ordered
-        if made is not None and len(made[0]) == len(configurations) and all(
-                a is b for a, b in zip(made[0], configurations, strict=True)):
+        if made is not None and same_objects(made[0], configurations):
             return made[1]
         hooks = webhooks_in_order(configurations)
         self._ordered = (configurations, hooks)
@@ -272,8 +273,7 @@ class AdmissionChain:
                     namespace: str) -> bool:
         """Whether some webhook's rules match the request, remembered per kind of request while the
         webhooks stay the same (rules.go Matcher.Matches reads of the request only these)."""
-        key = (operation, resource.get("group", ""), resource.get("version", ""), resource.get("resource", ""),
-               sub_resource, bool(namespace))
+        key = request_kind(operation, resource, sub_resource, namespace)
         named = self._named.get(key)
         if named is None:
             named = self._named[key] = any(

@@ -82,29 +82,53 @@ class Webhook:
     # condition names `request`.
     @functools.cached_property
     def _namespace_selector(self) -> list[Requirement] | SelectorError:
-        return _parse(self.spec.get("namespaceSelector"))
+        return parse_selector(self.spec.get("namespaceSelector"))
 
     @functools.cached_property
     def _object_selector(self) -> list[Requirement] | SelectorError:
-        return _parse(self.spec.get("objectSelector"))
+        return parse_selector(self.spec.get("objectSelector"))
 
     @functools.cached_property
     def conditions_read_request(self) -> bool:
         """Whether a matchConditions expression may read `request` (its text holds the word at all)."""
-        return re.search(r"\brequest\b", json.dumps(self.spec.get("matchConditions") or [])) is not None
+        return names_variable(self.spec.get("matchConditions") or [], "request")
 
 
-def _parse(selector: Mapping[str, Any] | None) -> list[Requirement] | SelectorError:
+def parse_selector(selector: Mapping[str, Any] | None) -> list[Requirement] | SelectorError:
+    """selector_requirements, its SelectorError returned rather than raised: parsed once and kept,
+    the error is raised where the selector is used (`requirements_of`)."""
     try:
         return selector_requirements(selector)
     except SelectorError as exc:
         return exc
 
 
-def _requirements(parsed: list[Requirement] | SelectorError) -> list[Requirement]:
+def requirements_of(parsed: list[Requirement] | SelectorError) -> list[Requirement]:
+    """What `parse_selector` gave, its error raised now."""
     if isinstance(parsed, SelectorError):
         raise parsed
     return parsed
+
+
+def names_variable(value: Any, variable: str) -> bool:
+    """Whether any text of `value` (expressions, as JSON data) names the CEL variable: an identifier
+    is a whole word of an expression, so text nowhere holding the word cannot read it (conservative:
+    a message or a string literal holding the word only counts as naming it)."""
+    return re.search(rf"\b{re.escape(variable)}\b", json.dumps(value)) is not None
+
+
+def request_kind(operation: str, resource: Mapping[str, str], sub_resource: str | None,
+                 namespace: str) -> tuple[str, str, str, str, str | None, bool]:
+    """All that rules.go Matcher.Matches reads of a request (of the namespace, whether there is one):
+    the key under which whether some rules match it may be remembered."""
+    return (operation, resource.get("group", ""), resource.get("version", ""), resource.get("resource", ""),
+            sub_resource, bool(namespace))
+
+
+def same_objects(made_from: Sequence[Any], now: Sequence[Any]) -> bool:
+    """Whether `now` lists the very objects `made_from` did (stored objects are never changed in
+    place: a change is a new object), so what was made from them still holds."""
+    return len(made_from) == len(now) and all(a is b for a, b in zip(made_from, now, strict=True))
 
 
 def webhooks_in_order(configurations: Sequence[Mapping[str, Any]]) -> list[Webhook]:
@@ -216,12 +240,12 @@ def namespace_selector_applies(resource: Mapping[str, str], namespace: str) -> b
 
 def namespace_matches(hook: Webhook, namespace_labels: Mapping[str, str]) -> bool:
     """The webhook's namespaceSelector against the namespace's labels (namespace/matcher.go)."""
-    return labels_match(_requirements(hook._namespace_selector), namespace_labels)
+    return labels_match(requirements_of(hook._namespace_selector), namespace_labels)
 
 
 def namespace_selector_is_empty(hook: Webhook) -> bool:
     """An empty selector matches without looking the namespace up."""
-    return not _requirements(hook._namespace_selector)
+    return not requirements_of(hook._namespace_selector)
 
 
 def object_matches(hook: Webhook, obj: Mapping[str, Any] | None, old_obj: Mapping[str, Any] | None) -> bool:
@@ -229,7 +253,7 @@ def object_matches(hook: Webhook, obj: Mapping[str, Any] | None, old_obj: Mappin
 
     A missing object (CREATE has no old object) never matches a non-empty selector.
     """
-    requirements = _requirements(hook._object_selector)
+    requirements = requirements_of(hook._object_selector)
     if not requirements:
         return True
     return any(o is not None and labels_match(requirements, _labels_of(o)) for o in (obj, old_obj))

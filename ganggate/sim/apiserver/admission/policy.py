@@ -43,6 +43,7 @@ from ganggate.sim.apiserver.admission.matching import (
     Requirement,
     SelectorError,
     labels_match,
+    request_kind,
     rule_matches,
     selector_requirements,
 )
@@ -305,8 +306,7 @@ class PolicyChain:
         if not self._count(self.binding_key) or not self._count(self.policy_key):
             return False
         # rules.go Matcher.Matches reads of the request only these (the scope: whether it has a namespace)
-        key = (operation, resource.get("group", ""), resource.get("version", ""), resource.get("resource", ""),
-               sub_resource, bool(namespace))
+        key = request_kind(operation, resource, sub_resource, namespace)
         plan = self._plan()
         known = plan.may_match.get(key)
         if known is None:

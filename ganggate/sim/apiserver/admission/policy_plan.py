@@ -11,22 +11,23 @@ no expression can tell).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ganggate.sim.apiserver.admission.matching import Requirement, SelectorError, selector_requirements
+from ganggate.sim.apiserver.admission.matching import (
+    Requirement,
+    SelectorError,
+    names_variable,
+    parse_selector,
+    requirements_of,
+    same_objects,
+)
 
 
 def variable_expressions(definitions: list[Mapping[str, Any]]) -> dict[str, str]:
     """A policy's `variables` as name -> expression (a later one of the same name wins)."""
     return {str(v.get("name", "")): str(v.get("expression", "")) for v in definitions}
-
-
-_NAMES_REQUEST = re.compile(r"\brequest\b")
-_NAMES_NAMESPACE = re.compile(r"\bnamespaceObject\b")
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,8 @@ class PreparedPolicy:
 
 
 def _prepare(spec: Mapping[str, Any]) -> PreparedPolicy:
-    # Whether any text of the spec names the variable: a CEL identifier is a whole word of an
-    # expression, so a spec whose text nowhere holds the word cannot read it (a conservative test:
-    # a message or a string literal holding the word only makes the activation build it).
-    text = json.dumps(spec)
     return PreparedPolicy(variable_expressions(list(spec.get("variables") or [])),
-                     _NAMES_REQUEST.search(text) is not None, _NAMES_NAMESPACE.search(text) is not None)
+                          names_variable(spec, "request"), names_variable(spec, "namespaceObject"))
 
 
 class Plan:
@@ -67,8 +64,7 @@ class Plan:
 
     def same(self, policies: list[dict], bindings: list[dict]) -> bool:
         """Whether the plan was built from these very objects."""
-        return all(len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True))
-                   for old, new in zip(self.sources, (policies, bindings), strict=True))
+        return same_objects(self.sources[0], policies) and same_objects(self.sources[1], bindings)
 
     def selector(self, selector: Any) -> list[Requirement]:
         """selector_requirements, parsed once per selector of the plan (its SelectorError likewise)."""
@@ -76,11 +72,5 @@ class Plan:
             return []
         parsed = self.requirements.get(id(selector))
         if parsed is None:
-            try:
-                parsed = selector_requirements(selector)
-            except SelectorError as exc:
-                parsed = exc
-            self.requirements[id(selector)] = parsed
-        if isinstance(parsed, SelectorError):
-            raise parsed
-        return parsed
+            parsed = self.requirements[id(selector)] = parse_selector(selector)
+        return requirements_of(parsed)
