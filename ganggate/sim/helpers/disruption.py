@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -129,11 +129,16 @@ def _parse(stamp: str) -> datetime | None:
 def disrupted_pod_map(pdb: Mapping[str, Any], pods: list[Mapping[str, Any]], now: datetime) -> dict[str, str]:
     """buildDisruptedPodMap: evictions not yet seen through, dropping deleted pods and ones older than 2 minutes."""
     by_name = {p["metadata"]["name"]: p for p in pods}
+    return _disrupted(pdb, lambda name: (pod := by_name.get(name)) is None or bool(pod["metadata"].get("deletionTimestamp")),
+                      now)
+
+
+def _disrupted(pdb: Mapping[str, Any], gone: Callable[[str], bool], now: datetime) -> dict[str, str]:
+    """buildDisruptedPodMap over the budget's disruptedPods, `gone(name)` telling a pod deleted or being deleted."""
     out = {}
     for name, stamp in ((pdb.get("status") or {}).get("disruptedPods") or {}).items():
-        pod = by_name.get(name)
         when = _parse(stamp)
-        if pod is None or pod["metadata"].get("deletionTimestamp") or when is None or when + DELETION_TIMEOUT < now:
+        if gone(name) or when is None or when + DELETION_TIMEOUT < now:
             continue
         out[name] = stamp
     return out
@@ -209,13 +214,7 @@ def compute_status_counted(pdb: Mapping[str, Any], pods: Mapping[str, Health], h
     spec = pdb.get("spec") or {}
     min_available = spec.get("minAvailable")
     expected, desired = (len(pods), min_available) if isinstance(min_available, int) else (0, 0)
-    disrupted = {}
-    for name, stamp in ((pdb.get("status") or {}).get("disruptedPods") or {}).items():  # disrupted_pod_map
-        health = pods.get(name)
-        when = _parse(stamp)
-        if health is None or health[0] or when is None or when + DELETION_TIMEOUT < now:
-            continue
-        disrupted[name] = stamp
+    disrupted = _disrupted(pdb, lambda name: (health := pods.get(name)) is None or health[0], now)
     # count_healthy: the disrupted pods kept above are not being deleted; those Ready are not healthy
     healthy -= sum(1 for name in disrupted if pods[name][1])
     return _status(status, generation, expected, desired, healthy, disrupted)
