@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ganggate.replay.results.metrics import SIZE_CLASSES, ClassWait, JobFigures, JobRecord, Sample, Summary, run_of
@@ -58,37 +58,31 @@ def _figures_row(f: JobFigures | None) -> list[str]:
 def write_jobs_csv(runs: Mapping[str, Sequence[JobRecord]], path: str | Path) -> Path:
     """jobs.csv: one row per job and mode: its gang size in GPUs, submit, start (all pods
     running), end, wait and run, in simulated seconds; empty where it never started or ended."""
-    path = Path(path)
-    with open(path, "w", newline="", encoding="utf-8") as stream:
-        writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(JOBS_COLUMNS)
-        for mode, records in runs.items():
-            for rec in records:
-                wait = None if rec.started_at is None else rec.started_at - rec.submit_time
-                writer.writerow([mode, rec.job_id, rec.gpus, _num(rec.submit_time), _num(rec.started_at),
-                                 _num(rec.finished_at), _num(wait), _num(run_of(rec))])
-    return path
+    def row(mode: str, rec: JobRecord) -> list[object]:
+        wait = None if rec.started_at is None else rec.started_at - rec.submit_time
+        return [mode, rec.job_id, rec.gpus, _num(rec.submit_time), _num(rec.started_at), _num(rec.finished_at),
+                _num(wait), _num(run_of(rec))]
+
+    return _write_csv(path, JOBS_COLUMNS, (row(mode, rec) for mode, records in runs.items() for rec in records))
 
 
 def write_summary_csv(summaries: Sequence[Summary], path: str | Path) -> Path:
-    path = Path(path)
-    with open(path, "w", newline="", encoding="utf-8") as stream:
-        writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(SUMMARY_COLUMNS)
-        for summary in summaries:
-            writer.writerow(summary_row(summary))
-    return path
+    return _write_csv(path, SUMMARY_COLUMNS, (summary_row(summary) for summary in summaries))
 
 
 def write_timeseries_csv(runs: Mapping[str, Sequence[Sample]], path: str | Path) -> Path:
+    return _write_csv(path, TIMESERIES_COLUMNS, (
+        [mode, _num(s.time, 3), s.busy_gpus, s.held_idle_gpus, s.jobs_running, s.jobs_waiting, s.jobs_finished]
+        for mode, samples in runs.items() for s in samples))
+
+
+def _write_csv(path: str | Path, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Path:
+    """A CSV file of the header and the rows, "\n" line ends."""
     path = Path(path)
     with open(path, "w", newline="", encoding="utf-8") as stream:
         writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(TIMESERIES_COLUMNS)
-        for mode, samples in runs.items():
-            for s in samples:
-                writer.writerow([mode, _num(s.time, 3), s.busy_gpus, s.held_idle_gpus, s.jobs_running,
-                                 s.jobs_waiting, s.jobs_finished])
+        writer.writerow(columns)
+        writer.writerows(rows)
     return path
 
 
