@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ganggate.replay.results.metrics import Sample
 
@@ -66,10 +67,7 @@ def plot_modes(
     axes[-1, 0].set_xlabel("simulated time (hours)")
     if title:
         figure.suptitle(title, fontsize=11)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(figure, path)
 
 
 def plot_tradeoff(points: Sequence[tuple[str, float, float]], baselines: Sequence[tuple[str, float, float]],
@@ -98,6 +96,13 @@ def plot_tradeoff(points: Sequence[tuple[str, float, float]], baselines: Sequenc
     axis.legend(fontsize=8)
     if title:
         axis.set_title(title, fontsize=10)
+    return _save(figure, path)
+
+
+def _save(figure: Any, path: Path) -> Path:
+    """Lay the figure out, write it as a PNG and let it go."""
+    import matplotlib.pyplot as plt
+
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
