@@ -130,25 +130,25 @@ async def test_gated_pod_required_affinity_may_only_be_narrowed(api):
     assert pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution is not None
     # Existing terms keep their expressions; new expressions may be ANDed in.
     await core.create_namespaced_pod("default", pod_manifest("narrow", gates=[GATE], affinity=_affinity(zone)))
-    pod = await core.replace_namespaced_pod("narrow", "default", _with_affinity(
+    pod = await core.replace_namespaced_pod("narrow", "default", _with_affinity(api,
         await core.read_namespaced_pod("narrow", "default"), _affinity(zone, host)))
     terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
     assert len(terms[0].match_expressions) == 2
     # Dropping or changing an existing expression widens the choice: refused.
-    status = await _expect_invalid(core.replace_namespaced_pod("narrow", "default", _with_affinity(
+    status = await _expect_invalid(core.replace_namespaced_pod("narrow", "default", _with_affinity(api,
         await core.read_namespaced_pod("narrow", "default"), _affinity(host))))
     assert "only additions are allowed (no mutations or deletions)" in status["message"]
     # Adding a whole term (ORed) widens it too.
     two_terms = _affinity(zone, host)
     two_terms["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"].append(
         {"matchExpressions": [host]})
-    status = await _expect_invalid(core.replace_namespaced_pod("narrow", "default", _with_affinity(
+    status = await _expect_invalid(core.replace_namespaced_pod("narrow", "default", _with_affinity(api,
         await core.read_namespaced_pod("narrow", "default"), two_terms)))
     assert "no additions/deletions to non-empty NodeSelectorTerms list are allowed" in status["message"]
 
 
-def _with_affinity(pod, affinity: dict):
-    body = client.ApiClient().sanitize_for_serialization(pod)
+def _with_affinity(api, pod, affinity: dict):
+    body = api.sanitize_for_serialization(pod)
     body["spec"]["affinity"] = affinity
     return body
 
@@ -165,7 +165,7 @@ async def test_tolerations_may_be_added_not_changed(api):
     toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
     await core.create_namespaced_pod("default", pod_manifest("t", tolerations=[toleration]))
     current = (await core.read_namespaced_pod("t", "default")).spec.tolerations
-    body = [client.ApiClient().sanitize_for_serialization(t) for t in current]
+    body = [api.sanitize_for_serialization(t) for t in current]
     added = body + [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
     pod = await core.patch_namespaced_pod("t", "default", {"spec": {"tolerations": added}})
     assert {t.key for t in pod.spec.tolerations} >= {"gpu", "spot"}

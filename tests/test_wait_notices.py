@@ -46,14 +46,15 @@ def test_a_count_that_moves_is_no_change_and_repeats_fold_into_the_first_pods_ev
 
 def test_the_controller_logs_a_flipping_wait_once(caplog) -> None:
     async def main() -> list[str]:
-        controller = Controller(client.ApiClient(), ControllerConfig(leader_election=False))
-        controller.state.reset([make_node("n0"), make_node("n1")],
-                               [make_pod(f"job-{i}", namespace="ml", gang="job", pod_num=3, gpus=8) for i in range(3)])
-        with caplog.at_level(logging.DEBUG, logger="ganggate.controller"):
-            for t in range(200):
-                controller._report_waiting([Waiting(("ml", "job"), "GangUnschedulable", FLIPS[t % 3], "room")], t)
-            controller._report_waiting([Waiting(("ml", "job"), "GangCannotFit", "needs more", "never:cluster-size")],
-                                       200)
+        async with client.ApiClient() as api:
+            controller = Controller(api, ControllerConfig(leader_election=False))
+            controller.state.reset([make_node("n0"), make_node("n1")],
+                                   [make_pod(f"job-{i}", namespace="ml", gang="job", pod_num=3, gpus=8) for i in range(3)])
+            with caplog.at_level(logging.DEBUG, logger="ganggate.controller"):
+                for t in range(200):
+                    controller._report_waiting([Waiting(("ml", "job"), "GangUnschedulable", FLIPS[t % 3], "room")], t)
+                controller._report_waiting([Waiting(("ml", "job"), "GangCannotFit", "needs more",
+                                                    "never:cluster-size")], 200)
         return [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
 
     lines = asyncio.run(main())
