@@ -163,6 +163,7 @@ async def _until_ready(part: processes.Part, stop: asyncio.Event) -> bool:
 
 
 async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions) -> Simulator:
+    from ganggate.sim.heap import tune_gc
     from ganggate.sim.simulator import Simulator
 
     sim = Simulator(nodes=options.nodes, gpus_per_node=options.gpus_per_node, cpu=options.cpu,
@@ -176,6 +177,7 @@ async def _start_kubesim(parts: contextlib.AsyncExitStack, options: UpOptions) -
     except OSError as exc:
         raise UpError(f"cannot serve the API on 127.0.0.1:{options.port}: {_reason(exc)}"
                       f"{_port_hint(exc, '--port')}") from None
+    tune_gc()  # this process serves kubesim, as `sim serve`'s does (sim.heap)
     log.info("kubesim up: API server %s with %s of %s each, scheduler and kubelet running",
              sim.url, plural(options.nodes, "node"), plural(options.gpus_per_node, "GPU"))
     return sim

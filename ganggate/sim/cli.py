@@ -173,25 +173,11 @@ def topology_shape(args: argparse.Namespace) -> TopologyShape | None:
                        clique_label=args.clique_label)
 
 
-# Young-generation threshold of the serving process's cyclic GC: a write allocates hundreds of
-# containers (the decoded body, the patched copy, the stored object), so the default 700 runs a
-# collection every few writes and a full one, over every stored object, every few hundred.
-GC_THRESHOLDS = (10_000, 50, 100)
-
-
-def tune_gc() -> None:
-    """For the process `sim serve` owns: what exists at start (the nodes, the modules) is kept out
-    of the GC's scans for good (gc.freeze), and collections run less often (GC_THRESHOLDS)."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
+
+    from ganggate.sim.heap import tune_gc
 
     from ganggate.sim.clock import WallClock
     from ganggate.sim.simulator import Simulator
