@@ -153,8 +153,12 @@ class Kubelet:
             if key not in self._running:
                 self._running[key] = asyncio.ensure_future(self._start(key))
         elif phase == "Running":
-            if key not in self._started_at:
-                self._started_at[key] = self.clock.now()  # seen running already (a restarted kubelet)
+            # Not started here (a restarted kubelet sees it running already); a pod this kubelet
+            # is starting shows Running in the watch before its own status write has returned,
+            # and that write records the start and arms the timer.
+            starting = self._running.get(key)
+            if key not in self._started_at and (starting is None or starting.done()):
+                self._started_at[key] = self.clock.now()
                 self.cards.admit(key, pod, self._node_objects[node])  # its devices are allocated already
             self._arm(key, pod)
 
