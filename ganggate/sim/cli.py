@@ -177,9 +177,8 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from ganggate.sim.heap import tune_gc
-
     from ganggate.sim.clock import WallClock
+    from ganggate.sim.heap import tune_gc
     from ganggate.sim.simulator import Simulator
 
     if args.nodes < 0 or args.gpus_per_node < 0:
