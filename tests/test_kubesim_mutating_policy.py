@@ -149,6 +149,17 @@ async def test_a_failing_mutation_refuses_the_pod_under_fail_and_is_skipped_unde
     assert code == 201 and created["metadata"]["name"] == "q"
 
 
+async def test_a_json_patch_that_does_not_apply_refuses_the_pod_with_its_error(raw):
+    # patch/json_patch.go: any failure but a failed `test` is "JSON Patch: <error>" (the error in the
+    # words of kubesim's RFC 6902 applier, shared with PATCH requests and webhooks' patches).
+    await install(raw, policy("missing", json_patch("[JSONPatch{op: 'remove', path: '/spec/nope'}]")))
+    code, answer = await create(raw, a_pod("p"))
+    assert (code, answer["reason"]) == (403, "Invalid")
+    assert answer["message"] == ("policy 'missing' with binding 'missing' denied request: "
+                                 "JSON Patch: can't remove a non-existent object 'nope'")
+    assert (await raw.request("GET", "/api/v1/namespaces/default/pods/p"))[0] == 404
+
+
 async def test_object_type_names_must_follow_the_field_path(raw):
     await install(raw, policy("typo", apply_configuration(
         "Object{spec: Object.spec{schedulingGates: [Object.spec.gates{name: 'x/gate'}]}}")))

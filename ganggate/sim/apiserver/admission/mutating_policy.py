@@ -19,14 +19,12 @@ it may refuse a patch the real server's schema would merge; kubesim admits pods 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpatch
-
 from ganggate.sim.apimachinery import errors
+from ganggate.sim.apiserver import rfc6902
 from ganggate.sim.apiserver.admission.cel import EvaluationError, evaluate_conditions
 from ganggate.sim.apiserver.admission.cel_mutation import (
     JSON_PATCH_TYPE,
@@ -226,12 +224,14 @@ def _json_patch(expression: str, current: dict, activation: Mapping[str, Any]) -
                 raise MutationError("type mismatch: " + "\n".join(mismatches))
             operation["value"] = plain(item["value"])
         operations.append(operation)
+    # Applied as a webhook's patch is (both with gopkg.in/evanphx/json-patch.v4), to a copy: a
+    # failed `test` leaves the object unpatched, any other failure is "JSON Patch: <error>".
     try:
-        return jsonpatch.apply_patch(current, operations)  # (to a deep copy: in_place is off)
-    except jsonpatch.JsonPatchTestFailed:
-        return copy.deepcopy(current)  # a failed test op: the patch is not applied
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, IndexError, TypeError) as exc:
-        raise MutationError(f"JSONPath: {exc}") from None
+        return rfc6902.apply(clone(current), operations)
+    except rfc6902.TestFailed:
+        return clone(current)
+    except rfc6902.PatchError as exc:
+        raise MutationError(f"JSON Patch: {exc}") from None
 
 
 def _apply_configuration(expression: str, current: dict, activation: Mapping[str, Any]) -> dict:
