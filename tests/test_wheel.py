@@ -103,6 +103,8 @@ def test_the_installed_webhook_serves_and_stops_on_sigterm(installed, tmp_path):
     try:
         line = proc.stdout.readline()
         match = re.search(r"listening on (https://127\.0\.0\.1:\d+), metrics on (http://127\.0\.0\.1:\d+)", line)
+        if not match and not line:  # stdout closed: the webhook exited; say why
+            proc.wait(timeout=30)
         assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
         context = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.crt"))
         with urllib.request.urlopen(f"{match.group(1)}/healthz", context=context, timeout=30) as resp:
